@@ -1,0 +1,5 @@
+import sys
+
+from hqval.cli import main
+
+sys.exit(main())

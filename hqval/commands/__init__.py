@@ -1,0 +1,1 @@
+"""One module per ``hqval`` subcommand; see ``hqval.cli.COMMANDS``."""
