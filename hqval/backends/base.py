@@ -1,0 +1,105 @@
+"""The protocol every execution backend implements: load, allocate, copy, launch, time.
+
+One backend per module (``emu``, ``hip``, ``cuda``), each small.  A capability a backend
+lacks raises ``NotImplementedError("need ...")``; a backend that cannot start raises
+``BackendUnavailable`` naming what is missing (the CLI turns it into exit 2: a requested
+backend that cannot run is an error, never a silent skip or switch).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from hqval.manifest import KernelSpec
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here; the message names what is missing and how to get it."""
+
+
+@dataclass
+class Buffer:
+    """A device allocation.  ``handle`` is backend-specific (an address, a pointer object)."""
+
+    nbytes: int
+    handle: Any
+
+
+@dataclass
+class Program:
+    """A loaded kernel, ready to launch."""
+
+    spec: KernelSpec
+    symbol: str
+    handle: Any
+    # Where the code came from: code object path and hash, or the NVRTC source hash.
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LaunchInfo:
+    """What a launch reports back. The emulator fills ``counts`` (dynamic instruction
+    counts by class); hardware backends leave it empty."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class Backend(abc.ABC):
+    name: str = ""
+
+    def __init__(self, arch: str) -> None:
+        self.arch = arch
+
+    @abc.abstractmethod
+    def device_name(self) -> str: ...
+
+    def runtime_info(self) -> dict[str, str]:
+        """Driver/runtime versions and clocks for the results envelope."""
+        return {}
+
+    @abc.abstractmethod
+    def load(self, spec: KernelSpec) -> Program:
+        """Compile (if needed) and load ``spec`` for this backend's arch."""
+
+    @abc.abstractmethod
+    def alloc(self, nbytes: int) -> Buffer: ...
+
+    @abc.abstractmethod
+    def free(self, buf: Buffer) -> None: ...
+
+    @abc.abstractmethod
+    def copy_in(self, buf: Buffer, host: np.ndarray, offset: int = 0) -> None: ...
+
+    @abc.abstractmethod
+    def copy_out(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> np.ndarray:
+        """Return the bytes as a uint8 array."""
+
+    @abc.abstractmethod
+    def launch(
+        self,
+        program: Program,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: Sequence[Buffer | int],
+    ) -> LaunchInfo:
+        """Launch and return; ``synchronize`` waits.  ``int`` args are i32 scalars."""
+
+    def synchronize(self) -> None:
+        return None
+
+    # Device events, one pair per timing sample.
+    def record_event(self) -> Any:
+        raise NotImplementedError(f"need device events: backend {self.name!r} has no clock")
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        raise NotImplementedError(f"need device events: backend {self.name!r} has no clock")
+
+    def copy_device(self, dst: Buffer, src: Buffer, nbytes: int) -> None:
+        """Device-to-device copy (the timing issue's bandwidth ceiling)."""
+        raise NotImplementedError(f"need device copies: backend {self.name!r}")
