@@ -52,6 +52,9 @@ class LaunchInfo:
 
 class Backend(abc.ABC):
     name: str = ""
+    # How this instance was chosen ("hip: requested by name", "auto: emu (no ROCm ...)"),
+    # set by ``hqval.backends.get``; recorded in result rows.
+    selection: str = ""
 
     def __init__(self, arch: str) -> None:
         self.arch = arch
