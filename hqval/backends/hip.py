@@ -1,0 +1,179 @@
+"""HIP backend through hip-python: device, program (hipModule*), allocator (hipMalloc).
+
+hip-python imports without ROCm; its first call then raises "failed to dlopen
+libamdhip64.so".  That, no device, or a device of another arch than the one asked for is a
+``BackendUnavailable`` naming what is missing.  Code objects come from
+``hqval.toolchain.compile_kernel`` for this backend's arch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hqval.backends.base import Backend, BackendUnavailable, Buffer, LaunchInfo, Program
+
+if TYPE_CHECKING:
+    from hqval.manifest import KernelSpec
+
+# Every hip-python name this module calls; tests/backends/test_hip.py checks each exists
+# in the installed hip-python with the parameters used here.
+HIP_CALLS: dict[str, tuple[str, ...]] = {
+    "hipGetDeviceCount": (),
+    "hipSetDevice": ("deviceId",),
+    "hipGetDeviceProperties": ("prop", "deviceId"),
+    "hipDriverGetVersion": (),
+    "hipRuntimeGetVersion": (),
+    "hipGetErrorString": ("hipError",),
+    "hipModuleLoadData": ("image",),
+    "hipModuleGetFunction": ("module", "kname"),
+    "hipModuleLaunchKernel": (
+        "f", "gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ",
+        "sharedMemBytes", "stream", "kernelParams", "extra",
+    ),
+    "hipMalloc": ("size",),
+    "hipFree": ("ptr",),
+    "hipMemcpyHtoD": ("dst", "src", "sizeBytes"),
+    "hipMemcpyDtoH": ("dst", "src", "sizeBytes"),
+    "hipMemcpyDtoD": ("dst", "src", "sizeBytes"),
+    "hipDeviceSynchronize": (),
+    "hipEventCreate": (),
+    "hipEventRecord": ("event", "stream"),
+    "hipEventSynchronize": ("event",),
+    "hipEventElapsedTime": ("start", "stop"),
+}
+
+
+def _hip() -> Any:
+    try:
+        from hip import hip
+    except ImportError as exc:
+        raise BackendUnavailable(
+            "backend 'hip': needs hip-python (pip install hqval[hip]) and ROCm"
+        ) from exc
+    return hip
+
+
+def base_arch(gcn_arch_name: str) -> str:
+    """``gfx1100:sramecc-:xnack-`` -> ``gfx1100``."""
+    return gcn_arch_name.split(":", 1)[0].strip()
+
+
+class HipBackend(Backend):
+    name = "hip"
+
+    def __init__(self, arch: str, device: int = 0) -> None:
+        super().__init__(arch)
+        self.hip = _hip()
+        self.device = device
+        try:
+            count = self._call("hipGetDeviceCount")
+        except RuntimeError as exc:  # hip-python's "failed to dlopen libamdhip64.so"
+            raise BackendUnavailable(
+                f"backend 'hip': the HIP runtime does not load ({exc}); install ROCm "
+                "(libamdhip64.so) or choose --backend emu"
+            ) from exc
+        if count <= device:
+            raise BackendUnavailable(
+                f"backend 'hip': no HIP device {device} ({count} present); choose --backend emu"
+            )
+        self._call("hipSetDevice", device)
+        props = self.hip.hipDeviceProp_t()
+        self._call("hipGetDeviceProperties", props, device)
+        raw = props.gcnArchName
+        self.gcn_arch_name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        raw_name = props.name
+        self._device_name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
+        found = base_arch(self.gcn_arch_name)
+        if found != arch:
+            raise BackendUnavailable(
+                f"backend 'hip': device {device} is {found} ({self._device_name}), not {arch}; "
+                f"ask for --arch {found} or --backend emu for {arch}"
+            )
+        self._modules: list[Any] = []
+
+    def _call(self, fn: str, *args: Any) -> Any:
+        result = getattr(self.hip, fn)(*args)
+        if not isinstance(result, tuple):
+            result = (result,)
+        err, rest = result[0], result[1:]
+        if int(err) != 0:
+            _, text = self.hip.hipGetErrorString(err)
+            raise RuntimeError(f"{fn} failed: {err} {text}")
+        if not rest:
+            return None
+        return rest[0] if len(rest) == 1 else rest
+
+    def device_name(self) -> str:
+        return f"{self._device_name} ({self.gcn_arch_name})"
+
+    def runtime_info(self) -> dict[str, str]:
+        return {
+            "hip_driver": str(self._call("hipDriverGetVersion")),
+            "hip_runtime": str(self._call("hipRuntimeGetVersion")),
+            "gcnArchName": self.gcn_arch_name,
+        }
+
+    def load(self, spec: KernelSpec) -> Program:
+        from hqval.toolchain import compile_kernel
+
+        result = compile_kernel(spec, self.arch)
+        if not result.ok or result.code_object is None:
+            raise RuntimeError(f"{spec.name} does not compile for {self.arch}: {result.message}")
+        image = result.code_object.read_bytes()
+        module = self._call("hipModuleLoadData", image)
+        self._modules.append(module)
+        symbol = spec.name
+        function = self._call("hipModuleGetFunction", module, symbol.encode())
+        return Program(spec=spec, symbol=symbol, handle=function,
+                       provenance={"code_object": str(result.code_object)})
+
+    def alloc(self, nbytes: int) -> Buffer:
+        return Buffer(nbytes=nbytes, handle=self._call("hipMalloc", nbytes))
+
+    def free(self, buf: Buffer) -> None:
+        self._call("hipFree", buf.handle)
+
+    def _at(self, buf: Buffer, offset: int) -> Any:
+        return buf.handle if offset == 0 else int(buf.handle) + offset
+
+    def copy_in(self, buf: Buffer, host: np.ndarray, offset: int = 0) -> None:
+        data = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
+        if offset + data.nbytes > buf.nbytes:
+            raise ValueError(f"copy_in of {data.nbytes} B at +{offset} overruns {buf.nbytes} B")
+        self._call("hipMemcpyHtoD", self._at(buf, offset), data, data.nbytes)
+
+    def copy_out(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> np.ndarray:
+        n = buf.nbytes - offset if nbytes is None else nbytes
+        out = np.empty(n, dtype=np.uint8)
+        self._call("hipMemcpyDtoH", out, self._at(buf, offset), n)
+        return out
+
+    def launch(
+        self,
+        program: Program,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: Sequence[Buffer | int],
+    ) -> LaunchInfo:
+        extra = tuple(a.handle if isinstance(a, Buffer) else ctypes.c_int32(a) for a in args)
+        self._call("hipModuleLaunchKernel", program.handle, *grid, *block, 0, None, None, extra)
+        return LaunchInfo()
+
+    def synchronize(self) -> None:
+        self._call("hipDeviceSynchronize")
+
+    def record_event(self) -> Any:
+        event = self._call("hipEventCreate")
+        self._call("hipEventRecord", event, None)
+        return event
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        self._call("hipEventSynchronize", end)
+        return float(self._call("hipEventElapsedTime", start, end))
+
+    def copy_device(self, dst: Buffer, src: Buffer, nbytes: int) -> None:
+        self._call("hipMemcpyDtoD", dst.handle, src.handle, nbytes)
