@@ -1,0 +1,208 @@
+"""Statistics for interleaved A/B timing: medians, ratios, bootstrap CIs, Mann-Whitney U.
+
+Arm A is the baseline (v1), arm B the candidate (v2); every ratio is B / A, so > 1 means B
+is slower (section 6's convention).  A timing cell is ``runs`` lists of per-sample times
+for each arm, sample ``i`` of A and B taken back to back in ABBA order.
+
+A change is reported only when it is both real (the ratio misses 1 by more than a
+threshold) and significant (Mann-Whitney U), as asv does: a 0.3% shift with p = 1e-9 is
+not a regression, and neither is a 5% shift on four noisy samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+# A/A control: v1 timed against itself must land within 0.5% of 1.00, else the run is noisy
+# (issue 6 item 2).  Two arms reading identical bytes differ only by noise and order effects,
+# which ABBA cancels; 0.5% is a quarter of the smallest change the suite is asked to find.
+AA_TOLERANCE = 0.005
+# Default significance level and practical threshold for calling a change.
+ALPHA = 0.05
+CHANGE_THRESHOLD = 0.01
+
+FloatArray = npt.NDArray[np.float64]
+Samples = Sequence[float] | FloatArray
+Runs = Sequence[Samples]
+
+
+def _as_samples(x: Samples, what: str) -> FloatArray:
+    a = np.asarray(x, dtype=np.float64).ravel()
+    if a.size == 0:
+        raise ValueError(f"{what}: no samples; time at least one iteration")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: non-finite sample times; the event clock returned garbage")
+    return a
+
+
+def mann_whitney_u(
+    a: Samples, b: Samples
+) -> tuple[float, float]:
+    """Two-sided Mann-Whitney U test.  Returns ``(u, p)`` with ``u`` the statistic of ``a``
+    (pairs where a > b, ties counting one half).
+
+    ``p`` is the normal approximation with tie correction and continuity correction (what
+    scipy calls ``method="asymptotic"``).  Timing cells have 100 samples per arm per run,
+    far inside the approximation's range; for fewer than 8 per arm it is only indicative.
+    """
+    x = _as_samples(a, "mann_whitney_u a")
+    y = _as_samples(b, "mann_whitney_u b")
+    n1, n2 = x.size, y.size
+    both = np.concatenate([x, y])
+    ranks = _rankdata(both)
+    r1 = float(ranks[:n1].sum())
+    u1 = r1 - n1 * (n1 + 1) / 2.0
+    mu = n1 * n2 / 2.0
+    n = n1 + n2
+    _, counts = np.unique(both, return_counts=True)
+    tie_term = float((counts**3 - counts).sum()) / (n * (n - 1)) if n > 1 else 0.0
+    var = n1 * n2 / 12.0 * ((n + 1) - tie_term)
+    if var <= 0.0:  # every sample identical: no evidence of any difference
+        return u1, 1.0
+    u_big = max(u1, n1 * n2 - u1)
+    z = (u_big - mu - 0.5) / math.sqrt(var)
+    p = math.erfc(max(z, 0.0) / math.sqrt(2.0))
+    return u1, min(1.0, p)
+
+
+def _rankdata(x: FloatArray) -> FloatArray:
+    """Average ranks (1-based), ties sharing the mean of their positions."""
+    order = np.argsort(x, kind="mergesort")
+    sorted_x = x[order]
+    ranks = np.empty(x.size, dtype=np.float64)
+    # Boundaries of runs of equal values in sorted order.
+    starts = np.flatnonzero(np.concatenate([[True], sorted_x[1:] != sorted_x[:-1]]))
+    ends = np.concatenate([starts[1:], [x.size]])
+    avg = (starts + ends + 1) / 2.0  # mean of 1-based positions start+1 .. end
+    ranks[order] = np.repeat(avg, ends - starts)
+    return ranks
+
+
+def ratio_of_medians(a: Samples, b: Samples) -> float:
+    """median(b) / median(a): > 1 means arm B is slower."""
+    ma = float(np.median(_as_samples(a, "arm A")))
+    mb = float(np.median(_as_samples(b, "arm B")))
+    if ma <= 0.0:
+        raise ValueError("arm A median time is not positive; the event clock is broken")
+    return mb / ma
+
+
+def bootstrap_ratio_ci(
+    runs_a: Runs,
+    runs_b: Runs,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the pooled ratio of medians.
+
+    Samples are resampled with replacement within each run and each arm (stratified), so a
+    slow run cannot migrate into another run's share; the statistic is the same pooled
+    median(B) / median(A) that :func:`summarize` reports.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence {confidence} must lie in (0, 1), e.g. 0.95")
+    if resamples < 100:
+        raise ValueError(f"resamples {resamples} is too few for a percentile CI; use >= 1000")
+    if len(runs_a) != len(runs_b) or not runs_a:
+        raise ValueError("runs_a and runs_b need the same, non-zero number of runs")
+    rng = np.random.default_rng(seed)
+
+    def pooled(runs: Runs, arm: str) -> FloatArray:
+        parts = []
+        for i, run in enumerate(runs):
+            s = _as_samples(run, f"arm {arm} run {i}")
+            idx = rng.integers(0, s.size, size=(resamples, s.size))
+            parts.append(s[idx])
+        return np.concatenate(parts, axis=1)
+
+    med_a = np.median(pooled(runs_a, "A"), axis=1)
+    med_b = np.median(pooled(runs_b, "B"), axis=1)
+    ratios = med_b / med_a
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class RatioStats:
+    """Statistics of one A/B cell over all its runs."""
+
+    median_a: tuple[float, ...]  # per run
+    median_b: tuple[float, ...]
+    run_ratios: tuple[float, ...]  # median(B) / median(A) per run
+    ratio: float  # pooled over runs
+    ci_low: float
+    ci_high: float
+    confidence: float
+    u: float
+    p: float
+    samples_per_arm: int
+
+    @property
+    def spread(self) -> float:
+        """Max minus min of the per-run ratios: how much the runs disagree."""
+        return max(self.run_ratios) - min(self.run_ratios)
+
+    def changed(self, threshold: float = CHANGE_THRESHOLD, alpha: float = ALPHA) -> bool:
+        """A real and significant change: |ratio - 1| > threshold, the CI excludes 1, and
+        Mann-Whitney p < alpha."""
+        real = abs(self.ratio - 1.0) > threshold
+        excludes_one = self.ci_low > 1.0 or self.ci_high < 1.0
+        return real and excludes_one and self.p < alpha
+
+    def aa_noisy(self, tolerance: float = AA_TOLERANCE) -> bool:
+        """For an A/A cell: the ratio misses 1.00 by more than ``tolerance``."""
+        return abs(self.ratio - 1.0) > tolerance
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "median_a": list(self.median_a),
+            "median_b": list(self.median_b),
+            "run_ratios": list(self.run_ratios),
+            "ratio": self.ratio,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "confidence": self.confidence,
+            "mwu_u": self.u,
+            "mwu_p": self.p,
+            "samples_per_arm": self.samples_per_arm,
+        }
+
+
+def summarize(
+    runs_a: Runs,
+    runs_b: Runs,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> RatioStats:
+    """Per-run medians and ratios, pooled ratio, bootstrap CI and Mann-Whitney U."""
+    if len(runs_a) != len(runs_b) or not runs_a:
+        raise ValueError("runs_a and runs_b need the same, non-zero number of runs")
+    a_runs = [_as_samples(r, f"arm A run {i}") for i, r in enumerate(runs_a)]
+    b_runs = [_as_samples(r, f"arm B run {i}") for i, r in enumerate(runs_b)]
+    all_a = np.concatenate(a_runs)
+    all_b = np.concatenate(b_runs)
+    lo, hi = bootstrap_ratio_ci(a_runs, b_runs, confidence=confidence, resamples=resamples,
+                                seed=seed)
+    u, p = mann_whitney_u(all_a, all_b)
+    return RatioStats(
+        median_a=tuple(float(np.median(r)) for r in a_runs),
+        median_b=tuple(float(np.median(r)) for r in b_runs),
+        run_ratios=tuple(ratio_of_medians(ra, rb) for ra, rb in zip(a_runs, b_runs, strict=True)),
+        ratio=ratio_of_medians(all_a, all_b),
+        ci_low=lo,
+        ci_high=hi,
+        confidence=confidence,
+        u=u,
+        p=p,
+        samples_per_arm=int(all_a.size),
+    )
