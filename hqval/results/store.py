@@ -1,0 +1,350 @@
+"""The results store: one run is one directory.
+
+``envelope.json`` says where the rows came from (schema and suite version, git commits of
+the suite and of an external kernel tree, compiler, backend, device, runtime, host, date,
+command line); ``rows.jsonl`` holds one ``hqval.result.Row`` per line.
+
+Rows are appended in batches with one ``write`` + flush + fsync each, so a run that is
+killed loses nothing it already appended; at worst the last line is torn, and a torn last
+line is dropped on load with a warning (any other unreadable line is an error: that is
+corruption, not an interruption).  ``--resume`` asks the store which cell identities
+already have a row and skips them.
+
+Older schema versions are migrated forward on load through ``MIGRATIONS`` (asv's results
+API versions): each entry turns a version-N envelope and its rows into version N+1.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import hqval
+from hqval.result import Row
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ENVELOPE = "envelope.json"
+ROWS = "rows.jsonl"
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be read; the message names the file and the fix."""
+
+
+class TornLineWarning(UserWarning):
+    """The last line of rows.jsonl was cut off by an interrupted write and was dropped."""
+
+
+# ---------------------------------------------------------------------------- envelope
+
+
+def git_commit(path: Path) -> str | None:
+    """The commit checked out at ``path`` (with ``+dirty`` when the tree has edits), or None
+    when ``path`` is not inside a git work tree or git is missing."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    commit = head.stdout.strip()
+    return commit + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def make_envelope(
+    *,
+    backend: str,
+    device: str = "",
+    arch: str | Iterable[str] = (),
+    compiler: str | None = None,
+    compiler_version: str | None = None,
+    runtime: Mapping[str, str] | None = None,
+    kernel_tree: Path | None = None,
+    argv: Iterable[str] | None = None,
+    kernels: Mapping[str, Mapping[str, Any]] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build the envelope for a new run.  ``kernels`` is the manifest's kernel table
+    (name -> qt, kind, baseline, ...) so admission can classify rows offline later."""
+    suite_root = Path(hqval.__file__).resolve().parent.parent
+    arches = [arch] if isinstance(arch, str) else list(arch)
+    env: dict[str, Any] = {
+        "schema_version": hqval.SCHEMA_VERSION,
+        "hqval_version": hqval.__version__,
+        "suite_commit": git_commit(suite_root),
+        "kernel_tree": str(kernel_tree) if kernel_tree else None,
+        "kernel_tree_commit": git_commit(kernel_tree) if kernel_tree else None,
+        "compiler": compiler,
+        "compiler_version": compiler_version,
+        "backend": backend,
+        "device": device,
+        "arch": arches,
+        "runtime": dict(runtime or {}),
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command_line": shlex.join(list(argv) if argv is not None else sys.argv),
+        "kernels": {k: dict(v) for k, v in (kernels or {}).items()},
+    }
+    if extra:
+        env.update(extra)
+    return env
+
+
+# ---------------------------------------------------------------------------- migrations
+
+RawRun = tuple[dict[str, Any], list[dict[str, Any]]]
+Migration = Callable[[dict[str, Any], list[dict[str, Any]]], RawRun]
+
+
+def _v0_to_v1(
+    envelope: dict[str, Any], rows: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """v0 (the prototype layout): envelope key ``version`` instead of ``schema_version``,
+    ``commit`` instead of ``suite_commit``, a single ``arch`` string, and rows whose
+    outcome was in ``result`` with upper-case values (PASS/FAIL/...) and whose metric was
+    ``value``.  v1 renames them and adds the fields v0 lacked, empty."""
+    env = dict(envelope)
+    env.pop("version", None)
+    env["schema_version"] = 1
+    if "commit" in env:
+        env["suite_commit"] = env.pop("commit")
+    arch = env.get("arch", [])
+    env["arch"] = [arch] if isinstance(arch, str) else list(arch)
+    for key in ("kernel_tree", "kernel_tree_commit", "compiler", "compiler_version",
+                "device", "host", "date", "command_line"):
+        env.setdefault(key, None)
+    env.setdefault("runtime", {})
+    env.setdefault("kernels", {})
+    out = []
+    for r in rows:
+        n = dict(r)
+        if "result" in n:
+            n["status"] = str(n.pop("result")).lower()
+        if "value" in n:
+            n["measured"] = n.pop("value")
+        n.setdefault("kind", "check")
+        n.setdefault("details", {})
+        out.append(n)
+    return env, out
+
+
+# version N -> function producing version N+1
+MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1}
+
+
+def migrate(
+    envelope: dict[str, Any], rows: list[dict[str, Any]], source: str = "run"
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    version = envelope.get("schema_version", envelope.get("version", 0))
+    if not isinstance(version, int):
+        raise RunDirError(f"{source}: schema_version {version!r} is not an integer")
+    if version > hqval.SCHEMA_VERSION:
+        raise RunDirError(
+            f"{source}: schema version {version} is newer than this hqval "
+            f"(reads up to {hqval.SCHEMA_VERSION}); upgrade hqval to read it"
+        )
+    while version < hqval.SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise RunDirError(f"{source}: no migration from schema version {version}")
+        envelope, rows = step(envelope, rows)
+        version += 1
+    return envelope, rows
+
+
+# ---------------------------------------------------------------------------- run dir
+
+
+@dataclass(frozen=True)
+class Run:
+    """A loaded run: its directory, envelope (migrated to the current schema) and rows."""
+
+    path: Path
+    envelope: dict[str, Any]
+    rows: list[Row]
+
+
+def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    # A complete file ends in "\n", leaving one empty tail element.
+    tail = lines.pop()
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            yield json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise RunDirError(
+                f"{path}:{lineno}: unreadable row ({exc.msg}); the file is corrupt in the "
+                "middle, not merely interrupted: re-run into a fresh --out directory"
+            ) from exc
+    if tail.strip():
+        try:
+            yield json.loads(tail)
+        except json.JSONDecodeError:
+            warnings.warn(
+                f"{path}: dropped a torn last line ({len(tail)} bytes) left by an "
+                "interrupted write; re-run with --resume to redo that cell",
+                TornLineWarning, stacklevel=3,
+            )
+
+
+def read_envelope(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / ENVELOPE
+    if not path.is_file():
+        raise RunDirError(
+            f"{run_dir}: no {ENVELOPE}; pass a run directory written by `hqval run --out DIR`"
+        )
+    try:
+        env = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(env, dict):
+        raise RunDirError(f"{path}: expected a JSON object")
+    return env
+
+
+def load(run_dir: str | os.PathLike[str]) -> Run:
+    """Read a run directory: envelope + rows, migrated to the current schema."""
+    run_dir = Path(run_dir)
+    env = read_envelope(run_dir)
+    rows_path = run_dir / ROWS
+    raw_rows = list(_read_row_lines(rows_path)) if rows_path.exists() else []
+    env, raw_rows = migrate(env, raw_rows, source=str(run_dir))
+    rows = []
+    for i, d in enumerate(raw_rows, 1):
+        try:
+            rows.append(Row.from_dict(d))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise RunDirError(f"{rows_path}: row {i} is not a valid result row ({exc!r})") from exc
+    return Run(run_dir, env, rows)
+
+
+def load_run(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """One call from run directory to a DataFrame: one row per result, the envelope's
+    device/backend/host/date as columns, ``details`` flattened to ``details.*``."""
+    return frame(load(run_dir))
+
+
+def frame(*runs: Run) -> pd.DataFrame:
+    import pandas as pd
+
+    records: list[dict[str, Any]] = []
+    for run in runs:
+        env = run.envelope
+        for row in run.rows:
+            d = row.to_dict()
+            details = d.pop("details")
+            for k, v in details.items():
+                d[f"details.{k}"] = v if not isinstance(v, (list, dict)) else json.dumps(v)
+            d["run"] = str(run.path)
+            d["host"] = env.get("host")
+            d["device"] = env.get("device")
+            d["date"] = env.get("date")
+            records.append(d)
+    columns = ["identity", "kind", "check", "kernel", "arch", "backend", "status", "measured",
+               "tolerance", "derivation", "seed", "message", "run", "host", "device", "date"]
+    df = pd.DataFrame.from_records(records)
+    if df.empty:
+        return pd.DataFrame(columns=columns)
+    for col in ("measured", "tolerance"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")  # "nan"/"inf" strings back to floats
+    return df
+
+
+class RunWriter:
+    """Appends rows to a run directory.
+
+    ``create`` makes a fresh run (refusing a directory that already holds one unless
+    ``resume``); with ``resume`` the existing envelope is kept and ``done`` lists the cell
+    identities that already have a row.
+    """
+
+    def __init__(self, run_dir: Path, envelope: dict[str, Any], done: set[str]) -> None:
+        self.path = run_dir
+        self.envelope = envelope
+        self.done = done
+        self._rows_path = run_dir / ROWS
+
+    @classmethod
+    def create(
+        cls, run_dir: str | os.PathLike[str], envelope: dict[str, Any], *, resume: bool = False
+    ) -> RunWriter:
+        run_dir = Path(run_dir)
+        env_path = run_dir / ENVELOPE
+        if env_path.exists():
+            if not resume:
+                raise RunDirError(
+                    f"{run_dir} already holds a run; pass --resume to continue it or choose "
+                    "a new --out directory"
+                )
+            existing = load(run_dir)
+            cls._repair_torn_tail(run_dir / ROWS)
+            return cls(run_dir, existing.envelope, {r.identity for r in existing.rows})
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = env_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(envelope, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, env_path)
+        (run_dir / ROWS).touch()
+        return cls(run_dir, envelope, set())
+
+    @staticmethod
+    def _repair_torn_tail(rows_path: Path) -> None:
+        """Cut a torn last line before appending, so new rows do not glue onto it."""
+        if not rows_path.exists():
+            return
+        data = rows_path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            keep = data.rfind(b"\n") + 1
+            with rows_path.open("r+b") as f:
+                f.truncate(keep)
+                f.flush()
+                os.fsync(f.fileno())
+
+    def append(self, rows: Iterable[Row]) -> int:
+        """Append a batch atomically: one write, flush and fsync.  Returns rows written."""
+        batch = list(rows)
+        if not batch:
+            return 0
+        payload = "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in batch)
+        fd = os.open(self._rows_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            data = payload.encode()
+            written = os.write(fd, data)
+            while written < len(data):  # a short write on a full disk or a signal
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.done.update(r.identity for r in batch)
+        return len(batch)
+
+    def update_envelope(self, **fields: Any) -> None:
+        """Record facts learned during the run (compiler version, device) atomically."""
+        self.envelope.update(fields)
+        env_path = self.path / ENVELOPE
+        tmp = env_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.envelope, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, env_path)

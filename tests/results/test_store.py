@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import hqval
+from hqval.result import Row, Status
+from hqval.results import store
+
+
+def _row(i: int, status: Status = Status.PASS) -> Row:
+    return Row(kind="check", check="bit_identity", kernel=f"k{i}", arch="gfx1100",
+               backend="emu", status=status, measured=0.0, tolerance=0.0,
+               details={"qt": 44, "i": i})
+
+
+def _writer(tmp_path: Path, **kw: object) -> store.RunWriter:
+    env = store.make_envelope(backend="emu", arch="gfx1100", argv=["hqval", "run"])
+    return store.RunWriter.create(tmp_path / "run", env, **kw)  # type: ignore[arg-type]
+
+
+def test_envelope_has_provenance(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    env = json.loads((w.path / "envelope.json").read_text())
+    assert env["schema_version"] == hqval.SCHEMA_VERSION
+    assert env["hqval_version"] == hqval.__version__
+    for key in ("suite_commit", "kernel_tree_commit", "compiler", "compiler_version",
+                "backend", "device", "arch", "runtime", "host", "date", "command_line"):
+        assert key in env
+    assert env["command_line"] == "hqval run"
+    assert env["arch"] == ["gfx1100"]
+
+
+def test_round_trip_and_frame(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    w.append([_row(0), _row(1, Status.FAIL)])
+    w.append([Row(kind="timing", check="ratio", kernel="k", arch="gfx1100", backend="hip",
+                  status=Status.PASS, measured=float("nan"))])
+    run = store.load(w.path)
+    assert [r.kernel for r in run.rows] == ["k0", "k1", "k"]
+    assert run.rows[1].status is Status.FAIL
+    df = store.load_run(w.path)
+    assert list(df["identity"])[:2] == ["bit_identity[k0|gfx1100|emu]",
+                                        "bit_identity[k1|gfx1100|emu]"]
+    assert df["measured"].isna().iloc[2]  # "nan" string turned back into a float NaN
+    assert list(df["details.qt"])[:2] == [44, 44]
+
+
+def test_refuses_existing_run_without_resume(tmp_path: Path) -> None:
+    _writer(tmp_path)
+    with pytest.raises(store.RunDirError, match="--resume"):
+        _writer(tmp_path)
+
+
+def test_resume_lists_done_cells(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    w.append([_row(0), _row(1)])
+    w2 = _writer(tmp_path, resume=True)
+    assert w2.done == {_row(0).identity, _row(1).identity}
+    w2.append([_row(2)])
+    assert len(store.load(w.path).rows) == 3
+
+
+def test_torn_last_line_dropped_with_warning_and_repaired_on_resume(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    w.append([_row(0), _row(1)])
+    full = json.dumps(_row(2).to_dict())
+    with (w.path / "rows.jsonl").open("a") as f:
+        f.write(full[: len(full) // 2])  # what a kill in the middle of a write leaves
+    with pytest.warns(store.TornLineWarning, match="torn last line"):
+        run = store.load(w.path)
+    assert [r.kernel for r in run.rows] == ["k0", "k1"]
+    with pytest.warns(store.TornLineWarning):
+        w2 = _writer(tmp_path, resume=True)
+    w2.append([_row(2)])
+    assert [r.kernel for r in store.load(w.path).rows] == ["k0", "k1", "k2"]
+
+
+def test_corrupt_middle_line_is_an_error(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    w.append([_row(0)])
+    with (w.path / "rows.jsonl").open("a") as f:
+        f.write("{not json\n")
+    w.append([_row(1)])
+    with pytest.raises(store.RunDirError, match=r"rows.jsonl:2"):
+        store.load(w.path)
+
+
+def test_killed_writer_loses_nothing_appended(tmp_path: Path) -> None:
+    """A real process appends batches and is SIGKILLed mid-run; every batch it reported
+    as appended is there afterwards."""
+    run_dir = tmp_path / "run"
+    script = textwrap.dedent(f"""
+        import sys, time
+        from hqval.result import Row, Status
+        from hqval.results import store
+        w = store.RunWriter.create({str(run_dir)!r}, store.make_envelope(backend="emu"))
+        for b in range(1000):
+            w.append([Row("check", "c", f"k{{b}}_{{j}}", "gfx1100", "emu", Status.PASS)
+                      for j in range(3)])
+            print(b, flush=True)
+            if b == 5:
+                time.sleep(60)
+    """)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                          text=True) as proc:
+        assert proc.stdout is not None
+        acked = [proc.stdout.readline() for _ in range(6)]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert [int(a) for a in acked] == list(range(6))
+    run = store.load(run_dir)
+    assert len(run.rows) == 18
+    assert run.rows[-1].kernel == "k5_2"
+
+
+def test_missing_envelope_names_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(store.RunDirError, match="hqval run --out"):
+        store.load(tmp_path)
+
+
+def test_migrates_v0_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    (run_dir / "envelope.json").write_text(json.dumps(
+        {"version": 0, "commit": "abc123", "arch": "gfx1030", "backend": "hip"}))
+    (run_dir / "rows.jsonl").write_text(json.dumps(
+        {"check": "bit_identity", "kernel": "k", "arch": "gfx1030", "backend": "hip",
+         "result": "FAIL", "value": 3.0}) + "\n")
+    run = store.load(run_dir)
+    assert run.envelope["schema_version"] == hqval.SCHEMA_VERSION
+    assert run.envelope["suite_commit"] == "abc123"
+    assert run.envelope["arch"] == ["gfx1030"]
+    assert run.rows[0].status is Status.FAIL
+    assert run.rows[0].measured == 3.0
+    assert run.rows[0].kind == "check"
+
+
+def test_newer_schema_refused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "new"
+    run_dir.mkdir()
+    (run_dir / "envelope.json").write_text(
+        json.dumps({"schema_version": hqval.SCHEMA_VERSION + 1}))
+    with pytest.raises(store.RunDirError, match="upgrade hqval"):
+        store.load(run_dir)
+
+
+def test_every_version_below_current_has_a_migration() -> None:
+    assert set(store.MIGRATIONS) == set(range(hqval.SCHEMA_VERSION))
