@@ -1,0 +1,110 @@
+"""CUDA backend: NVRTC compiles without a GPU; the driver parts run only where one is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hqval.backends.base import BackendUnavailable
+
+cuda = pytest.importorskip("hqval.backends.cuda")
+nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="needs cuda-bindings (NVRTC)")
+
+SAXPY = r"""
+extern "C" __global__ void saxpy(const float* x, float* y, int n, int a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += (float)a * x[i];
+}
+"""
+
+
+def _nvrtc_loads() -> bool:
+    try:
+        cuda.compile_source(SAXPY, "sm_90", name="probe.cu")
+    except Exception:
+        return False
+    return True
+
+
+needs_nvrtc = pytest.mark.skipif(not _nvrtc_loads(),
+                                 reason="needs libnvrtc (pip install nvidia-cuda-nvrtc)")
+
+
+def _driver_backend() -> cuda.CudaBackend | None:
+    try:
+        from cuda.bindings import driver
+
+        driver.cuInit(0)
+        err, count = driver.cuDeviceGetCount()
+        if int(err) != 0 or count == 0:
+            return None
+        err, dev = driver.cuDeviceGet(0)
+        _, major = driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        _, minor = driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        return cuda.CudaBackend(f"sm_{major}{minor}")
+    except Exception:
+        return None
+
+
+@needs_nvrtc
+def test_nvrtc_compiles_to_a_cubin_for_the_arch() -> None:
+    cubin = cuda.compile_source(SAXPY, "sm_90", name="saxpy.cu")
+    assert cubin.image[:4] == b"\x7fELF"
+    assert "--gpu-architecture=sm_90" in cubin.options
+    assert len(cubin.source_sha256) == 64
+
+
+@needs_nvrtc
+def test_nvrtc_error_carries_the_log() -> None:
+    with pytest.raises(cuda.CompileError, match="undefined_thing"):
+        cuda.compile_source("__global__ void k() { undefined_thing(); }", "sm_90")
+
+
+def test_arch_must_be_sm_xx() -> None:
+    assert cuda.parse_sm("sm_90") == 90
+    with pytest.raises(ValueError, match="sm_XX"):
+        cuda.parse_sm("gfx1100")
+
+
+def test_non_sm_arch_is_unavailable_with_reason() -> None:
+    with pytest.raises(BackendUnavailable, match="sm_XX"):
+        cuda.CudaBackend("gfx1100")
+
+
+def test_missing_driver_is_unavailable_naming_it() -> None:
+    if _driver_backend() is not None:
+        pytest.skip("a CUDA driver is present here; this test is for machines without one")
+    with pytest.raises(BackendUnavailable, match="NVIDIA driver"):
+        cuda.CudaBackend("sm_90")
+
+
+@pytest.mark.gpu
+def test_launch_copy_and_events_on_device() -> None:
+    be = _driver_backend()
+    if be is None:
+        pytest.skip("needs an NVIDIA GPU with its driver (libcuda.so)")
+    prog = be.load_source(SAXPY, "saxpy")
+    n = 1000
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    bx, by = be.alloc(x.nbytes), be.alloc(y.nbytes)
+    be.copy_in(bx, x)
+    be.copy_in(by, y)
+    start = be.record_event()
+    be.launch(prog, ((n + 127) // 128, 1, 1), (128, 1, 1), [bx, by, n, 3])
+    end = be.record_event()
+    ms = be.elapsed_ms(start, end)
+    got = be.copy_out(by).view(np.float32)
+    np.testing.assert_array_equal(got, y + np.float32(3) * x)
+    assert 0.0 < ms < 1000.0
+    bz = be.alloc(y.nbytes)
+    be.copy_device(bz, by, y.nbytes)
+    be.synchronize()
+    np.testing.assert_array_equal(be.copy_out(bz).view(np.float32), got)
+    info = be.runtime_info()
+    assert info["cuda_driver"] and int(info["l2_bytes"]) > 0
+    for b in (bx, by, bz):
+        be.free(b)
