@@ -129,7 +129,7 @@ def _nvrtc_log(nvrtc: Any, prog: Any) -> str:
         return ""
     log = b" " * size
     nvrtc.nvrtcGetProgramLog(prog, log)
-    return log.rstrip(b"\x00 ").decode(errors="replace")
+    return bytes(log).rstrip(b"\x00 ").decode(errors="replace")
 
 
 def kernel_source(spec: KernelSpec) -> tuple[str, str]:
@@ -139,7 +139,7 @@ def kernel_source(spec: KernelSpec) -> tuple[str, str]:
         path = REPO_ROOT / path
     if not path.is_file():
         raise FileNotFoundError(f"{spec.name}: kernel source {path} does not exist")
-    return str(path.read_text()), str(path.name)
+    return path.read_text(), path.name
 
 
 def nvidia_smi() -> dict[str, str]:
