@@ -1,0 +1,450 @@
+"""Admission status per (qt, arch, path), derived from result rows and ``matrices/policy.yaml``.
+
+The policy says, per format and path, which arch capabilities the path needs (and what
+happens when one is missing: ``fallback`` to per-token decode or ``unsupported``), which
+checks must pass, and which gates (audit, mutants, timing) apply.  The rows say what
+happened.  The status is the strongest level the rows support, and any failing or erroring
+row of a cell rejects it (fails closed), naming the failing cells.  Nothing here knows
+which arch "should" come out as what.
+
+Rows are mapped to formats and paths by their kernel: ``details["qt"]`` and
+``details["kind"]`` (or ``details["path"]``) when the producing step put them there,
+otherwise the kernel table recorded in the run envelope from the manifest.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hqval.result import Row, Status
+
+POLICY_PATH = Path(__file__).resolve().parent.parent / "matrices" / "policy.yaml"
+HARDWARE_EMULATOR = "emu"
+PATH_OF_KIND = {"gemv": "decode", "gemm": "prefill"}
+
+
+class AdmissionStatus(enum.StrEnum):
+    MEASURED = "measured"
+    EMULATED = "emulated"
+    COMPILED = "compiled"
+    FALLBACK = "fallback"
+    UNSUPPORTED = "unsupported"
+    REJECTED = "rejected"
+    UNTESTED = "untested"
+
+    @property
+    def admitted(self) -> bool:
+        return self in (AdmissionStatus.MEASURED, AdmissionStatus.EMULATED,
+                        AdmissionStatus.COMPILED, AdmissionStatus.FALLBACK)
+
+
+class PolicyError(ValueError):
+    """policy.yaml does not follow its schema; the message names the file, key and fix."""
+
+
+# ---------------------------------------------------------------------------- policy
+
+
+@dataclass(frozen=True)
+class Need:
+    cap: str
+    allowed: tuple[str, ...]
+    otherwise: AdmissionStatus  # FALLBACK or UNSUPPORTED
+    why: str
+
+
+@dataclass(frozen=True)
+class PathPolicy:
+    format: str
+    qt: int
+    path: str
+    kinds: tuple[str, ...]
+    needs: tuple[Need, ...]
+    checks: tuple[str, ...]
+    fallback_checks: tuple[str, ...] = ()
+    audit: bool = True
+    mutants: bool = True
+    max_ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    paths: tuple[PathPolicy, ...]
+    notes: Mapping[str, str] = field(default_factory=dict)
+    source: str = ""
+
+
+CAPS = ("wmma", "wave_size", "family")
+
+
+def _need(src: str, where: str, d: Any) -> Need:
+    if not isinstance(d, dict):
+        raise PolicyError(f"{src}: {where}: expected a mapping with cap, in, otherwise, why")
+    cap = d.get("cap")
+    if cap not in CAPS:
+        raise PolicyError(f"{src}: {where}.cap: {cap!r} is not one of {', '.join(CAPS)}")
+    allowed = d.get("in")
+    if not isinstance(allowed, list) or not allowed:
+        raise PolicyError(f"{src}: {where}.in: give a non-empty list of allowed {cap} values")
+    otherwise = d.get("otherwise")
+    if otherwise not in ("fallback", "unsupported"):
+        raise PolicyError(
+            f"{src}: {where}.otherwise: {otherwise!r}; use 'fallback' or 'unsupported'")
+    return Need(str(cap), tuple(str(a) for a in allowed), AdmissionStatus(otherwise),
+                str(d.get("why", "")))
+
+
+def parse_policy(data: Any, source: str = "policy.yaml") -> Policy:
+    if not isinstance(data, dict) or not isinstance(data.get("formats"), dict):
+        raise PolicyError(f"{source}: top level needs a 'formats' mapping (format -> qt, paths)")
+    if data.get("schema") != 1:
+        raise PolicyError(f"{source}: schema: {data.get('schema')!r}; this hqval reads schema 1")
+    paths: list[PathPolicy] = []
+    for fmt, fd in data["formats"].items():
+        where = f"formats.{fmt}"
+        if not isinstance(fd, dict) or not isinstance(fd.get("qt"), int):
+            raise PolicyError(f"{source}: {where}.qt: give the format's integer qt")
+        if not isinstance(fd.get("paths"), dict) or not fd["paths"]:
+            raise PolicyError(f"{source}: {where}.paths: give at least one of decode, prefill")
+        for pname, pd in fd["paths"].items():
+            pw = f"{where}.paths.{pname}"
+            if pname not in ("decode", "prefill"):
+                raise PolicyError(f"{source}: {pw}: unknown path; use decode or prefill")
+            if not isinstance(pd, dict):
+                raise PolicyError(f"{source}: {pw}: expected a mapping")
+            unknown = set(pd) - {"kinds", "needs", "checks", "fallback_checks", "audit",
+                                 "mutants", "timing"}
+            if unknown:
+                raise PolicyError(f"{source}: {pw}: unknown key(s) {sorted(unknown)}")
+            kinds = pd.get("kinds")
+            if not isinstance(kinds, list) or not kinds:
+                raise PolicyError(f"{source}: {pw}.kinds: list the kernel kinds (gemv, gemm)")
+            checks = pd.get("checks")
+            if not isinstance(checks, list) or not checks:
+                raise PolicyError(f"{source}: {pw}.checks: list at least one required check")
+            needs = tuple(_need(source, f"{pw}.needs[{i}]", n)
+                          for i, n in enumerate(pd.get("needs") or []))
+            fb = tuple(str(c) for c in pd.get("fallback_checks") or [])
+            if any(n.otherwise is AdmissionStatus.FALLBACK for n in needs) and not fb:
+                raise PolicyError(
+                    f"{source}: {pw}.fallback_checks: a need falls back, so name the checks "
+                    "that verify the fallback (e.g. [fallback])")
+            timing = pd.get("timing") or {}
+            max_ratio = timing.get("max_ratio") if isinstance(timing, dict) else None
+            if max_ratio is not None and not (isinstance(max_ratio, (int, float))
+                                              and max_ratio >= 1.0):
+                raise PolicyError(f"{source}: {pw}.timing.max_ratio: give a number >= 1.0")
+            paths.append(PathPolicy(
+                format=str(fmt), qt=int(fd["qt"]), path=str(pname),
+                kinds=tuple(str(k) for k in kinds), needs=needs,
+                checks=tuple(str(c) for c in checks), fallback_checks=fb,
+                audit=bool(pd.get("audit", True)), mutants=bool(pd.get("mutants", True)),
+                max_ratio=float(max_ratio) if max_ratio is not None else None,
+            ))
+    notes = data.get("notes") or {}
+    if not isinstance(notes, dict):
+        raise PolicyError(f"{source}: notes: expected a mapping arch -> text")
+    return Policy(tuple(paths), {str(k): str(v) for k, v in notes.items()}, source)
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    p = Path(path) if path else POLICY_PATH
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise PolicyError(
+            f"{p}: cannot read the policy ({exc.strerror}); pass --policy FILE") from exc
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{p}: not valid YAML ({exc})") from exc
+    return parse_policy(data, str(p))
+
+
+# ---------------------------------------------------------------------------- arch caps
+
+
+@dataclass(frozen=True)
+class ArchCaps:
+    """The capabilities admission needs to know about an arch."""
+
+    name: str
+    wmma: str  # none | gfx11 | gfx12
+    wave_size: int = 32
+    family: str = ""
+
+    def cap(self, name: str) -> str:
+        return str(getattr(self, name))
+
+
+def arch_caps_from_matrix() -> dict[str, ArchCaps]:
+    """Caps of every arch in matrices/arches.yaml, via ``hqval.matrix.load_arches``."""
+    import importlib
+
+    # imported by name: hqval.matrix is issue 2's module and may land after this one
+    matrix: Any = importlib.import_module("hqval.matrix")
+    out = {}
+    for name, arch in matrix.load_arches().items():
+        wave = getattr(arch, "wave_size", None) or getattr(arch, "wave", None) or 32
+        out[name] = ArchCaps(name=name, wmma=str(arch.wmma), wave_size=int(wave),
+                             family=str(getattr(arch, "family", "")))
+    return out
+
+
+# ---------------------------------------------------------------------------- evidence
+
+
+@dataclass(frozen=True)
+class Cell:
+    qt: int
+    format: str
+    arch: str
+    path: str
+    status: AdmissionStatus
+    reasons: tuple[str, ...]
+    evidence: tuple[str, ...]  # identities of the rows the status rests on
+    failing: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"admit[qt{self.qt}:{self.path}|{self.arch}]"
+
+    def to_row(self) -> Row:
+        status = (Status.FAIL if self.status is AdmissionStatus.REJECTED
+                  else Status.UNSUPPORTED if self.status is AdmissionStatus.UNSUPPORTED
+                  else Status.SKIPPED if self.status is AdmissionStatus.UNTESTED
+                  else Status.PASS)
+        return Row(kind="admit", check=f"admit_{self.path}", kernel=f"qt{self.qt}",
+                   arch=self.arch, backend="policy", status=status,
+                   message="; ".join(self.reasons),
+                   details={"qt": self.qt, "format": self.format, "path": self.path,
+                            "admission": str(self.status), "evidence": list(self.evidence),
+                            "failing": list(self.failing)})
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    qt: int
+    path: str
+
+
+def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo]:
+    """Kernel -> (qt, path) from the kernel tables the runs recorded."""
+    out: dict[str, KernelInfo] = {}
+    for env in envelopes:
+        for name, k in (env.get("kernels") or {}).items():
+            kind = k.get("kind")
+            qt = k.get("qt")
+            if isinstance(qt, int) and kind in PATH_OF_KIND:
+                out[name] = KernelInfo(qt, PATH_OF_KIND[kind])
+    return out
+
+
+def _classify(row: Row, kernels: Mapping[str, KernelInfo]) -> KernelInfo | None:
+    d = row.details
+    qt = d.get("qt")
+    path = d.get("path") or PATH_OF_KIND.get(str(d.get("kind")))
+    if isinstance(qt, int) and path in ("decode", "prefill"):
+        return KernelInfo(qt, str(path))
+    info = kernels.get(row.kernel)
+    if info is None and isinstance(d.get("mutant_of"), str):
+        info = kernels.get(d["mutant_of"])
+    return info
+
+
+def is_infrastructure(row: Row) -> bool:
+    """An error that says nothing about the kernels: a missing backend, tool or step."""
+    return row.status is Status.ERROR and bool(row.details.get("infrastructure"))
+
+
+def _failed(row: Row) -> bool:
+    return row.status in (Status.FAIL, Status.ERROR)
+
+
+def admit_cell(
+    pp: PathPolicy, arch: ArchCaps, rows: Sequence[Row], qt_rows: Sequence[Row],
+    notes: Sequence[str] = (), regressed: Sequence[str] = (),
+) -> Cell:
+    """Status of one cell.  ``rows`` are the rows of this (qt, path, arch); ``qt_rows`` all
+    rows of the qt on the arch (fallback checks live on the decode kernels)."""
+    reasons: list[str] = list(notes)
+
+    def cell(status: AdmissionStatus, evidence: Iterable[Row] = (),
+             failing: Iterable[str] = ()) -> Cell:
+        return Cell(pp.qt, pp.format, arch.name, pp.path, status, tuple(reasons),
+                    tuple(sorted({r.identity for r in evidence})), tuple(sorted(set(failing))))
+
+    for need in pp.needs:
+        if need.otherwise is AdmissionStatus.UNSUPPORTED and arch.cap(need.cap) not in need.allowed:
+            reasons.insert(0, f"{need.cap}={arch.cap(need.cap)} not in "
+                              f"{list(need.allowed)}: {need.why}")
+            return cell(AdmissionStatus.UNSUPPORTED)
+
+    unmet = [n for n in pp.needs if arch.cap(n.cap) not in n.allowed]
+    if unmet:  # only fallback needs remain unmet
+        need = unmet[0]
+        reasons.insert(0, f"{need.cap}={arch.cap(need.cap)} not in {list(need.allowed)}: "
+                          f"{need.why}")
+        fb_rows = [r for r in qt_rows if r.check in pp.fallback_checks]
+        failing = [r.identity for r in fb_rows if _failed(r)]
+        # the fallback runs the decode kernels, so their own failures count too
+        own = {r.identity for r in rows}
+        decode_fail = [r.identity for r in qt_rows
+                       if _failed(r) and r.identity not in own and r.check not in
+                       pp.fallback_checks and r.kind in ("compile", "audit", "check")]
+        if failing or decode_fail:
+            reasons.append("fallback evidence failed: " + ", ".join(failing + decode_fail))
+            return cell(AdmissionStatus.REJECTED, fb_rows, failing + decode_fail)
+        passed = [r for r in fb_rows if r.status is Status.PASS]
+        missing = [c for c in pp.fallback_checks if not any(r.check == c for r in passed)]
+        if missing:
+            reasons.append(f"no passing fallback evidence ({', '.join(missing)})")
+            return cell(AdmissionStatus.UNTESTED)
+        where = sorted({r.backend for r in passed})
+        reasons.append(f"per-token decode fallback verified on {', '.join(where)}")
+        return cell(AdmissionStatus.FALLBACK, passed)
+
+    gates = [r for r in rows if r.kind in ("compile", "audit", "check", "timing")
+             or (pp.mutants and r.kind == "mutant")]
+    if not pp.audit:
+        gates = [r for r in gates if r.kind != "audit"]
+    failing = [r.identity for r in gates if _failed(r)]
+    if failing:
+        reasons.append(f"{len(failing)} failing cell(s): " + ", ".join(sorted(failing)[:8])
+                       + (" ..." if len(failing) > 8 else ""))
+        return cell(AdmissionStatus.REJECTED, [r for r in gates if _failed(r)], failing)
+    if regressed:
+        reasons.append("regressed against the baseline: " + ", ".join(regressed))
+        return cell(AdmissionStatus.REJECTED, [], regressed)
+
+    hw_timing = [r for r in rows if r.kind == "timing" and r.backend != HARDWARE_EMULATOR
+                 and r.status is Status.PASS]
+    if pp.max_ratio is not None:
+        slow = [r for r in hw_timing if r.measured is not None and r.measured > pp.max_ratio]
+        if slow:
+            reasons.append(
+                f"timing gate: v2/v1 ratio above {pp.max_ratio}: "
+                + ", ".join(f"{r.identity}={r.measured:.3f}" for r in slow))
+            return cell(AdmissionStatus.REJECTED, slow, [r.identity for r in slow])
+
+    checks = [r for r in rows if r.kind == "check" and r.status is Status.PASS]
+
+    def covered(on_hw: bool) -> tuple[list[Row], list[str]]:
+        pick = [r for r in checks if (r.backend != HARDWARE_EMULATOR) == on_hw]
+        missing = [c for c in pp.checks if not any(r.check == c for r in pick)]
+        return pick, missing
+
+    hw, hw_missing = covered(True)
+    if hw and not hw_missing and hw_timing:
+        reasons.append(f"required checks {list(pp.checks)} and timing passed on "
+                       f"{', '.join(sorted({r.backend for r in hw}))} hardware")
+        return cell(AdmissionStatus.MEASURED, hw + hw_timing)
+    emu, emu_missing = covered(False)
+    if emu and not emu_missing:
+        reasons.append(f"required checks {list(pp.checks)} passed on the emulator")
+        if hw and not hw_missing:
+            reasons.append("hardware checks passed but no hardware timing: not measured")
+        return cell(AdmissionStatus.EMULATED, emu + [r for r in hw if r.check in pp.checks])
+    if hw and not hw_missing:  # hardware checks without timing, no emulator run
+        reasons.append("checks passed on hardware but no timing ran: not measured")
+        return cell(AdmissionStatus.EMULATED, hw)
+
+    compiled = [r for r in rows if r.kind == "compile" and r.status is Status.PASS]
+    audits = [r for r in rows if r.kind == "audit" and r.status is Status.PASS]
+    if compiled and (audits or not pp.audit):
+        missing = sorted(set(emu_missing) & set(hw_missing)) or list(pp.checks)
+        reasons.append(f"compiles and passes the ISA audit; no passing {', '.join(missing)}")
+        return cell(AdmissionStatus.COMPILED, compiled + audits)
+    if compiled:
+        reasons.append("compiles, but no audit rows: not admitted as compiled")
+    else:
+        reasons.append("no evidence for this cell in the runs")
+    return cell(AdmissionStatus.UNTESTED, compiled)
+
+
+@dataclass(frozen=True)
+class Admission:
+    cells: tuple[Cell, ...]
+    infrastructure: tuple[str, ...]  # identities + messages of infrastructure errors
+    unclassified: int  # rows that could not be mapped to a format and path
+
+    @property
+    def exit_code(self) -> int:
+        if self.infrastructure:
+            return 2
+        return 1 if any(c.status is AdmissionStatus.REJECTED for c in self.cells) else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cells": [{"key": c.key, "qt": c.qt, "format": c.format, "arch": c.arch,
+                       "path": c.path, "status": str(c.status), "reasons": list(c.reasons),
+                       "evidence": list(c.evidence), "failing": list(c.failing)}
+                      for c in self.cells],
+            "infrastructure": list(self.infrastructure),
+            "unclassified_rows": self.unclassified,
+            "exit_code": self.exit_code,
+        }
+
+
+def admit(
+    rows: Sequence[Row],
+    policy: Policy,
+    arches: Mapping[str, ArchCaps],
+    *,
+    kernels: Mapping[str, KernelInfo] | None = None,
+    regressed: Iterable[str] = (),
+    only_arches: Iterable[str] | None = None,
+) -> Admission:
+    """Every (format, path) of the policy on every arch that has rows (or ``only_arches``)."""
+    kernels = kernels or {}
+    regressed = set(regressed)
+    infra = tuple(f"{r.identity}: {r.message}" for r in rows if is_infrastructure(r))
+    by_cell: dict[tuple[int, str, str], list[Row]] = {}
+    by_qt: dict[tuple[int, str], list[Row]] = {}
+    unclassified = 0
+    for r in rows:
+        if r.kind == "admit":
+            continue
+        info = _classify(r, kernels)
+        if info is None:
+            unclassified += 1
+            continue
+        by_cell.setdefault((info.qt, info.path, r.arch), []).append(r)
+        by_qt.setdefault((info.qt, r.arch), []).append(r)
+    if only_arches is not None:
+        arch_names = list(dict.fromkeys(only_arches))
+    else:
+        arch_names = sorted({r.arch for r in rows if r.arch in arches})
+    missing = [a for a in arch_names if a not in arches]
+    if missing:
+        infra += tuple(f"arch {a}: not in matrices/arches.yaml; add it or drop --arch {a}"
+                       for a in missing)
+    cells = []
+    for a in arch_names:
+        if a not in arches:
+            continue
+        note = [policy.notes[a]] if a in policy.notes else []
+        for pp in policy.paths:
+            cell_rows = by_cell.get((pp.qt, pp.path, a), [])
+            reg = sorted(i for i in regressed if any(r.identity == i for r in cell_rows))
+            cells.append(admit_cell(pp, arches[a], cell_rows, by_qt.get((pp.qt, a), []),
+                                    note, reg))
+    return Admission(tuple(cells), infra, unclassified)
+
+
+def to_markdown(adm: Admission) -> str:
+    lines = ["| arch | format | path | status | reasons |", "| --- | --- | --- | --- | --- |"]
+    for c in adm.cells:
+        reasons = "; ".join(c.reasons).replace("|", "\\|")
+        lines.append(f"| {c.arch} | qt={c.qt} {c.format} | {c.path} | **{c.status}** | "
+                     f"{reasons} |")
+    return "\n".join(lines) + "\n"
+
+
+def dumps(adm: Admission) -> str:
+    return json.dumps(adm.to_json(), indent=2) + "\n"

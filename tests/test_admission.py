@@ -1,0 +1,237 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hqval.admission import (
+    POLICY_PATH,
+    Admission,
+    AdmissionStatus,
+    ArchCaps,
+    KernelInfo,
+    PolicyError,
+    admit,
+    load_policy,
+    parse_policy,
+    to_markdown,
+)
+from hqval.result import Row, Status
+
+S = AdmissionStatus
+ARCHES = {
+    "gfx1010": ArchCaps("gfx1010", "none"),
+    "gfx1100": ArchCaps("gfx1100", "gfx11"),
+    "gfx1201": ArchCaps("gfx1201", "gfx12"),
+    "gfx1030": ArchCaps("gfx1030", "none"),
+    "w64": ArchCaps("w64", "gfx11", wave_size=64),
+}
+KERNELS = {
+    "gemv44": KernelInfo(44, "decode"),
+    "gemm44": KernelInfo(44, "prefill"),
+    "gemv45": KernelInfo(45, "decode"),
+    "gemm45": KernelInfo(45, "prefill"),
+}
+POLICY = load_policy()
+
+
+def r(row_kind: str, check: str, kernel: str, arch: str, backend: str = "emu",
+      status: Status = Status.PASS, measured: float | None = None, **details: object) -> Row:
+    return Row(row_kind, check, kernel, arch, backend, status, measured=measured,
+               details=dict(details))
+
+
+def compiled(kernel: str, arch: str) -> list[Row]:
+    return [r("compile", "compile", kernel, arch, "clang"),
+            r("audit", "scalar_header_loads", kernel, arch, "isa")]
+
+
+def full_emu(arch: str) -> list[Row]:
+    rows = []
+    for k in ("gemv44", "gemm44", "gemv45", "gemm45"):
+        rows += compiled(k, arch)
+    pairs = [("bit_identity", "gemv44"), ("reference_parity", "gemv44"),
+             ("bit_identity", "gemv45"), ("padded_offset", "gemv45"),
+             ("prefill_parity", "gemm44"), ("bit_identity", "gemm44"),
+             ("prefill_parity", "gemm45"), ("padded_offset", "gemm45"),
+             ("fallback", "gemv44"), ("fallback", "gemv45")]
+    rows += [r("check", c, k, arch) for c, k in pairs]
+    return rows
+
+
+def status(adm: Admission, qt: int, path: str, arch: str) -> AdmissionStatus:
+    for c in adm.cells:
+        if (c.qt, c.path, c.arch) == (qt, path, arch):
+            return c.status
+    raise AssertionError(f"no cell qt{qt} {path} {arch}")
+
+
+def run(rows: list[Row], **kw: Any) -> Admission:
+    return admit(rows, POLICY, ARCHES, kernels=KERNELS, **kw)
+
+
+def test_shipped_policy_parses_and_covers_both_formats() -> None:
+    assert {(p.qt, p.path) for p in POLICY.paths} == {(44, "decode"), (44, "prefill"),
+                                                      (45, "decode"), (45, "prefill")}
+
+
+def test_design_note_status_shape_from_emulated_evidence() -> None:
+    """gfx11: qt=44 prefill admitted, qt=45 prefill falls back; gfx12: both; gfx10: decode
+    only, prefill by fallback.  Only the kernels that compile for an arch leave rows."""
+    rows = full_emu("gfx1100") + full_emu("gfx1201")
+    # gfx1010 has no WMMA, so no GEMM rows exist there: decode + fallback only
+    rows += [x for x in full_emu("gfx1010") if not x.kernel.startswith("gemm")]
+    adm = run(rows)
+    assert status(adm, 44, "prefill", "gfx1100") is S.EMULATED
+    assert status(adm, 45, "prefill", "gfx1100") is S.FALLBACK
+    assert status(adm, 44, "prefill", "gfx1201") is S.EMULATED
+    assert status(adm, 45, "prefill", "gfx1201") is S.EMULATED
+    assert status(adm, 44, "decode", "gfx1010") is S.EMULATED
+    assert status(adm, 45, "decode", "gfx1010") is S.EMULATED
+    assert status(adm, 44, "prefill", "gfx1010") is S.FALLBACK
+    assert adm.exit_code == 0
+
+
+def test_measured_needs_hardware_checks_and_timing() -> None:
+    rows = full_emu("gfx1100")
+    hw = [r("check", "bit_identity", "gemv44", "gfx1100", "hip"),
+          r("check", "reference_parity", "gemv44", "gfx1100", "hip")]
+    assert status(run(rows + hw), 44, "decode", "gfx1100") is S.EMULATED
+    timing = r("timing", "ratio", "gemv44", "gfx1100", "hip", measured=1.004)
+    assert status(run(rows + hw + [timing]), 44, "decode", "gfx1100") is S.MEASURED
+    # emulator timing does not count as a measurement
+    emu_t = r("timing", "ratio", "gemv44", "gfx1100", "emu", measured=1.0)
+    assert status(run([*rows, emu_t]), 44, "decode", "gfx1100") is S.EMULATED
+
+
+def test_timing_gate_rejects_slow_v2() -> None:
+    rows = [*full_emu("gfx1030"),
+            r("check", "bit_identity", "gemv44", "gfx1030", "hip"),
+            r("check", "reference_parity", "gemv44", "gfx1030", "hip"),
+            r("timing", "ratio", "gemv44", "gfx1030", "hip", measured=1.16)]
+    adm = run(rows)
+    assert status(adm, 44, "decode", "gfx1030") is S.REJECTED
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1030"))
+    assert any("1.160" in x for x in cell.reasons)
+    assert any("Infinity Cache" in x for x in cell.reasons)  # the arch note rides along
+    assert adm.exit_code == 1
+
+
+def test_compiled_only() -> None:
+    adm = run(compiled("gemv44", "gfx1100"))
+    assert status(adm, 44, "decode", "gfx1100") is S.COMPILED
+    assert status(adm, 45, "decode", "gfx1100") is S.UNTESTED
+    assert adm.exit_code == 0
+
+
+def test_compile_without_audit_is_not_admitted() -> None:
+    adm = run([r("compile", "compile", "gemv44", "gfx1100", "clang")])
+    assert status(adm, 44, "decode", "gfx1100") is S.UNTESTED
+
+
+@pytest.mark.parametrize("bad", [Status.FAIL, Status.ERROR])
+def test_any_failing_row_rejects_and_is_named(bad: Status) -> None:
+    rows = full_emu("gfx1100")
+    rows.append(r("check", "reference_parity", "gemv44", "gfx1100", status=bad, seed=3))
+    adm = run(rows)
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
+    assert cell.status is S.REJECTED
+    assert cell.failing == ("reference_parity[gemv44|gfx1100|emu]",)
+    assert adm.exit_code == 1
+
+
+def test_surviving_mutant_rejects() -> None:
+    rows = [*full_emu("gfx1100"), r("mutant", "survived", "mut_halves_swapped", "gfx1100",
+                                    status=Status.FAIL, qt=44, kind="gemv")]
+    assert status(run(rows), 44, "decode", "gfx1100") is S.REJECTED
+
+
+def test_missing_required_check_drops_to_compiled() -> None:
+    rows = [x for x in full_emu("gfx1100") if x.check != "reference_parity"]
+    assert status(run(rows), 44, "decode", "gfx1100") is S.COMPILED
+
+
+def test_failed_fallback_rejects_and_missing_fallback_is_untested() -> None:
+    rows = [x for x in full_emu("gfx1100") if x.check != "fallback"]
+    assert status(run(rows), 45, "prefill", "gfx1100") is S.UNTESTED
+    rows.append(r("check", "fallback", "gemv45", "gfx1100", status=Status.FAIL))
+    assert status(run(rows), 45, "prefill", "gfx1100") is S.REJECTED
+
+
+def test_wave64_unsupported_even_with_passing_rows() -> None:
+    adm = run(full_emu("w64"))
+    assert {c.status for c in adm.cells} == {S.UNSUPPORTED}
+    assert all("wave64" in c.reasons[0] for c in adm.cells)
+    assert adm.exit_code == 0
+
+
+def test_infrastructure_error_fails_closed_with_exit_2() -> None:
+    rows = [*full_emu("gfx1100"), r("check", "backend", "-", "gfx1100", "hip",
+                                    status=Status.ERROR, infrastructure=True)]
+    assert run(rows).exit_code == 2
+
+
+def test_unknown_arch_requested_is_infrastructure() -> None:
+    adm = run(full_emu("gfx1100"), only_arches=["gfx1100", "gfx9999"])
+    assert adm.exit_code == 2
+    assert "gfx9999" in adm.infrastructure[0]
+
+
+def test_baseline_regression_rejects() -> None:
+    rows = full_emu("gfx1100")
+    adm = run(rows, regressed=["bit_identity[gemv44|gfx1100|emu]"])
+    assert status(adm, 44, "decode", "gfx1100") is S.REJECTED
+    assert adm.exit_code == 1
+
+
+def test_details_classify_rows_without_a_kernel_table() -> None:
+    rows = [r("compile", "compile", "ext", "gfx1100", "clang", qt=44, kind="gemv"),
+            r("audit", "no_spills", "ext", "gfx1100", "isa", qt=44, kind="gemv")]
+    adm = admit(rows, POLICY, ARCHES)
+    assert status(adm, 44, "decode", "gfx1100") is S.COMPILED
+    assert admit([r("check", "x", "mystery", "gfx1100")], POLICY, ARCHES).unclassified == 1
+
+
+def test_statuses_follow_the_policy_not_a_table(tmp_path: Path) -> None:
+    """Moving qt=45 prefill to gfx11 in the policy changes gfx1100's status."""
+    data = yaml.safe_load(POLICY_PATH.read_text())
+    data["formats"]["mq4cg256"]["paths"]["prefill"]["needs"][1]["in"] = ["gfx11", "gfx12"]
+    pol = parse_policy(data)
+    adm = admit(full_emu("gfx1100"), pol, ARCHES, kernels=KERNELS)
+    assert status(adm, 45, "prefill", "gfx1100") is S.EMULATED
+
+
+def test_markdown_lists_every_cell() -> None:
+    md = to_markdown(run(full_emu("gfx1201")))
+    assert md.count("| gfx1201 |") == 4
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d.pop("schema"), "schema"),
+    (lambda d: d["formats"]["mq4g256v2"].pop("qt"), "formats.mq4g256v2.qt"),
+    (lambda d: d["formats"]["mq4g256v2"]["paths"].update(train={}), "unknown path"),
+    (lambda d: d["formats"]["mq4g256v2"]["paths"]["decode"].update(checks=[]),
+     "decode.checks"),
+    (lambda d: d["formats"]["mq4g256v2"]["paths"]["prefill"]["needs"][1].update(cap="vram"),
+     "needs[1].cap"),
+    (lambda d: d["formats"]["mq4g256v2"]["paths"]["prefill"]["needs"][1].update(
+        otherwise="maybe"), "otherwise"),
+    (lambda d: d["formats"]["mq4g256v2"]["paths"]["prefill"].pop("fallback_checks"),
+     "fallback_checks"),
+    (lambda d: d["formats"]["mq4g256v2"]["paths"]["decode"].update(timing={"max_ratio": 0.5}),
+     "max_ratio"),
+    (lambda d: d["formats"]["mq4g256v2"]["paths"]["decode"].update(typo=1), "typo"),
+])
+def test_bad_policy_names_the_key(mutate: object, message: str) -> None:
+    data = yaml.safe_load(POLICY_PATH.read_text())
+    mutate(data)  # type: ignore[operator]
+    with pytest.raises(PolicyError, match=re.escape(message)):
+        parse_policy(data, "policy.yaml")
+
+
+def test_unreadable_policy_file(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="--policy"):
+        load_policy(tmp_path / "nope.yaml")
