@@ -76,6 +76,13 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def free(self, buf: Buffer) -> None: ...
 
+    def view(self, buf: Buffer, offset: int, nbytes: int) -> Buffer:
+        """A sub-range of ``buf`` usable as a kernel argument (sentinel-guarded outputs).
+        Backends whose handles are not integer addresses override this."""
+        if offset < 0 or offset + nbytes > buf.nbytes:
+            raise ValueError(f"view [{offset}, {offset + nbytes}) outside a {buf.nbytes} B buffer")
+        return Buffer(nbytes=nbytes, handle=int(buf.handle) + offset)
+
     @abc.abstractmethod
     def copy_in(self, buf: Buffer, host: np.ndarray, offset: int = 0) -> None: ...
 
