@@ -138,7 +138,12 @@ class HipBackend(Backend):
         self._call("hipFree", buf.handle)
 
     def _at(self, buf: Buffer, offset: int) -> Any:
-        return buf.handle if offset == 0 else int(buf.handle) + offset
+        return buf.handle if offset == 0 else ctypes.c_void_p(int(buf.handle) + offset)
+
+    def view(self, buf: Buffer, offset: int, nbytes: int) -> Buffer:
+        if offset < 0 or offset + nbytes > buf.nbytes:
+            raise ValueError(f"view [{offset}, {offset + nbytes}) outside a {buf.nbytes} B buffer")
+        return Buffer(nbytes=nbytes, handle=self._at(buf, offset))
 
     def copy_in(self, buf: Buffer, host: np.ndarray, offset: int = 0) -> None:
         data = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
