@@ -135,7 +135,9 @@ def _nvrtc_log(nvrtc: Any, prog: Any) -> str:
 def kernel_source(spec: KernelSpec) -> tuple[str, str]:
     """(source text, file name) of a manifest kernel."""
     path = Path(spec.source)
-    if not path.is_absolute():
+    if not path.is_absolute() and spec.manifest is not None:
+        path = Path(spec.manifest).parent / path
+    elif not path.is_absolute():
         path = REPO_ROOT / path
     if not path.is_file():
         raise FileNotFoundError(f"{spec.name}: kernel source {path} does not exist")
@@ -202,7 +204,7 @@ class CudaBackend(Backend):
             "sm_clock_khz": self._attr(attr.CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
             "warp_size": self._attr(attr.CU_DEVICE_ATTRIBUTE_WARP_SIZE),
         }
-        self._modules: list[Any] = []
+        self._modules: dict[tuple[Any, ...], tuple[Cubin, Any]] = {}
 
     # -- plumbing ---------------------------------------------------------------------
     def _call(self, fn: str, *args: Any) -> Any:
@@ -241,16 +243,26 @@ class CudaBackend(Backend):
 
     # -- program ----------------------------------------------------------------------
     def load(self, spec: KernelSpec) -> Program:
+        if spec.amd_only:
+            raise NotImplementedError(
+                f"need an AMD backend: {spec.name} is amd_only (WMMA) and NVRTC cannot build it"
+            )
         source, filename = kernel_source(spec)
-        return self.load_source(source, spec.name, spec=spec, filename=filename)
+        includes = (*spec.include_dirs, spec.source.parent, PRELUDE_DIR)
+        defines = [f[2:] for f in spec.define_flags()]
+        return self.load_source(source, spec.symbol, spec=spec, filename=filename,
+                                defines=defines, include_dirs=includes)
 
     def load_source(
         self, source: str, symbol: str, *, spec: Any = None, filename: str = "kernel.cu",
-        defines: Sequence[str] = (),
+        defines: Sequence[str] = (), include_dirs: Sequence[Path] = (PRELUDE_DIR,),
     ) -> Program:
-        cubin = compile_source(source, self.arch, name=filename, defines=defines)
-        module = self._call("cuModuleLoadData", cubin.image)
-        self._modules.append(module)
+        key = (source, filename, tuple(defines), tuple(str(d) for d in include_dirs))
+        if key not in self._modules:  # one NVRTC compile and module per translation unit
+            cubin = compile_source(source, self.arch, name=filename, defines=defines,
+                                   include_dirs=include_dirs)
+            self._modules[key] = (cubin, self._call("cuModuleLoadData", cubin.image))
+        cubin, module = self._modules[key]
         function = self._call("cuModuleGetFunction", module, symbol.encode())
         return Program(spec=spec, symbol=symbol, handle=function, provenance={
             "nvrtc_source_sha256": cubin.source_sha256,
