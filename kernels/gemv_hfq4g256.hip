@@ -1,0 +1,146 @@
+// Decode GEMV for the 136 B / 256-weight family: qt=1 (and qt=13), qt=44, qt=45.
+//
+// ABI (docs/ARCHITECTURE.md): NAME(const unsigned char* W, const float* x, float* y,
+// int M, int K); block 32 (one wave32); grid.x = ceil(M / R); row m of W starts at byte
+// m*(K/256)*136; y[m] = sum_k deq(W)[m,k] * x[k]  (residual symbols: y[m] +=).
+// Fused QKV: see gemv_qkv_* below.
+//
+// One body, instantiated once per header decoder (kernels/include/hq4_header.h), so the
+// three formats differ only in how the 8 header bytes become (scale, zero).
+#include "hq4_header.h"
+
+#ifndef HQ_GEMV_UNROLL
+#define HQ_GEMV_UNROLL 4  // groups in flight per lane: loads of all of them precede the math
+#endif
+
+template <class Hdr, int R, bool Residual>
+HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __restrict__ x,
+                         float* __restrict__ y, int M, int K, unsigned int block) {
+    constexpr int U = HQ_GEMV_UNROLL;
+    constexpr unsigned int GB = Hdr::kGroupBytes;
+    const unsigned int lane = hq_lane();
+    const int groups = K >> 8;
+    const unsigned long long row_bytes = static_cast<unsigned long long>(groups) * GB;
+    // Payload rule (section 2): lane t reads the payload dword at byte 4t, weights 8t..8t+7.
+    const unsigned int boff = lane * 4u;
+
+    const unsigned char* __restrict__ wr[R];
+    #pragma unroll
+    for (int r = 0; r < R; ++r) {
+        int row = static_cast<int>(block) * R + r;
+        row = row < M ? row : M - 1;  // tail rows re-read the last row; never stored
+        wr[r] = W + static_cast<unsigned long long>(row) * row_bytes;
+    }
+
+    float acc[R];
+    #pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+
+    int g = 0;
+    for (; g + U <= groups; g += U) {
+        hq_float4 xa[U], xb[U];
+        Hq4Raw h[U][R];
+        unsigned int q[U][R];
+        #pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const float* xp = x + (g + u) * 256 + lane * 8;
+            xa[u] = *reinterpret_cast<const hq_float4*>(xp);
+            xb[u] = *reinterpret_cast<const hq_float4*>(xp + 4);
+            #pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned char* __restrict__ gp = wr[r] + (g + u) * GB;
+                h[u][r] = Hdr::load(gp, boff);
+                q[u][r] = *reinterpret_cast<const unsigned int*>(gp + Hdr::kPayloadOffset + boff);
+            }
+        }
+        #pragma unroll
+        for (int u = 0; u < U; ++u) {
+            #pragma unroll
+            for (int r = 0; r < R; ++r) {
+                float sc, zp;
+                Hdr::decode(h[u][r], boff, sc, zp);
+                acc[r] = hq4_dot8(q[u][r], sc, zp, xa[u], xb[u], acc[r]);
+            }
+        }
+    }
+    for (; g < groups; ++g) {  // remainder: same arithmetic, one group at a time
+        const float* xp = x + g * 256 + lane * 8;
+        const hq_float4 xa = *reinterpret_cast<const hq_float4*>(xp);
+        const hq_float4 xb = *reinterpret_cast<const hq_float4*>(xp + 4);
+        #pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const unsigned char* __restrict__ gp = wr[r] + g * GB;
+            const Hq4Raw h = Hdr::load(gp, boff);
+            const unsigned int q =
+                *reinterpret_cast<const unsigned int*>(gp + Hdr::kPayloadOffset + boff);
+            float sc, zp;
+            Hdr::decode(h, boff, sc, zp);
+            acc[r] = hq4_dot8(q, sc, zp, xa, xb, acc[r]);
+        }
+    }
+
+    #pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const float s = hq_wave_sum(acc[r]);
+        const int row = static_cast<int>(block) * R + r;
+        if (lane == 0 && row < M) y[row] = Residual ? y[row] + s : s;
+    }
+}
+
+// Fused QKV, one launch for three projections of the same x (ABI in docs/ARCHITECTURE.md):
+// NAME(Wq, Wk, Wv, x, yq, yk, yv, Mq, Mk, Mv, K); grid.x = ceil(Mq/R)+ceil(Mk/R)+ceil(Mv/R);
+// blocks [0, bq) compute yq, the next ceil(Mk/R) yk, the rest yv.
+template <class Hdr, int R>
+HQ_DEVICE void gemv_qkv(const unsigned char* __restrict__ Wq, const unsigned char* __restrict__ Wk,
+                        const unsigned char* __restrict__ Wv, const float* __restrict__ x,
+                        float* __restrict__ yq, float* __restrict__ yk, float* __restrict__ yv,
+                        int Mq, int Mk, int Mv, int K) {
+    const unsigned int bq = static_cast<unsigned int>((Mq + R - 1) / R);
+    const unsigned int bk = static_cast<unsigned int>((Mk + R - 1) / R);
+    const unsigned int b = hq_block_x();
+    if (b < bq) {
+        gemv_rows<Hdr, R, false>(Wq, x, yq, Mq, K, b);
+    } else if (b < bq + bk) {
+        gemv_rows<Hdr, R, false>(Wk, x, yk, Mk, K, b - bq);
+    } else {
+        gemv_rows<Hdr, R, false>(Wv, x, yv, Mv, K, b - bq - bk);
+    }
+}
+
+#define HQ_GEMV(NAME, HDR, R, RES)                                                          \
+    HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) NAME(const unsigned char* __restrict__ W,           \
+                                             const float* __restrict__ x,                   \
+                                             float* __restrict__ y, int M, int K) {         \
+        gemv_rows<HDR, R, RES>(W, x, y, M, K, hq_block_x());                                \
+    }
+
+#define HQ_GEMV_QKV(NAME, HDR, R)                                                           \
+    HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) NAME(                                               \
+        const unsigned char* __restrict__ Wq, const unsigned char* __restrict__ Wk,         \
+        const unsigned char* __restrict__ Wv, const float* __restrict__ x,                  \
+        float* __restrict__ yq, float* __restrict__ yk, float* __restrict__ yv,             \
+        int Mq, int Mk, int Mv, int K) {                                                    \
+        gemv_qkv<HDR, R>(Wq, Wk, Wv, x, yq, yk, yv, Mq, Mk, Mv, K);                          \
+    }
+
+#define HQ_GEMV_FORMAT(PREFIX, HDR)                  \
+    HQ_GEMV(PREFIX##_r1, HDR, 1, false)              \
+    HQ_GEMV(PREFIX##_r2, HDR, 2, false)              \
+    HQ_GEMV(PREFIX##_r4, HDR, 4, false)              \
+    HQ_GEMV(PREFIX##_r8, HDR, 8, false)              \
+    HQ_GEMV(PREFIX##_residual_r1, HDR, 1, true)      \
+    HQ_GEMV(PREFIX##_residual_r2, HDR, 2, true)      \
+    HQ_GEMV_QKV(PREFIX##_qkv_r1, HDR, 1)             \
+    HQ_GEMV_QKV(PREFIX##_qkv_r2, HDR, 2)
+
+// HQ_GEMV_ONLY restricts the translation unit to one format (used by the mutants and by
+// anyone who wants a smaller code object); by default all three are built.
+#if !defined(HQ_GEMV_ONLY) || HQ_GEMV_ONLY == 1
+HQ_GEMV_FORMAT(gemv_hfq4g256, HdrHfq4v1)
+#endif
+#if !defined(HQ_GEMV_ONLY) || HQ_GEMV_ONLY == 44
+HQ_GEMV_FORMAT(gemv_mq4g256v2, HdrMq4v2)
+#endif
+#if !defined(HQ_GEMV_ONLY) || HQ_GEMV_ONLY == 45
+HQ_GEMV_FORMAT(gemv_mq4c, HdrMq4c)
+#endif
