@@ -1,0 +1,195 @@
+"""``hqval bench``: interleaved device-event timing of the GEMV cells on one device.
+
+    hqval bench --backend cuda --arch sm_90 --mode both --json out.json
+    hqval bench --backend hip --arch gfx1100 --shape 17408x5120 --sweep-rows --out runs/x
+
+Cells run one at a time (never concurrently on a device).  Exit 0 when every cell ran
+and none regressed, 1 when a cell is significantly slower than its qt=1 baseline or a
+run stayed noisy, 2 on bad input or a backend that cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hqval import options
+
+SWEEP_ROWS = (1, 2, 4, 8)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.BACKEND.add_to(parser)
+    options.ARCH.add_to(parser)
+    options.MANIFEST.add_to(parser)
+    options.JSON_OUT.add_to(parser)
+    parser.add_argument("--out", help="also write a results run directory (envelope + rows)")
+    parser.add_argument("--shape", action="append",
+                        help="MxK (repeatable; default: every shape in shapes.yaml)")
+    parser.add_argument("--mode", choices=("hot", "cold", "both"), default="both",
+                        help="cache state: hot (same buffers), cold (rotating copies > LLC)")
+    parser.add_argument("--rows", type=int, action="append",
+                        help="rows per block R (repeatable; default: the arch's "
+                             "gemv_rows_default)")
+    parser.add_argument("--sweep-rows", action="store_true",
+                        help=f"time every R in {SWEEP_ROWS}")
+    parser.add_argument("--candidates", default="44,45",
+                        help="qt ids timed against qt=1 (comma-separated)")
+    parser.add_argument("--warmup", type=int, default=32)
+    parser.add_argument("--iterations", type=int, default=100, help="samples per arm per run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--max-reruns", type=int, default=2,
+                        help="re-runs of a noisy A/A control before reporting it noisy")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra preprocessor define for every timed kernel (e.g. "
+                             "HQ_GEMV_UNROLL=8); recorded in the envelope")
+    parser.add_argument("--no-copy", action="store_true", help="skip the copy-bandwidth ceiling")
+    parser.add_argument("--no-torch", action="store_true", help="skip the torch.mv baseline")
+
+
+def _shapes(args: argparse.Namespace) -> list[Any]:
+    from hqval.cli import UsageError
+    from hqval.timing.gemv import Shape
+
+    if args.shape:
+        try:
+            return [Shape.parse(s) for s in args.shape]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        from hqval.matrix import load_shapes
+    except ImportError:
+        raise UsageError("no shapes.yaml loader in this build; pass --shape MxK") from None
+    found = load_shapes()
+    items = found.values() if isinstance(found, dict) else found
+    return [Shape(int(s.M), int(s.K)) for s in items]
+
+
+def _rows(args: argparse.Namespace, arch: str) -> list[int]:
+    from hqval.cli import UsageError
+
+    if args.sweep_rows:
+        return list(SWEEP_ROWS)
+    if args.rows:
+        return sorted(set(args.rows))
+    try:
+        from hqval.matrix import load_arches
+
+        arches = load_arches()
+    except ImportError:
+        arches = {}
+    if arch in arches:
+        return [int(arches[arch].gemv_rows_default)]
+    raise UsageError(f"{arch} has no gemv_rows_default in arches.yaml; pass --rows R "
+                     "or --sweep-rows")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hqval.backends import BackendUnavailable, get
+    from hqval.cli import UsageError
+    from hqval.manifest import load_manifest
+    from hqval.result import Row
+    from hqval.timing.bench import BenchPlan, run_bench
+    from hqval.timing.harness import TimingConfig
+    from hqval.timing.schedule import MODES
+
+    if not args.arch or len(args.arch) != 1 or args.arch[0] == "all":
+        raise UsageError("bench times one device: pass exactly one --arch (e.g. sm_90, gfx1100)")
+    arch = args.arch[0]
+    if args.backend in ("auto", "emu"):
+        raise UsageError("bench needs device events: pass --backend cuda or --backend hip "
+                         "(the emulator has no clock; use `hqval emu --bench`)")
+    try:
+        config = TimingConfig(warmup=args.warmup, iterations=args.iterations, runs=args.runs)
+        candidates = tuple(int(v) for v in args.candidates.split(",") if v.strip())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    plan = BenchPlan(
+        arch=arch, shapes=_shapes(args),
+        modes=list(MODES) if args.mode == "both" else [args.mode],
+        rows=_rows(args, arch), candidates=candidates, config=config,
+        max_reruns=args.max_reruns, copy=not args.no_copy, torch=not args.no_torch,
+    )
+    try:
+        backend = get(args.backend, arch)
+    except BackendUnavailable as exc:
+        raise UsageError(str(exc)) from None
+    manifest = with_defines(load_manifest(Path(args.manifest) if args.manifest else None),
+                            args.define)
+
+    envelope = bench_envelope(backend, arch, plan)
+    envelope["timing"]["defines"] = list(args.define)
+    writer = None
+    if args.out:
+        from hqval.results.store import RunWriter
+
+        writer = RunWriter.create(args.out, envelope)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    rows: list[Row] = run_bench(backend, manifest, plan, progress=progress,
+                                emit=writer.append if writer else (lambda r: None))
+    print(format_table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"envelope": envelope, "rows": [r.to_dict() for r in rows]}, indent=1) + "\n")
+    return 0 if all(r.status.ok for r in rows) else 1
+
+
+def with_defines(manifest: Any, defines: list[str]) -> Any:
+    """The manifest with ``defines`` added to every kernel (the same TU stays one compile)."""
+    import dataclasses
+
+    from hqval.cli import UsageError
+
+    extra = []
+    for d in defines:
+        name, sep, value = d.partition("=")
+        if not name.isidentifier():
+            raise UsageError(f"--define {d!r}: write NAME=VALUE, e.g. HQ_GEMV_UNROLL=8")
+        extra.append((name, value if sep else ""))
+    if not extra:
+        return manifest
+    kernels = [dataclasses.replace(k, defines=(*k.defines, *extra)) for k in manifest.kernels]
+    return dataclasses.replace(manifest, kernels=kernels)
+
+
+def bench_envelope(backend: Any, arch: str, plan: Any) -> dict[str, Any]:
+    import os
+
+    from hqval.results.store import make_envelope
+
+    return make_envelope(
+        backend=backend.name, device=backend.device_name(), arch=arch,
+        runtime=backend.runtime_info(),
+        extra={"timing": {"warmup": plan.config.warmup, "iterations": plan.config.iterations,
+                          "runs": plan.config.runs, "order": "ABBA",
+                          "modes": list(plan.modes), "rows_per_block": plan.rows},
+               "suite_commit_env": os.environ.get("HQVAL_COMMIT")},
+    )
+
+
+def format_table(rows: list[Any]) -> str:
+    """Plain text: one line per timing cell, prediction beside measurement if present."""
+    lines = [f"{'cell':58} {'status':6} {'ratio':>7} {'95% CI':>17} {'p':>8} "
+             f"{'us(v1)':>8} {'us(B)':>8} {'GB/s':>6} {'%copy':>6} {'xtorch':>6} {'cache':>5} "
+             f"{'pred':>6}"]
+    for r in rows:
+        d = r.details
+        if r.check.startswith("timing_") and not r.check.startswith("timing_aa"):
+            st = d["stats"]
+            lines.append(
+                f"{r.identity:58} {r.status!s:6} {st['ratio']:7.4f} "
+                f"[{st['ci_low']:.4f},{st['ci_high']:.4f}] {st['mwu_p']:8.2g} "
+                f"{d['median_us_a']:8.2f} {d['median_us_b']:8.2f} {d['gbps_b']:6.0f} "
+                f"{100 * d.get('frac_copy_b', float('nan')):6.1f} "
+                f"{d.get('speedup_vs_torch_b', float('nan')):6.2f} "
+                f"{'yes' if d['cache_resident'] else 'no':>5} "
+                f"{d.get('predicted_ratio', float('nan')):6.3f}")
+        else:
+            lines.append(f"{r.identity:58} {r.status!s:6} {r.message}")
+    return "\n".join(lines)

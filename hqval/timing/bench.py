@@ -1,0 +1,240 @@
+"""The timing run: A/A control, v2-family vs qt=1 cells, copy and torch.mv ceilings.
+
+Everything here runs sequentially on one device (timing cells are never concurrent).
+For each rows-per-block R, mode and shape: an A/A cell (qt=1 against a second copy of
+itself) first; if its ratio misses 1.00 by more than ``AA_TOLERANCE`` it is re-run up to
+``max_reruns`` times, and a group whose A/A stays noisy has every row marked ERROR
+("noisy") instead of trusted.  Then each candidate kernel against its qt=1 baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hqval.backends.base import Backend
+from hqval.result import Row, Status
+from hqval.timing import stats
+from hqval.timing.baselines import Baseline, copy_bandwidth, torch_mv_bf16
+from hqval.timing.gemv import GemvSetup, Shape, effective_gbps, gemv_bytes, setup_gemv
+from hqval.timing.harness import TimingConfig, filler_for, time_pair
+from hqval.timing.schedule import Mode
+
+GATE_DERIVATION = (
+    "v2/v1 is a regression only if > 1% slower with the 95% CI above 1 and Mann-Whitney "
+    "p < 0.05 (design note section 6: v2 is throughput-neutral where bandwidth-bound)"
+)
+AA_DERIVATION = (
+    "A/A (qt=1 vs itself) must be within 0.5% of 1.00: a quarter of the smallest change "
+    "reported; otherwise order or clock effects dominate the run"
+)
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What the gb/s figures are judged against, and where each number came from."""
+
+    vram_peak_gbps: float
+    llc_bytes: int
+    source: str
+
+
+@dataclass
+class BenchPlan:
+    arch: str
+    shapes: list[Shape]
+    modes: list[Mode]
+    rows: list[int]
+    candidates: tuple[int, ...] = (44, 45)
+    config: TimingConfig = field(default_factory=TimingConfig)
+    max_reruns: int = 2
+    copy: bool = True
+    torch: bool = True
+    seed: int = 0
+
+
+def device_facts(backend: Backend, arch: str) -> DeviceFacts:
+    """VRAM peak and LLC size: from ``hqval.matrix`` where it knows the device, else from
+    the device itself (memory clock x bus width, L2 size attribute)."""
+    try:
+        from hqval import matrix
+
+        lookup = getattr(matrix, "device_facts", None)
+        if lookup is not None:
+            found = lookup(arch)
+            if found is not None:
+                return DeviceFacts(float(found.vram_gbps), int(found.llc_bytes),
+                                   "matrices (hqval.matrix.device_facts)")
+    except ImportError:
+        pass
+    props = getattr(backend, "properties", None)
+    if props and props.get("memory_clock_khz") and props.get("memory_bus_bits"):
+        # Double data rate: two transfers per memory clock on the bus.
+        peak = 2.0 * props["memory_clock_khz"] * 1e3 * props["memory_bus_bits"] / 8 / 1e9
+        return DeviceFacts(peak, int(props["l2_bytes"]),
+                           "device attributes (2 x memory clock x bus width; L2 size)")
+    raise NotImplementedError(
+        f"need the VRAM peak and LLC size of {arch}: add it to matrices/arches.yaml"
+    )
+
+
+def find_kernels(manifest: Any, qt: int, rows: int) -> Any:
+    """The non-residual GEMV kernel of ``qt`` with ``rows`` rows per block."""
+    for spec in manifest.kernels:
+        if (spec.kind == "gemv" and spec.qt == qt and spec.rows_per_block == rows
+                and not spec.residual and not spec.is_mutant):
+            return spec
+    return None
+
+
+def _cell_name(kernel: str, shape: Shape) -> str:
+    return f"{kernel}@{shape.name}"
+
+
+def run_bench(
+    backend: Backend,
+    manifest: Any,
+    plan: BenchPlan,
+    progress: Callable[[str], None] = lambda s: None,
+    emit: Callable[[Iterable[Row]], object] = lambda rows: None,
+) -> list[Row]:
+    """Run every timing cell of ``plan``; rows are also passed to ``emit`` as produced."""
+    facts = device_facts(backend, plan.arch)
+    filler = filler_for(backend)
+    cfg = plan.config
+    out: list[Row] = []
+    name = backend.name
+
+    def add(*rows: Row) -> None:
+        out.extend(rows)
+        emit(rows)
+
+    copy: Baseline | None = None
+    if plan.copy:
+        copy = copy_bandwidth(backend, cfg, filler)
+        add(Row(kind="timing", check="copy_bandwidth", kernel="device_copy", arch=plan.arch,
+                backend=name, status=Status.PASS, measured=copy.gbps,
+                derivation="GB/s = (bytes read + bytes written) / median event time",
+                message=f"{copy.gbps:.0f} GB/s device-to-device",
+                details={"samples_us": copy.runs, "nbytes": copy.nbytes,
+                         "median_us": copy.median_us}))
+        progress(f"device copy: {copy.gbps:.0f} GB/s")
+
+    for R in plan.rows:
+        v1_spec = find_kernels(manifest, 1, R)
+        if v1_spec is None:
+            raise NotImplementedError(f"need a qt=1 GEMV kernel with rows_per_block {R}")
+        cands = [s for s in (find_kernels(manifest, qt, R) for qt in plan.candidates) if s]
+        for mode in plan.modes:
+            for shape in plan.shapes:
+                add(*_shape_cells(backend, plan, facts, filler, copy, v1_spec, cands, shape,
+                                  mode, progress))
+    return out
+
+
+def _shape_cells(
+    backend: Backend, plan: BenchPlan, facts: DeviceFacts, filler: Any, copy: Baseline | None,
+    v1_spec: Any, cands: Sequence[Any], shape: Shape, mode: Mode,
+    progress: Callable[[str], None],
+) -> list[Row]:
+    cfg = plan.config
+    arch, name = plan.arch, backend.name
+    nbytes = gemv_bytes(shape)
+    setups: list[GemvSetup] = []
+    rows: list[Row] = []
+    try:
+        a = setup_gemv(backend, v1_spec, shape, mode, facts.llc_bytes, plan.seed)
+        setups.append(a)
+        a2 = setup_gemv(backend, v1_spec, shape, mode, facts.llc_bytes, plan.seed)
+        setups.append(a2)
+        cand_setups = []
+        for spec in cands:
+            s = setup_gemv(backend, spec, shape, mode, facts.llc_bytes, plan.seed)
+            setups.append(s)
+            cand_setups.append(s)
+
+        # A/A control, re-run while noisy up to max_reruns times.
+        aa_history: list[float] = []
+        for _ in range(plan.max_reruns + 1):
+            aa = time_pair(backend, a.arm, a2.arm, cfg, filler)
+            aa_stats = stats.summarize(aa.runs_a, aa.runs_b, seed=plan.seed)
+            aa_history.append(aa_stats.ratio)
+            if not aa_stats.aa_noisy():
+                break
+        noisy = aa_stats.aa_noisy()
+        drained = any(aa.queue_drained)
+        aa_ok = not noisy and not drained
+        msg = (f"A/A {aa_stats.ratio:.4f} [{aa_stats.ci_low:.4f}, {aa_stats.ci_high:.4f}]"
+               + (f"; noisy after {len(aa_history)} tries {aa_history}" if noisy else "")
+               + ("; host outran the queue filler" if drained else ""))
+        rows.append(Row(
+            kind="timing", check=f"timing_aa_{mode}", kernel=_cell_name(v1_spec.name, shape),
+            arch=arch, backend=name, status=Status.PASS if aa_ok else Status.ERROR,
+            measured=aa_stats.ratio, tolerance=stats.AA_TOLERANCE, derivation=AA_DERIVATION,
+            seed=plan.seed, message=msg,
+            details={"mode": mode, "shape": shape.name, "rows_per_block": v1_spec.rows_per_block,
+                     "stats": aa_stats.to_dict(), "samples_a": aa.runs_a, "samples_b": aa.runs_b,
+                     "tries": aa_history, "queue_drained": aa.queue_drained,
+                     "copies": len(a.weights)}))
+        progress(f"[{mode} {shape.name} R={v1_spec.rows_per_block}] {msg}")
+
+        torch_base: Baseline | None = None
+        if plan.torch and backend.name == "cuda":
+            torch_base = torch_mv_bf16(backend, shape, mode, facts.llc_bytes, cfg, filler)
+            rows.append(Row(
+                kind="timing", check=f"torch_mv_bf16_{mode}",
+                kernel=_cell_name("torch.mv", shape), arch=arch, backend=name,
+                status=Status.PASS, measured=torch_base.median_us,
+                derivation="median event time (us) of torch.mv on bf16 weights",
+                message=f"{torch_base.median_us:.2f} us, {torch_base.gbps:.0f} GB/s",
+                details={"mode": mode, "shape": shape.name, "samples_us": torch_base.runs,
+                         "gbps": torch_base.gbps, "nbytes": torch_base.nbytes}))
+
+        for s in cand_setups:
+            pair = time_pair(backend, a.arm, s.arm, cfg, filler)
+            st = stats.summarize(pair.runs_a, pair.runs_b, seed=plan.seed)
+            med_a = float(np.median(np.concatenate(pair.runs_a)))
+            med_b = float(np.median(np.concatenate(pair.runs_b)))
+            gb_a, gb_b = effective_gbps(nbytes, med_a), effective_gbps(nbytes, med_b)
+            details: dict[str, Any] = {
+                "mode": mode, "shape": shape.name, "M": shape.M, "K": shape.K,
+                "rows_per_block": s.spec.rows_per_block, "baseline": a.spec.name,
+                "stats": st.to_dict(), "samples_a": pair.runs_a, "samples_b": pair.runs_b,
+                "median_us_a": med_a, "median_us_b": med_b, "bytes": nbytes,
+                "gbps_a": gb_a, "gbps_b": gb_b,
+                "vram_peak_gbps": facts.vram_peak_gbps, "facts_source": facts.source,
+                "frac_peak_b": gb_b / facts.vram_peak_gbps,
+                # Section 6's gfx1030 signature: faster than VRAM can deliver.
+                "cache_resident": gb_b > facts.vram_peak_gbps or gb_a > facts.vram_peak_gbps,
+                "copies": len(s.weights), "llc_bytes": facts.llc_bytes,
+                "queue_drained": pair.queue_drained, "aa_ratio": aa_stats.ratio,
+                "verify_rel_error": s.max_rel_error,
+            }
+            if copy is not None:
+                details["copy_gbps"] = copy.gbps
+                details["frac_copy_b"] = gb_b / copy.gbps
+            if torch_base is not None:
+                details["torch_us"] = torch_base.median_us
+                details["speedup_vs_torch_b"] = torch_base.median_us / med_b
+            if not aa_ok or any(pair.queue_drained):
+                status, why = Status.ERROR, "noisy run: not trusted (" + msg + ")"
+            elif st.changed() and st.ratio > 1.0:
+                status, why = Status.FAIL, "significantly slower than its qt=1 baseline"
+            else:
+                status, why = Status.PASS, "within the gate"
+            rows.append(Row(
+                kind="timing", check=f"timing_{mode}", kernel=_cell_name(s.spec.name, shape),
+                arch=arch, backend=name, status=status, measured=st.ratio,
+                tolerance=1.0 + stats.CHANGE_THRESHOLD, derivation=GATE_DERIVATION,
+                seed=plan.seed,
+                message=(f"{st.ratio:.4f} [{st.ci_low:.4f}, {st.ci_high:.4f}] p={st.p:.2g}; "
+                         f"{med_b:.2f} us {gb_b:.0f} GB/s; {why}"),
+                details=details))
+            progress(f"[{mode} {shape.name}] {s.spec.name}: {rows[-1].message}")
+    finally:
+        for s in setups:
+            s.free(backend)
+    return rows

@@ -1,0 +1,210 @@
+"""Interleaved A/B device-event timing of two launchable arms.
+
+One event pair per sample; warm-ups first (the same event-bracketed pattern, discarded);
+ABBA order; ``runs`` independent runs.  Timing cells are run one after another by the
+caller, never concurrently on one device.
+
+Launch gaps: a GEMV on an H200 runs for 3 to 20 us, about what one Python launch costs.
+If the device drains its queue between samples, the start event is stamped before the
+host has even issued the kernel, and the sample measures the host.  So each run starts by
+enqueuing a spin kernel (the ``QueueFiller``) long enough to cover the host's enqueue of
+the whole run; afterwards the harness asks whether the spin was still running when the
+host finished.  If it was not, the run is retried with a longer spin, and a run that
+still drained is reported (``queue_drained``), not silently trusted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hqval.backends.base import Backend, Buffer, Program
+from hqval.timing.schedule import abba_order
+
+
+@dataclass
+class Arm:
+    """One side of a comparison: one enqueue function per rotating copy of its inputs.
+    Each must only enqueue device work on the stream the backend's events use."""
+
+    name: str
+    launchers: list[Callable[[], object]]
+
+    def __post_init__(self) -> None:
+        if not self.launchers:
+            raise ValueError(f"arm {self.name}: needs at least one launcher")
+
+    @classmethod
+    def kernel(
+        cls,
+        name: str,
+        backend: Backend,
+        program: Program,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        arg_sets: Sequence[Sequence[Buffer | int]],
+    ) -> Arm:
+        def launcher(args: Sequence[Buffer | int]) -> Callable[[], object]:
+            return lambda: backend.launch(program, grid, block, args)
+
+        return cls(name, [launcher(a) for a in arg_sets])
+
+
+class QueueFiller(Protocol):
+    """Keeps the device busy while the host enqueues a run."""
+
+    def start(self, microseconds: int) -> Any: ...
+
+    def still_busy(self, token: Any) -> bool: ...
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup: int = 32
+    iterations: int = 100
+    runs: int = 3
+    # Spin retries when the host outran the queue filler.
+    max_fill_retries: int = 3
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0 or self.runs < 1:
+            raise ValueError("warmup must be >= 0 and runs >= 1")
+        abba_order(self.iterations)  # validates evenness
+
+
+@dataclass
+class PairSamples:
+    """Per-run sample times in microseconds, arm A and arm B."""
+
+    runs_a: list[list[float]] = field(default_factory=list)
+    runs_b: list[list[float]] = field(default_factory=list)
+    queue_drained: list[bool] = field(default_factory=list)
+    fill_us: list[int] = field(default_factory=list)
+
+
+def _bracketed(backend: Backend, arm: Arm, copy: int) -> tuple[Any, Any]:
+    start = backend.record_event()
+    arm.launchers[copy]()
+    end = backend.record_event()
+    return start, end
+
+
+def time_pair(
+    backend: Backend,
+    a: Arm,
+    b: Arm,
+    config: TimingConfig,
+    filler: QueueFiller | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PairSamples:
+    """Time ``a`` against ``b``: ``config.runs`` runs of ``config.iterations`` ABBA samples."""
+    arms = (a, b)
+    # One rotation counter per distinct arm: an arm timed against itself (a baseline)
+    # shares it, so consecutive samples never re-read the copy just read.
+    counters: dict[int, int] = {id(a): 0, id(b): 0}
+
+    def next_copy(i: int) -> int:
+        key = id(arms[i])
+        c = counters[key] % len(arms[i].launchers)
+        counters[key] += 1
+        return c
+
+    # Warm-ups: same bracketed pattern, so module load, first-touch and clock ramp are
+    # out of the way, and the host cost of one sample pair is measured.
+    t0 = time.perf_counter()
+    pending = []
+    for i in range(config.warmup):
+        for arm_i in (0, 1) if i % 2 == 0 else (1, 0):
+            pending.append(_bracketed(backend, arms[arm_i], next_copy(arm_i)))
+    host_per_pair = (time.perf_counter() - t0) / max(config.warmup, 1)
+    for s, e in pending:
+        backend.elapsed_ms(s, e)
+    backend.synchronize()
+
+    out = PairSamples()
+    order = abba_order(config.iterations)
+    # Spin for twice the host's measured enqueue time of one run, at least 2 ms.
+    fill_us = max(2000, int(2.0 * host_per_pair * config.iterations * 1e6))
+    for run in range(config.runs):
+        for attempt in range(config.max_fill_retries + 1):
+            token = filler.start(fill_us) if filler is not None else None
+            events: list[tuple[int, Any, Any]] = []
+            for first, second in order:
+                for arm_i in (first, second):
+                    s, e = _bracketed(backend, arms[arm_i], next_copy(arm_i))
+                    events.append((arm_i, s, e))
+            drained = filler is None or not filler.still_busy(token)
+            samples: tuple[list[float], list[float]] = ([], [])
+            for arm_i, s, e in events:
+                samples[arm_i].append(backend.elapsed_ms(s, e) * 1000.0)
+            backend.synchronize()
+            if not drained or filler is None or attempt == config.max_fill_retries:
+                break
+            fill_us *= 2
+            if progress:
+                progress(f"run {run}: host outran the queue filler; retrying with {fill_us} us")
+        out.runs_a.append(samples[0])
+        out.runs_b.append(samples[1])
+        out.queue_drained.append(drained if filler is not None else True)
+        out.fill_us.append(fill_us)
+    return out
+
+
+def time_single(
+    backend: Backend,
+    arm: Arm,
+    config: TimingConfig,
+    filler: QueueFiller | None = None,
+) -> list[list[float]]:
+    """Event-timed samples (us) of one arm alone, per run (baselines such as a copy)."""
+    samples = time_pair(backend, arm, arm, config, filler)
+    return [ra + rb for ra, rb in zip(samples.runs_a, samples.runs_b, strict=True)]
+
+
+SPIN_SOURCE = r"""
+// Busy-waits for the given number of microseconds of the device's global timer, so the
+// host can enqueue a whole timing run behind it without the queue draining.
+extern "C" __global__ void hqval_spin(int microseconds) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < 1000ull * (unsigned long long)microseconds);
+}
+"""
+
+
+class CudaSpinFiller:
+    """QueueFiller for the CUDA backend: a one-thread spin kernel plus an event query."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.program = backend.load_source(SPIN_SOURCE, "hqval_spin", filename="spin.cu")
+
+    def start(self, microseconds: int) -> Any:
+        self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [int(microseconds)])
+        return self.backend.record_event()
+
+    def still_busy(self, token: Any) -> bool:
+        cu = self.backend.cu
+        (err,) = cu.cuEventQuery(token)
+        busy = bool(err == cu.CUresult.CUDA_ERROR_NOT_READY)
+        if not busy and int(err) != 0:
+            raise RuntimeError(f"cuEventQuery failed: {err}")
+        cu.cuEventSynchronize(token)
+        cu.cuEventDestroy(token)
+        return busy
+
+
+def filler_for(backend: Backend) -> QueueFiller | None:
+    """The queue filler for ``backend``, or None where it has none (then every run is
+    reported with ``queue_drained`` unknown-as-true, i.e. untrusted for short kernels)."""
+    if backend.name == "cuda":
+        return CudaSpinFiller(backend)
+    return None
+
+
+def flatten(runs: Sequence[Sequence[float]]) -> list[float]:
+    return [x for r in runs for x in r]

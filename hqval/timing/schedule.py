@@ -1,0 +1,59 @@
+"""Sample order and cache-state sizing for interleaved timing.
+
+ABBA: iteration ``i`` times A then B when ``i`` is even and B then A when it is odd, so the
+sample stream reads A B B A A B B A ...  Neither arm always runs first, and each arm
+follows the other as often as it follows itself, which cancels first-launch and
+clock-ramp order effects (measured on an H200: two kernels reading identical bytes
+differed by 30% on a cache-resident shape with A always first).
+
+Cold mode rotates among copies of the weights: between two reads of one copy the device
+streams the other copies, whose total must exceed the last-level cache for the copy to
+have been evicted.  Replacement is not perfect LRU, hence a safety factor of two.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+Mode = Literal["hot", "cold"]
+MODES: tuple[Mode, ...] = ("hot", "cold")
+
+# Other copies streamed between two reads of one copy, as a multiple of the LLC size.
+COLD_EVICTION_FACTOR = 2.0
+
+
+def abba_order(iterations: int) -> list[tuple[int, int]]:
+    """Arm order per iteration: (0, 1) = A then B, (1, 0) = B then A."""
+    if iterations < 2 or iterations % 2:
+        raise ValueError(
+            f"iterations {iterations}: ABBA needs an even count >= 2 so both orders occur "
+            "equally often (e.g. 100)"
+        )
+    return [(0, 1) if i % 2 == 0 else (1, 0) for i in range(iterations)]
+
+
+def rotation_copies(weight_bytes: int, llc_bytes: int, mode: Mode) -> int:
+    """How many copies of one arm's weights to rotate through.
+
+    Hot: 1 (the same buffer every launch; the weights stay as cached as they can be).
+    Cold: the smallest n >= 2 with (n - 1) * weight_bytes >= COLD_EVICTION_FACTOR * llc.
+    """
+    if weight_bytes <= 0:
+        raise ValueError(f"weight_bytes {weight_bytes} must be positive")
+    if mode == "hot":
+        return 1
+    if mode != "cold":
+        raise ValueError(f"mode {mode!r}: choose hot or cold")
+    if llc_bytes <= 0:
+        raise ValueError(
+            f"cold mode needs the last-level cache size; got {llc_bytes} B "
+            "(set it in matrices/arches.yaml or read it from the device)"
+        )
+    return max(2, 1 + math.ceil(COLD_EVICTION_FACTOR * llc_bytes / weight_bytes))
+
+
+def copy_sequence(iterations: int, copies: int, warmup: int = 0) -> list[int]:
+    """Copy index for each launch of one arm: round-robin, continuing after the warm-ups
+    so the first timed launch never re-reads the copy the last warm-up read."""
+    return [(warmup + i) % copies for i in range(iterations)]
