@@ -126,7 +126,7 @@ class HipBackend(Backend):
         image = result.code_object.read_bytes()
         module = self._call("hipModuleLoadData", image)
         self._modules.append(module)
-        symbol = spec.name
+        symbol = spec.symbol
         function = self._call("hipModuleGetFunction", module, symbol.encode())
         return Program(spec=spec, symbol=symbol, handle=function,
                        provenance={"code_object": str(result.code_object)})

@@ -1,0 +1,173 @@
+"""Check cells: the check registry, the context a check runs in, and ``run_cell``.
+
+A cell is (check, kernel, arch, backend) with one identity string
+``check[kernel|arch|backend]`` (``hqval.result.cell_id``).  A check is a function
+``(ctx, spec) -> Row``; ``run_cell`` turns anything it raises into an ``error`` row (or a
+``fail`` row for a memory fault or guard violation, which are the kernel's fault) so a cell
+always has a verdict and never passes by accident.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hqval.backends.base import Backend, Program
+from hqval.checks.launch import GuardViolation
+from hqval.result import Row, Status, cell_id
+
+if TYPE_CHECKING:
+    from hqval.checks.dispatch import ArchCaps as Arch
+    from hqval.manifest import KernelSpec, Manifest
+
+# The check registry: one explicit dict, name -> "module:function".
+CHECKS: dict[str, str] = {
+    "bit_identity": "hqval.checks.bit_identity:check",
+    "reference_parity": "hqval.checks.reference_parity:check",
+    "padded_offset": "hqval.checks.padded_offset:check",
+    "prefill_parity": "hqval.checks.prefill_parity:check",
+    "fallback": "hqval.checks.fallback:check",
+}
+
+CheckFn = Callable[["CheckContext", "KernelSpec"], Row]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Fixture shapes.  The emulator gets small ones that still discriminate (K spans the
+    unrolled main loop and its remainder; M is not a multiple of any R, so tail rows run);
+    hardware gets bigger ones."""
+
+    gemv_m: int
+    gemv_k: int
+    gemm_m: int
+    gemm_k: int
+    prefill_n: tuple[int, ...]
+
+
+# K=1280 is 5 groups: one pass of the 4-group unrolled main loop plus the remainder loop.
+EMU_SIZES = Sizes(gemv_m=7, gemv_k=1280, gemm_m=20, gemm_k=512, prefill_n=(1, 8, 12, 16, 32, 21))
+HARDWARE_SIZES = Sizes(
+    gemv_m=515, gemv_k=4352, gemm_m=272, gemm_k=2048, prefill_n=(1, 8, 12, 16, 32, 21, 77),
+)
+
+
+def sizes_for(backend: Backend) -> Sizes:
+    return EMU_SIZES if backend.name == "emu" else HARDWARE_SIZES
+
+
+@dataclass(frozen=True)
+class Cell:
+    check: str
+    kernel: str
+    arch: str
+    backend: str
+
+    @property
+    def identity(self) -> str:
+        return cell_id(self.check, self.kernel, self.arch, self.backend)
+
+
+@dataclass
+class CheckContext:
+    """What a check needs: where it runs, what else the manifest holds, the fixture seed."""
+
+    backend: Backend
+    arch: Arch
+    manifest: Manifest
+    seed: int = 0
+    sizes: Sizes | None = None
+    _programs: dict[str, Program] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.sizes is None:
+            self.sizes = sizes_for(self.backend)
+
+    @property
+    def shape(self) -> Sizes:
+        assert self.sizes is not None
+        return self.sizes
+
+    def program(self, spec: KernelSpec) -> Program:
+        if spec.name not in self._programs:
+            self._programs[spec.name] = self.backend.load(spec)
+        return self._programs[spec.name]
+
+    def kernel(self, name: str) -> KernelSpec:
+        for spec in self.manifest.kernels:
+            if spec.name == name:
+                return spec
+        raise LookupError(f"kernel {name!r} is not in the manifest")
+
+    def row(
+        self, check: str, spec: KernelSpec, status: Status, message: str = "", *,
+        measured: float | None = None, tolerance: float | None = None, derivation: str = "",
+        details: dict[str, Any] | None = None,
+    ) -> Row:
+        d = {"selection": self.backend.selection} if self.backend.selection else {}
+        d.update(details or {})
+        return Row(
+            kind="check", check=check, kernel=spec.name, arch=self.arch.name,
+            backend=self.backend.name, status=status, measured=measured, tolerance=tolerance,
+            derivation=derivation, seed=self.seed, message=message, details=d,
+        )
+
+
+def check_function(name: str) -> CheckFn:
+    try:
+        target = CHECKS[name]
+    except KeyError:
+        raise ValueError(f"unknown check {name!r}: choose one of {', '.join(CHECKS)}") from None
+    module_name, _, fn = target.partition(":")
+    result: CheckFn = getattr(importlib.import_module(module_name), fn)
+    return result
+
+
+def _emu_errors() -> tuple[type[BaseException], type[BaseException]] | None:
+    try:
+        from hqval.emu.errors import OutOfBounds, UnsupportedInstruction
+    except ImportError:
+        return None
+    return OutOfBounds, UnsupportedInstruction
+
+
+@dataclass(frozen=True)
+class NvidiaArch:
+    """An ``sm_XX`` target for the cuda backend: no AMD WMMA, one row per block."""
+
+    name: str
+    wmma: str = "none"
+    gemv_rows_default: int = 1
+
+
+def arch_caps(name: str) -> Any:
+    """The ``Arch`` for a gfx target (``hqval.matrix`` via the toolchain), or an
+    ``NvidiaArch`` for ``sm_XX``."""
+    if name.startswith("sm_"):
+        return NvidiaArch(name)
+    from hqval.toolchain import resolve_arches
+
+    return resolve_arches([name])[0]
+
+
+def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
+    """Run one cell; never raises for a kernel or fixture problem, always returns a row."""
+    fn = check_function(check)
+    if spec.amd_only and ctx.arch.name.startswith("sm_"):
+        return ctx.row(check, spec, Status.UNSUPPORTED,
+                       f"{spec.name} is AMD-only (WMMA/ISA); no {ctx.arch.name} build")
+    emu_errors = _emu_errors()
+    try:
+        return fn(ctx, spec)
+    except GuardViolation as exc:
+        return ctx.row(check, spec, Status.FAIL, f"guard: {exc}")
+    except Exception as exc:
+        if emu_errors is not None and isinstance(exc, emu_errors[0]):
+            return ctx.row(check, spec, Status.FAIL, f"memory fault: {exc}")
+        if emu_errors is not None and isinstance(exc, emu_errors[1]):
+            return ctx.row(check, spec, Status.ERROR, f"emulator gap: {exc}")
+        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return ctx.row(check, spec, Status.ERROR, f"could not reach a verdict: {tb}")

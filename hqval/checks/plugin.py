@@ -1,0 +1,209 @@
+"""pytest plugin: the check matrix as pytest items.
+
+Load it explicitly (``-p hqval.checks.plugin``) and pass a kernel manifest as the path to
+collect; every (check x kernel x arch x backend) cell becomes one item whose name is the
+cell identity, e.g. ``bit_identity[gemv_mq4g256v2_r1|gfx1100|emu]``, so ``-k``, the JUnit
+XML, the failure list and the result rows all use one string.  Works under pytest-xdist:
+each worker rebuilds the same items; the result row travels back to the controller in the
+report's ``user_properties`` and the controller writes every row to ``--hqval-json``.
+
+Verdicts: pass -> passed; unsupported / skipped -> skipped with the reason; fail / error
+-> failed, with the message (an error is never a pass).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from hqval.result import Row, Status
+
+if TYPE_CHECKING:
+    from hqval.checks.cell import CheckContext
+    from hqval.manifest import KernelSpec, Manifest
+
+ROW_PROPERTY = "hqval_row"
+_ROWS_KEY = pytest.StashKey[list[Row]]()
+# Rows reported in this session (controller side), in report order.
+_pending: list[Row] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hqval", "hqval check matrix")
+    group.addoption("--hqval-arch", action="append", default=[],
+                    help="gfx target to check (repeatable)")
+    group.addoption("--hqval-backend", default="auto",
+                    help="emu, hip, cuda or auto (default auto)")
+    group.addoption("--hqval-check", action="append", default=[],
+                    help="only these checks (repeatable; default all)")
+    group.addoption("--hqval-seed", type=int, default=0, help="fixture seed (default 0)")
+    group.addoption("--hqval-json", default=None, help="write every result row here (JSON list)")
+    group.addoption("--hqval-mutants", action="store_true",
+                    help="the manifest is a mutant manifest: collect its mutants, not kernels")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_ROWS_KEY] = []
+    _pending.clear()
+
+
+def _is_manifest(path: Path) -> bool:
+    if path.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        head = path.read_text(errors="replace")[:4096]
+    except OSError:
+        return False
+    return "kernels:" in head and "schema:" in head
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if _is_manifest(file_path):
+        collector: pytest.Collector = ManifestFile.from_parent(parent, path=file_path)
+        return collector
+    return None
+
+
+class _Contexts:
+    """One backend and check context per (backend, arch) in this process."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[str, str, str], CheckContext] = {}
+
+    def get(self, backend_name: str, arch_name: str, manifest: Manifest, seed: int) -> CheckContext:
+        key = (backend_name, arch_name, str(manifest.path))
+        if key not in self._by_key:
+            from hqval.backends import get
+            from hqval.checks.cell import CheckContext, arch_caps
+
+            arch = arch_caps(arch_name)
+            backend = get(backend_name, arch_name)
+            self._by_key[key] = CheckContext(backend=backend, arch=arch, manifest=manifest,
+                                             seed=seed)
+        return self._by_key[key]
+
+
+_CONTEXTS = _Contexts()
+
+
+def load_for_cells(path: Path, mutants: bool) -> tuple[Manifest, Manifest]:
+    """(the manifest whose kernels are checked, the manifest baselines resolve in)."""
+    from hqval.manifest import load_manifest, load_mutants
+
+    if mutants:
+        real = load_manifest(None)
+        muts = load_mutants(path)
+        merged = type(real)(path=muts.path, kernels=[*real.kernels, *muts.kernels])
+        return muts, merged
+    m = load_manifest(path)
+    return m, m
+
+
+def backend_label(name: str, arch: str) -> str:
+    """The backend part of a cell identity: ``auto`` resolves to what it chose."""
+    if name != "auto":
+        return name
+    prefix_hw = {"gfx": "hip", "sm_": "cuda"}
+    from hqval.backends import BackendUnavailable, get
+
+    try:
+        return get("auto", arch).name
+    except BackendUnavailable:
+        return prefix_hw.get(arch[:3], "auto")
+
+
+class ManifestFile(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        from hqval.checks.cell import CHECKS, Cell
+
+        opt = self.config.getoption
+        arches: list[str] = opt("--hqval-arch")
+        if not arches:
+            raise pytest.UsageError("hqval plugin: pass --hqval-arch (one or more gfx targets)")
+        checks: list[str] = opt("--hqval-check") or list(CHECKS)
+        unknown = [c for c in checks if c not in CHECKS]
+        if unknown:
+            raise pytest.UsageError(f"unknown check(s) {unknown}: choose from {list(CHECKS)}")
+        subject, context_manifest = load_for_cells(self.path, bool(opt("--hqval-mutants")))
+        backend_name: str = opt("--hqval-backend")
+        for arch in arches:
+            label = backend_label(backend_name, arch)
+            for spec in subject.kernels:
+                for check in checks:
+                    cell = Cell(check, spec.name, arch, label)
+                    yield CellItem.from_parent(
+                        self, name=cell.identity, check=check, spec=spec, arch=arch,
+                        backend_name=backend_name, manifest=context_manifest,
+                    )
+
+
+class CellFailed(Exception):
+    pass
+
+
+class CellItem(pytest.Item):
+    def __init__(self, *, check: str, spec: KernelSpec, arch: str, backend_name: str,
+                 manifest: Manifest, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check = check
+        self.spec = spec
+        self.arch = arch
+        self.backend_name = backend_name
+        self.manifest = manifest
+        self.row: Row | None = None
+
+    def runtest(self) -> None:
+        from hqval.checks.cell import run_cell
+
+        seed: int = self.config.getoption("--hqval-seed")
+        ctx = _CONTEXTS.get(self.backend_name, self.arch, self.manifest, seed)
+        row = run_cell(ctx, self.check, self.spec)
+        self.row = row
+        self.user_properties.append((ROW_PROPERTY, json.dumps(row.to_dict())))
+        if row.status in (Status.UNSUPPORTED, Status.SKIPPED):
+            pytest.skip(f"{row.status}: {row.message}")
+        if row.status != Status.PASS:
+            raise CellFailed(f"{row.status}: {row.message}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if isinstance(excinfo.value, CellFailed):
+            return f"{self.name}: {excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, self.name
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # On the controller (and without xdist) collect the row once, from the call phase (or
+    # the setup phase if the call never ran).
+    if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+        return
+    for key, value in report.user_properties:
+        if key == ROW_PROPERTY:
+            _pending.append(Row.from_dict(json.loads(str(value))))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: its rows reached the controller through the reports
+    rows = list(_pending)
+    session.config.stash[_ROWS_KEY] = rows
+    out = session.config.getoption("--hqval-json")
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
+        tmp.replace(path)
+
+
+def collected_rows(config: pytest.Config) -> list[Row]:
+    rows: list[Row] = config.stash.get(_ROWS_KEY, [])
+    return list(rows)

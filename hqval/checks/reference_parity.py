@@ -1,0 +1,81 @@
+"""reference_parity: a GEMV against the f64 oracle of its decoded weights.
+
+Two fixtures: disjoint halves (each 128-half with its own range, so any header mix-up is
+large) and gaussian (a realistic distribution).  Before any launch the check proves the
+disjoint fixture discriminates: every misreading of the bytes (one header for both halves,
+halves swapped, scale/zero swapped, payload +4, 132 B stride, dropped residual) misses the
+oracle by more than ``DISCRIMINATION_FLOOR``, else the cell is an error, not a pass.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hqval.checks import inputs
+from hqval.checks.cell import CheckContext
+from hqval.checks.launch import decode
+from hqval.formats import by_qt
+from hqval.result import Row, Status
+
+if TYPE_CHECKING:
+    from hqval.manifest import KernelSpec
+
+NAME = "reference_parity"
+TOLERANCE = 1e-4
+DERIVATION = (
+    "f32 accumulation of K<=4352 products in 32 lanes: error ~ sqrt(K)*2^-24*max|y| "
+    "(<1e-5), so 1e-4 of max|y| leaves 10x margin while a header/offset slip misses by >0.5"
+)
+DISCRIMINATION_FLOOR = 0.5
+GEMV_KINDS = ("gemv", "gemv_qkv")
+
+
+def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    if spec.kind not in GEMV_KINDS:
+        return ctx.row(NAME, spec, Status.UNSUPPORTED,
+                       f"{spec.kind} kernels are judged by prefill_parity, not the GEMV oracle")
+    if not spec.applies_to(ctx.arch):
+        return ctx.row(NAME, spec, Status.UNSUPPORTED,
+                       f"{spec.name} does not apply to {ctx.arch.name} (requires {spec.requires})")
+    fmt = by_qt(spec.qt)
+    M, K = ctx.shape.gemv_m, ctx.shape.gemv_k
+    x = inputs.activations(K, ctx.seed)
+    fixtures = {
+        "disjoint_halves": inputs.disjoint_halves_weights(M, K, ctx.seed),
+        "gaussian": inputs.gaussian_weights(M, K, ctx.seed),
+    }
+    blobs = {name: fmt.encode(w) for name, w in fixtures.items()}
+    refs: dict[str, Any] = {}
+    residuals: dict[str, Any] = {}
+    misses: dict[str, dict[str, float]] = {}
+    for name, blob in blobs.items():
+        plain = inputs.oracle(fmt, blob, K, x, None)
+        residuals[name] = inputs.residual_for(plain, ctx.seed) if spec.residual else None
+        refs[name] = inputs.oracle(fmt, blob, K, x, residuals[name])
+    # Discrimination, before any launch.
+    ref = refs["disjoint_halves"]
+    m = inputs.misread_misses(fmt, blobs["disjoint_halves"], K, x, residuals["disjoint_halves"],
+                              ref)
+    if spec.residual:
+        m["residual_dropped"] = inputs.worst_rel(ref - residuals["disjoint_halves"], ref)
+    misses["disjoint_halves"] = m
+    try:
+        inputs.require_discriminating(m, DISCRIMINATION_FLOOR, "disjoint_halves fixture")
+    except inputs.FixtureError as exc:
+        return ctx.row(NAME, spec, Status.ERROR, str(exc), tolerance=TOLERANCE,
+                       derivation=DERIVATION, details={"misread_misses": misses})
+
+    program = ctx.program(spec)
+    errors: dict[str, float] = {}
+    for name, blob in blobs.items():
+        out = decode(ctx.backend, program, spec, blob, x, residuals[name])
+        errors[name] = inputs.worst_rel(out.values, refs[name])
+    worst = max(errors.values())
+    status = Status.PASS if worst <= TOLERANCE else Status.FAIL
+    which = max(errors, key=lambda k: errors[k])
+    msg = f"worst relative error {worst:.3g} ({which}) vs tolerance {TOLERANCE:g}"
+    return ctx.row(NAME, spec, status, msg, measured=worst, tolerance=TOLERANCE,
+                   derivation=DERIVATION,
+                   details={"errors": errors, "misread_misses": misses, "M": M, "K": K,
+                            "residual": bool(spec.residual)})
+
