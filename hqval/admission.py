@@ -72,6 +72,9 @@ class PathPolicy:
     audit: bool = True
     mutants: bool = True
     max_ratio: float | None = None
+    # measured needs hardware timing rows too (GEMV paths have timing cells; a path
+    # without timing cells would otherwise never reach measured)
+    timing_required: bool = True
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,9 @@ def parse_policy(data: Any, source: str = "policy.yaml") -> Policy:
                     f"{source}: {pw}.fallback_checks: a need falls back, so name the checks "
                     "that verify the fallback (e.g. [fallback])")
             timing = pd.get("timing") or {}
-            max_ratio = timing.get("max_ratio") if isinstance(timing, dict) else None
+            if not isinstance(timing, dict) or set(timing) - {"max_ratio", "required"}:
+                raise PolicyError(f"{source}: {pw}.timing: a mapping with max_ratio, required")
+            max_ratio = timing.get("max_ratio")
             if max_ratio is not None and not (isinstance(max_ratio, (int, float))
                                               and max_ratio >= 1.0):
                 raise PolicyError(f"{source}: {pw}.timing.max_ratio: give a number >= 1.0")
@@ -147,6 +152,7 @@ def parse_policy(data: Any, source: str = "policy.yaml") -> Policy:
                 checks=tuple(str(c) for c in checks), fallback_checks=fb,
                 audit=bool(pd.get("audit", True)), mutants=bool(pd.get("mutants", True)),
                 max_ratio=float(max_ratio) if max_ratio is not None else None,
+                timing_required=bool(timing.get("required", True)),
             ))
     notes = data.get("notes") or {}
     if not isinstance(notes, dict):
@@ -340,19 +346,21 @@ def admit_cell(
         return pick, missing
 
     hw, hw_missing = covered(True)
-    if hw and not hw_missing and hw_timing:
-        reasons.append(f"required checks {list(pp.checks)} and timing passed on "
+    hw_ok = bool(hw) and not hw_missing
+    if hw_ok and (hw_timing or not pp.timing_required):
+        timed = " and timing" if hw_timing else ""
+        reasons.append(f"required checks {list(pp.checks)}{timed} passed on "
                        f"{', '.join(sorted({r.backend for r in hw}))} hardware")
         return cell(AdmissionStatus.MEASURED, hw + hw_timing)
+    if hw_ok:
+        reasons.append("required checks passed on hardware, but no hardware timing ran: "
+                       "not measured")
     emu, emu_missing = covered(False)
     if emu and not emu_missing:
         reasons.append(f"required checks {list(pp.checks)} passed on the emulator")
-        if hw and not hw_missing:
-            reasons.append("hardware checks passed but no hardware timing: not measured")
-        return cell(AdmissionStatus.EMULATED, emu + [r for r in hw if r.check in pp.checks])
-    if hw and not hw_missing:  # hardware checks without timing, no emulator run
-        reasons.append("checks passed on hardware but no timing ran: not measured")
-        return cell(AdmissionStatus.EMULATED, hw)
+        return cell(AdmissionStatus.EMULATED, emu)
+    if hw_ok:
+        return cell(AdmissionStatus.UNTESTED, hw)
 
     compiled = [r for r in rows if r.kind == "compile" and r.status is Status.PASS]
     audits = [r for r in rows if r.kind == "audit" and r.status is Status.PASS]
@@ -372,12 +380,15 @@ class Admission:
     cells: tuple[Cell, ...]
     infrastructure: tuple[str, ...]  # identities + messages of infrastructure errors
     unclassified: int  # rows that could not be mapped to a format and path
+    # cells that regressed against a baseline (whether or not a policy cell holds them)
+    regressions: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
         if self.infrastructure:
             return 2
-        return 1 if any(c.status is AdmissionStatus.REJECTED for c in self.cells) else 0
+        rejected = any(c.status is AdmissionStatus.REJECTED for c in self.cells)
+        return 1 if rejected or self.regressions else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -387,6 +398,7 @@ class Admission:
                       for c in self.cells],
             "infrastructure": list(self.infrastructure),
             "unclassified_rows": self.unclassified,
+            "regressions": list(self.regressions),
             "exit_code": self.exit_code,
         }
 
@@ -448,3 +460,34 @@ def to_markdown(adm: Admission) -> str:
 
 def dumps(adm: Admission) -> str:
     return json.dumps(adm.to_json(), indent=2) + "\n"
+
+
+def admit_runs(
+    runs: Sequence[Any],
+    *,
+    policy: Policy | None = None,
+    arches: Mapping[str, ArchCaps] | None = None,
+    baseline: Sequence[Any] = (),
+    only_arches: Iterable[str] | None = None,
+) -> tuple[Admission, Any]:
+    """Admission over loaded runs (``hqval.results.store.Run``), optionally against baseline
+    runs.  Returns the admission and the comparison (None without a baseline)."""
+    from hqval.results.compare import compare_rows
+
+    policy = policy or load_policy()
+    if arches is None:
+        arches = arch_caps_from_matrix()
+    rows = [r for run in runs for r in run.rows]
+    kernels = kernel_table(run.envelope for run in [*runs, *baseline])
+    cmp = None
+    regressed: list[str] = []
+    if baseline:
+        cmp = compare_rows([r for b in baseline for r in b.rows], rows,
+                           ", ".join(str(b.path) for b in baseline),
+                           ", ".join(str(r.path) for r in runs))
+        regressed = [c.identity for c in cmp.regressions]
+    adm = admit(rows, policy, arches, kernels=kernels, regressed=regressed,
+                only_arches=only_arches)
+    if regressed:
+        adm = Admission(adm.cells, adm.infrastructure, adm.unclassified, tuple(regressed))
+    return adm, cmp

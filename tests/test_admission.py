@@ -235,3 +235,17 @@ def test_bad_policy_names_the_key(mutate: object, message: str) -> None:
 def test_unreadable_policy_file(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="--policy"):
         load_policy(tmp_path / "nope.yaml")
+
+
+def test_hardware_checks_without_required_timing_are_not_measured() -> None:
+    hw = [r("compile", "compile", k, "gfx1100", "clang") for k in ("gemv44", "gemm44")]
+    hw += [r("audit", "no_spills", k, "gfx1100", "isa") for k in ("gemv44", "gemm44")]
+    hw += [r("check", c, "gemv44", "gfx1100", "hip")
+           for c in ("bit_identity", "reference_parity")]
+    hw += [r("check", c, "gemm44", "gfx1100", "hip")
+           for c in ("bit_identity", "prefill_parity")]
+    adm = run(hw)
+    # decode requires hardware timing: without it the cell is not measured (nor emulated)
+    assert status(adm, 44, "decode", "gfx1100") is S.UNTESTED
+    # prefill has no timing cells (policy: timing.required false)
+    assert status(adm, 44, "prefill", "gfx1100") is S.MEASURED

@@ -1,0 +1,83 @@
+"""Shared fixtures: a run directory holding one row of every kind the pipeline produces,
+written through the real results store (used by the results, report and command tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hqval.result import Row, Status
+from hqval.results import store
+
+KERNELS = {
+    "gemv_mq4g256v2_r1": {"qt": 44, "kind": "gemv", "baseline": "gemv_hfq4g256_r1"},
+    "gemm_mq4g256v2_gfx11": {"qt": 44, "kind": "gemm", "baseline": "gemm_hfq4g256_gfx11"},
+    "gemv_mq4cg256_r1": {"qt": 45, "kind": "gemv", "baseline": "gemv_hfq4g256_r1"},
+    "gemm_mq4cg256_gfx12": {"qt": 45, "kind": "gemm", "baseline": "gemm_hfq4g256_gfx12"},
+}
+
+
+def evidence(arch: str, backend: str = "emu", *, fail: str | None = None,
+             slow: float = 1.0, seed: int = 0) -> list[Row]:
+    """Rows for one arch as the pipeline would produce them; ``fail`` names a check whose
+    qt=44 decode row fails; ``slow`` scales the hardware timing samples."""
+    wmma = {"gfx1100": "gfx11", "gfx1201": "gfx12"}.get(arch, "none")
+    kernels = [k for k, v in KERNELS.items()
+               if v["kind"] == "gemv" or (k.endswith("gfx11") and wmma == "gfx11")
+               or (k.endswith("gfx12") and wmma == "gfx12")]
+    rows: list[Row] = []
+    for k in kernels:
+        rows.append(Row("compile", "compile", k, arch, "clang-19", Status.PASS,
+                        message="ok"))
+        rows.append(Row("audit", "scalar_header_loads", k, arch, "isa", Status.PASS,
+                        measured=0, tolerance=0, derivation="section 4: header is SMEM",
+                        message="2 s_load_b32 at group+0/+4"))
+    checks = {"gemv_mq4g256v2_r1": ["bit_identity", "reference_parity", "fallback"],
+              "gemv_mq4cg256_r1": ["bit_identity", "padded_offset", "fallback"],
+              "gemm_mq4g256v2_gfx11": ["prefill_parity", "bit_identity"],
+              "gemm_mq4cg256_gfx12": ["prefill_parity", "padded_offset"]}
+    for k in kernels:
+        for c in checks[k]:
+            bad = fail == c and k == "gemv_mq4g256v2_r1"
+            rows.append(Row("check", c, k, arch, backend,
+                            Status.FAIL if bad else Status.PASS,
+                            measured=0.7 if bad else 3e-6, tolerance=1e-4,
+                            derivation="f32 accumulation over K=4096: 1e-4 relative",
+                            seed=seed, message="wrong half" if bad else ""))
+    rows.append(Row("mutant", "reference_parity", "mut_halves_swapped", arch, backend,
+                    Status.PASS, details={"killed": True, "qt": 44, "kind": "gemv"}))
+    rows.append(Row("mutant", "bit_identity", "mut_halves_swapped", arch, backend,
+                    Status.PASS, details={"killed": False, "qt": 44, "kind": "gemv"}))
+    if backend != "emu":
+        rng = np.random.default_rng(seed)
+        samples = [list(map(float, 20.0 * slow * (1 + 0.01 * rng.standard_normal(100))))
+                   for _ in range(3)]
+        rows.append(Row("timing", "ratio_hot", "gemv_mq4g256v2_r1", arch, backend,
+                        Status.PASS, measured=1.004 * slow,
+                        details={"ci_low": 0.998 * slow, "ci_high": 1.01 * slow,
+                                 "mwu_p": 0.4, "predicted_ratio": 1.01, "gbps": 612.0,
+                                 "cache_resident": False, "samples_b": samples}))
+    return rows
+
+
+RunFactory = Callable[..., Path]
+
+
+@pytest.fixture
+def make_run(tmp_path: Path) -> RunFactory:
+    counter = iter(range(1000))
+
+    def make(rows: Sequence[Row], *, arch: str = "gfx1100", backend: str = "emu",
+             name: str | None = None, host: str = "lab-1") -> Path:
+        env = store.make_envelope(backend=backend, arch=arch, device=f"{backend}:{arch}",
+                                  compiler="clang-19", compiler_version="19.1.7",
+                                  argv=["hqval", "run", "--arch", arch], kernels=KERNELS)
+        env["host"] = host
+        w = store.RunWriter.create(tmp_path / (name or f"run{next(counter)}"), env)
+        w.append(rows)
+        return w.path
+
+    return make

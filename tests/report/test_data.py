@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from hqval.admission import Admission, AdmissionStatus, Cell
+from hqval.report.data import ReportData, anchor, finding, not_claimed, summary, timing_cell
+from hqval.result import Row, Status
+
+
+def _data(*cells: Cell, rows: tuple[Row, ...] = ()) -> ReportData:
+    return ReportData((), rows, Admission(tuple(cells), (), 0))
+
+
+def _cell(arch: str, qt: int, path: str, st: AdmissionStatus) -> Cell:
+    return Cell(qt, "f", arch, path, st, (), ())
+
+
+def test_anchor_is_a_safe_id() -> None:
+    assert anchor("bit_identity[k|gfx1100|emu]") == "r-bit_identity-k-gfx1100-emu"
+
+
+def test_finding_and_summary_come_from_the_cells() -> None:
+    d = _data(_cell("gfx1100", 45, "prefill", AdmissionStatus.FALLBACK),
+              _cell("gfx1201", 45, "prefill", AdmissionStatus.EMULATED),
+              _cell("gfx1010", 44, "decode", AdmissionStatus.REJECTED))
+    assert finding(d) == "1 of 3 cells rejected (gfx1010): 1 emulated, 1 fallback"
+    assert summary(d) == ("qt=45 prefill: emulated on gfx1201; fallback on gfx1100. "
+                          "qt=44 decode: rejected on gfx1010.")
+    assert finding(_data()) == "No admission cells in these runs"
+
+
+def test_not_claimed_lists_what_was_not_measured() -> None:
+    d = _data(_cell("gfx1100", 44, "decode", AdmissionStatus.EMULATED),
+              _cell("gfx1100", 44, "prefill", AdmissionStatus.UNSUPPORTED))
+    text = "\n".join(not_claimed(d))
+    assert "No hardware timing ran" in text
+    assert "Emulated is not measured: gfx1100" in text
+    assert "Unsupported (not validated): qt=44 prefill on gfx1100" in text
+    hw = Row("timing", "ratio", "k", "gfx1100", "hip", Status.PASS, measured=1.0)
+    assert "No hardware timing" not in "\n".join(not_claimed(_data(rows=(hw,))))
+
+
+def test_timing_cell_reads_stats_and_ignores_non_finite() -> None:
+    r = Row("timing", "ratio", "k", "gfx1100", "hip", Status.PASS, measured=float("nan"),
+            details={"stats": {"ratio": 1.02, "ci_low": 1.01, "ci_high": 1.03,
+                               "mwu_p": 1e-5}, "predicted_ratio": 1.015, "noisy": True})
+    t = timing_cell(r)
+    assert (t.ratio, t.ci_low, t.ci_high, t.p, t.predicted, t.noisy) == (
+        1.02, 1.01, 1.03, 1e-5, 1.015, True)

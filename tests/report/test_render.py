@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from hqval.admission import ArchCaps, admit_runs
+from hqval.report.render import build, md_table, render_checkpoint, render_html, write_report
+from hqval.results import store
+
+from ..conftest import RunFactory, evidence  # type: ignore[import-not-found]
+
+CAPS = {"gfx1010": ArchCaps("gfx1010", "none"), "gfx1100": ArchCaps("gfx1100", "gfx11"),
+        "gfx1201": ArchCaps("gfx1201", "gfx12")}
+
+
+class _Doc(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.hrefs: list[str] = []
+        self.srcs: list[str] = []
+        self.tables: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(str(a["id"]))
+        if tag == "table" and a.get("id"):
+            self.tables.append(str(a["id"]))
+        if a.get("href"):
+            self.hrefs.append(str(a["href"]))
+        if a.get("src"):
+            self.srcs.append(str(a["src"]))
+
+
+def _report(make_run: RunFactory, fail: bool = True) -> tuple[str, str]:
+    runs = [store.load(make_run(evidence("gfx1100", "hip"), arch="gfx1100", backend="hip",
+                                host="lab-a")),
+            store.load(make_run(evidence("gfx1201"), arch="gfx1201", host="lab-b")),
+            store.load(make_run(evidence("gfx1010", fail="reference_parity" if fail else None),
+                                arch="gfx1010", host="lab-b"))]
+    adm, _ = admit_runs(runs, arches=CAPS)
+    data = build(runs, adm)
+    return render_html(data), render_checkpoint(data)
+
+
+def test_html_is_self_contained_and_every_link_resolves(make_run: RunFactory) -> None:
+    html, _ = _report(make_run)
+    doc = _Doc()
+    doc.feed(html)
+    assert "admission-table" in doc.tables
+    assert doc.srcs == []  # no external images or scripts
+    assert not re.search(r"""(href|src)=["']?(https?:)?//""", html)
+    assert "<link" not in html and "@import" not in html
+    internal = [h for h in doc.hrefs if h.startswith("#")]
+    assert internal and all(h[1:] in doc.ids for h in internal), \
+        [h for h in internal if h[1:] not in doc.ids]
+    assert doc.hrefs == internal
+
+
+def test_html_admission_matrix_colours_and_evidence(make_run: RunFactory) -> None:
+    html, _ = _report(make_run)
+    # each status cell carries its status as a class and links to the cell's evidence
+    cells = re.findall(r'<td class="admit st (\w+)"[^>]*><a href="#([^"]+)">(\w+)</a>', html)
+    assert len(cells) == 12
+    assert all(cls == text for cls, _, text in cells)
+    assert {t for *_, t in cells} >= {"measured", "emulated", "fallback", "rejected"}
+    # the rejected cell names its failing row, and that row is in the check table
+    assert 'href="#r-reference_parity-gemv_mq4g256v2_r1-gfx1010-emu"' in html
+    assert '<tr id="r-reference_parity-gemv_mq4g256v2_r1-gfx1010-emu">' in html
+    for section in ("Checks", "ISA audit", "Mutant kill matrix", "Timing", "Provenance",
+                    "Not claimed here"):
+        assert f">{section}</h2>" in html
+    assert "<svg" in html and "predicted 1.0100" in html  # prediction beside measurement
+    assert "lab-a" in html and "lab-b" in html  # provenance of both machines
+    assert ">survived<" in html and ">killed<" in html
+
+
+def test_checkpoint_markdown_shape(make_run: RunFactory) -> None:
+    _, md = _report(make_run)
+    lines = md.splitlines()
+    assert lines[0].startswith("# 2 of 12 cells rejected (gfx1010)")
+    header = "\n".join(lines[1:10])
+    for key in ("Date", "Lifecycle", "Fixture", "Host", "Commit"):
+        assert f"- **{key}:**" in header
+    assert "lab-a, lab-b" in header
+    assert "## Admission" in md and "| gfx1100 | measured |" in md
+    assert "## Rejected cells" in md
+    assert "reference_parity[gemv_mq4g256v2_r1\\|gfx1010\\|emu]" in md  # pipes escaped
+    not_claimed = md.split("## Not claimed here", 1)[1]
+    assert "Emulated is not measured: gfx1010" in not_claimed
+    assert "Untested" in not_claimed
+    assert "\n\n\n" not in md
+
+
+def test_checkpoint_without_failures(make_run: RunFactory) -> None:
+    _, md = _report(make_run, fail=False)
+    assert md.startswith("# No admitted cell failed across 3 arch(es)")
+    assert "## Rejected cells" not in md
+
+
+def test_md_table_escapes_pipes() -> None:
+    t = md_table(["a", "b"], [["x|y", 1]])
+    assert t.splitlines() == ["| a | b |", "| --- | --- |", "| x\\|y | 1 |"]
+
+
+def test_write_report_files(make_run: RunFactory, tmp_path: Path) -> None:
+    run = store.load(make_run(evidence("gfx1100"), arch="gfx1100"))
+    adm, _ = admit_runs([run], arches=CAPS)
+    paths = write_report(build([run], adm), tmp_path / "out")
+    assert sorted(p.name for p in paths.values()) == ["admission.json", "checkpoint.md",
+                                                      "report.html"]
+    assert all(p.stat().st_size > 0 for p in paths.values())
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _headless(browser: str, profile: Path) -> list[str]:
+    return [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-extensions", f"--user-data-dir={profile}", "--enable-logging=stderr",
+            "--v=0", "--log-level=0"]
+
+
+def _dump_dom(browser: str, page: Path, profile: Path) -> tuple[str, list[str]]:
+    """The DOM after scripts ran, and every console message (the report logs nothing, so
+    any message - console.error, an uncaught exception, a blocked load - is a defect)."""
+    res = subprocess.run([*_headless(browser, profile), "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout, [ln for ln in res.stderr.splitlines() if ":CONSOLE" in ln]
+
+
+def _need_chromium() -> str:
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("needs the chromium binary (apt-get install -y chromium); .ci/run "
+                    "installs it")
+    return browser
+
+
+@pytest.mark.chromium
+def test_html_in_headless_chromium(make_run: RunFactory, tmp_path: Path) -> None:
+    """Open the report in a real headless Chromium: the admission table renders, the inline
+    script ran, the console shows nothing, and a screenshot is saved."""
+    browser = _need_chromium()
+    html, _ = _report(make_run)
+    page = tmp_path / "report.html"
+    page.write_text(html)
+    dom, console = _dump_dom(browser, page, tmp_path / "p")
+    assert '<table id="admission-table">' in dom
+    assert dom.count('class="admit st ') == 12
+    assert 'data-ready="1"' in dom  # the inline script ran to its end
+    assert console == []
+    shot = tmp_path / "report.png"
+    res = subprocess.run([*_headless(browser, tmp_path / "p"), "--window-size=1280,1600",
+                          f"--screenshot={shot}", page.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0 and shot.stat().st_size > 10_000, res.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    keep = os.environ.get("HQVAL_SCREENSHOT_DIR")  # CI keeps it as an artifact
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / "report.png")
+
+
+@pytest.mark.chromium
+def test_chromium_console_check_catches_a_script_error(tmp_path: Path) -> None:
+    browser = _need_chromium()
+    page = tmp_path / "bad.html"
+    page.write_text('<html><body><table id="admission-table"></table>'
+                    "<script>undefinedFunction();</script></body></html>")
+    _, console = _dump_dom(browser, page, tmp_path / "p")
+    assert any("Uncaught ReferenceError" in ln for ln in console), console
