@@ -1,0 +1,349 @@
+"""The YAML matrices under ``matrices/``: architectures, devices, formats and shapes, each
+checked against its schema (``hqval.schema``) so an error names file, line, key and fix.
+
+``Arch.gemv_rows_default`` is computed by the design note's section 6 rule
+(``ArchCaps::gemv_rows_default``): 1 row per block on wave64-native targets, RDNA2 and
+RDNA3 dGPUs, otherwise 2.  It is never typed into the YAML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hqval.schema import Problem, SchemaError, Spec, YamlDoc, check, load_yaml, problem
+
+if TYPE_CHECKING:
+    from hqval.admission import Policy
+
+MATRICES_DIR = Path(__file__).resolve().parents[1] / "matrices"
+SCHEMA_VERSION = 1
+
+FAMILIES = ("rdna1", "rdna2", "rdna3", "rdna3.5", "rdna4")
+WMMA = ("none", "gfx11", "gfx12")
+STATUSES = ("shipping", "retired", "candidate")
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str
+    family: str
+    product: str
+    apu: bool
+    wave_size: int
+    wmma: str
+    is_rdna2: bool
+    is_rdna3_dgpu: bool
+    vgprs_per_simd: int
+    lds_bytes: int
+    cu_count: int
+    boost_mhz: int
+    f32_flop_per_clk_cu: int
+    l2_mib: float
+    infinity_cache_mib: float
+    vram_gbps: float
+
+    @property
+    def is_wave64_native(self) -> bool:
+        return self.wave_size == 64
+
+    @property
+    def gemv_rows_default(self) -> int:
+        """Design note section 6: ``if is_wave64_native || is_rdna2 || is_rdna3_dgpu {1}
+        else {2}``."""
+        return 1 if (self.is_wave64_native or self.is_rdna2 or self.is_rdna3_dgpu) else 2
+
+    @property
+    def l2_bytes(self) -> int:
+        return int(self.l2_mib * 2**20)
+
+    @property
+    def infinity_cache_bytes(self) -> int:
+        return int(self.infinity_cache_mib * 2**20)
+
+    @property
+    def last_level_cache_bytes(self) -> int:
+        """What a weight matrix must exceed to be read from VRAM (gfx1030's 128 MB Infinity
+        Cache is why its 5120 shape ran above VRAM peak, design note section 6)."""
+        return max(self.l2_bytes, self.infinity_cache_bytes)
+
+    @property
+    def peak_f32_gflops(self) -> float:
+        return self.cu_count * self.boost_mhz * self.f32_flop_per_clk_cu / 1000.0
+
+    @property
+    def gfx_major(self) -> int:
+        """10, 11 or 12 (the ISA generation in the name)."""
+        return int(self.name[3:-2])
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(gemv_rows_default=self.gemv_rows_default,
+                 is_wave64_native=self.is_wave64_native, l2_bytes=self.l2_bytes,
+                 infinity_cache_bytes=self.infinity_cache_bytes,
+                 peak_f32_gflops=self.peak_f32_gflops)
+        return d
+
+
+@dataclass(frozen=True)
+class Device:
+    """A non-RDNA timing device (the cuda backend's H200)."""
+
+    name: str
+    vendor: str
+    arch: str
+    sm_count: int
+    l2_mib: float
+    hbm_gbps: float
+    memory_gib: float
+
+    @property
+    def l2_bytes(self) -> int:
+        return int(self.l2_mib * 2**20)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "l2_bytes": self.l2_bytes}
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    M: int
+    K: int
+    set: str
+    role: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FormatEntry:
+    name: str
+    qt: int
+    aliases: tuple[str, ...]
+    group_bytes: int
+    sub_block: int
+    payload_offset: int
+    header: str
+    rotated: bool
+    status: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "aliases": list(self.aliases)}
+
+
+# -- schemas ----------------------------------------------------------------------------
+def _positive(kind: type, fix: str) -> Spec:
+    return Spec.scalar(kind, minimum=1, fix=fix)
+
+
+def _k_multiple(value: Any) -> str | None:
+    return None if value % 256 == 0 else f"K={value} is not a multiple of 256"
+
+
+_VERSION = Spec.scalar(int, enum=(SCHEMA_VERSION,), fix=f"set schema_version: {SCHEMA_VERSION}")
+
+ARCH_SPEC = Spec.mapping({
+    "family": Spec.scalar(str, enum=FAMILIES),
+    "product": Spec.scalar(str, fix="name the representative product"),
+    "apu": Spec.scalar(bool, fix="true for an APU, false for a dGPU (AMDGPUUsage table)"),
+    "wave_size": Spec.scalar(int, enum=(32, 64), fix="32 on every RDNA target"),
+    "wmma": Spec.scalar(str, enum=WMMA),
+    "is_rdna2": Spec.scalar(bool),
+    "is_rdna3_dgpu": Spec.scalar(bool),
+    "vgprs_per_simd": Spec.scalar(int, enum=(1024, 1536),
+                                  fix="1536 with FeatureGFX11FullVGPRs, else 1024"),
+    "lds_bytes": _positive(int, "65536 on gfx10-gfx12"),
+    "cu_count": _positive(int, "the product's compute units"),
+    "boost_mhz": _positive(int, "the product's boost clock in MHz"),
+    "f32_flop_per_clk_cu": Spec.scalar(int, enum=(128, 256),
+                                       fix="128 on RDNA1/2, 256 on RDNA3+ (dual issue)"),
+    "l2_mib": Spec.scalar(float, minimum=0, fix="L2 size in MiB"),
+    "infinity_cache_mib": Spec.scalar(float, minimum=0, fix="Infinity Cache/MALL MiB, 0 if none"),
+    "vram_gbps": _positive(float, "peak memory bandwidth in GB/s"),
+})
+
+DEVICE_SPEC = Spec.mapping({
+    "vendor": Spec.scalar(str, enum=("nvidia", "amd")),
+    "arch": Spec.scalar(str),
+    "sm_count": _positive(int, "streaming multiprocessors"),
+    "l2_mib": _positive(float, "L2 size in MiB"),
+    "hbm_gbps": _positive(float, "peak memory bandwidth in GB/s"),
+    "memory_gib": _positive(float, "device memory in GiB"),
+})
+
+ARCHES_SPEC = Spec.mapping({
+    "schema_version": _VERSION,
+    "arches": Spec.map_of(ARCH_SPEC),
+    "devices": Spec.map_of(DEVICE_SPEC, required=False),
+})
+
+SHAPES_SPEC = Spec.mapping({
+    "schema_version": _VERSION,
+    "shapes": Spec.list_of(Spec.mapping({
+        "name": Spec.scalar(str),
+        "M": _positive(int, "rows of the weight matrix"),
+        "K": Spec.scalar(int, minimum=256, validators=(_k_multiple,),
+                         fix="K must be a positive multiple of 256"),
+        "set": Spec.scalar(str, enum=("full", "emu")),
+        "role": Spec.scalar(str, required=False),
+    })),
+})
+
+FORMATS_SPEC = Spec.mapping({
+    "schema_version": _VERSION,
+    "formats": Spec.map_of(Spec.mapping({
+        "qt": _positive(int, "the engine dtype id (>= 1000 for suite-local formats)"),
+        "aliases": Spec.list_of(Spec.scalar(str)),
+        "group_bytes": _positive(int, "bytes per 256-weight group"),
+        "sub_block": Spec.scalar(int, enum=(32, 128, 256)),
+        "payload_offset": _positive(int, "byte offset of the 128 nibble bytes"),
+        "header": Spec.scalar(str),
+        "rotated": Spec.scalar(bool),
+        "status": Spec.scalar(str, enum=STATUSES),
+    })),
+})
+
+
+def _path(path: str | Path | None, default: str) -> Path:
+    return Path(path) if path is not None else MATRICES_DIR / default
+
+
+# -- loaders ----------------------------------------------------------------------------
+def _arch_consistency(doc: YamlDoc) -> list[Problem]:
+    """Facts the file states twice must agree (the flags feed gemv_rows_default)."""
+    out = []
+    for name, a in doc.data["arches"].items():
+        key = ("arches", name)
+        if not (isinstance(name, str) and name.startswith("gfx") and name[3:].isdigit()):
+            out.append(problem(doc, key, f"arch name {name!r} is not a gfx target",
+                               "use the LLVM processor name, e.g. gfx1100"))
+            continue
+        checks = (
+            ("is_rdna2", a["family"] == "rdna2", "true exactly when family is rdna2"),
+            ("is_rdna3_dgpu", a["family"] == "rdna3" and not a["apu"],
+             "true exactly when family is rdna3 and apu is false"),
+        )
+        for field_name, want, rule in checks:
+            if a[field_name] != want:
+                out.append(problem(doc, (*key, field_name),
+                                   f"{a[field_name]} contradicts family={a['family']}, "
+                                   f"apu={a['apu']}", f"set {want} ({rule})"))
+        want_wmma = {"rdna3": "gfx11", "rdna3.5": "gfx11", "rdna4": "gfx12"}.get(
+            a["family"], "none")
+        if a["wmma"] != want_wmma:
+            out.append(problem(doc, (*key, "wmma"),
+                               f"{a['wmma']} contradicts family={a['family']}",
+                               f"set {want_wmma}"))
+    return out
+
+
+def _checked(path: Path, spec: Spec) -> YamlDoc:
+    doc = check(load_yaml(path), spec)
+    return doc
+
+
+def load_arches(path: str | Path | None = None) -> dict[str, Arch]:
+    p = _path(path, "arches.yaml")
+    doc = _checked(p, ARCHES_SPEC)
+    extra = _arch_consistency(doc)
+    if extra:
+        raise SchemaError(extra)
+    return {name: Arch(name=name, **fields) for name, fields in doc.data["arches"].items()}
+
+
+def load_devices(path: str | Path | None = None) -> dict[str, Device]:
+    doc = _checked(_path(path, "arches.yaml"), ARCHES_SPEC)
+    return {name: Device(name=name, **f) for name, f in (doc.data.get("devices") or {}).items()}
+
+
+def load_shapes(path: str | Path | None = None, set: str | None = None) -> list[Shape]:
+    doc = _checked(_path(path, "shapes.yaml"), SHAPES_SPEC)
+    shapes = [Shape(**s) for s in doc.data["shapes"]]
+    seen: dict[str, int] = {}
+    dups = []
+    for i, s in enumerate(shapes):
+        if s.name in seen:
+            dups.append(problem(doc, ("shapes", i, "name"), f"duplicate shape name {s.name!r}",
+                                f"rename it (first used at shapes[{seen[s.name]}])"))
+        seen[s.name] = i
+    if dups:
+        raise SchemaError(dups)
+    return [s for s in shapes if set is None or s.set == set]
+
+
+def load_formats(path: str | Path | None = None) -> dict[str, FormatEntry]:
+    doc = _checked(_path(path, "formats.yaml"), FORMATS_SPEC)
+    out = {}
+    qts: dict[int, str] = {}
+    problems = []
+    for name, f in doc.data["formats"].items():
+        if f["qt"] in qts:
+            problems.append(problem(doc, ("formats", name, "qt"),
+                                    f"qt={f['qt']} already used by {qts[f['qt']]}",
+                                    "every format needs its own qt"))
+        qts[f["qt"]] = name
+        out[name] = FormatEntry(name=name, **{**f, "aliases": tuple(f["aliases"])})
+    if problems:
+        raise SchemaError(problems)
+    return out
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """``matrices/policy.yaml`` (owned by ``hqval.admission``, which parses it)."""
+    from hqval.admission import load_policy as _load
+
+    return _load(path)
+
+
+def resolve_arches(names: list[str] | None, path: str | Path | None = None) -> list[Arch]:
+    """The ``--arch`` option: names (or 'all', or None for all) -> Arch list, with a clear
+    error naming the known targets."""
+    arches = load_arches(path)
+    if not names or "all" in names:
+        return list(arches.values())
+    unknown = [n for n in names if n not in arches]
+    if unknown:
+        raise ValueError(f"unknown arch {', '.join(unknown)}; known: {', '.join(arches)} "
+                         f"(or 'all')")
+    return [arches[n] for n in names]
+
+
+def matrix_dict(arches_path: str | Path | None = None,
+                formats_path: str | Path | None = None,
+                shapes_path: str | Path | None = None,
+                manifest: str | Path | None = None) -> dict[str, Any]:
+    """Everything ``hqval matrix --json`` prints.  Kernels come from
+    ``hqval.manifest.load_manifest`` (issue 3's module); with each kernel, the arches it
+    applies to."""
+    arches = load_arches(arches_path)
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "arches": {n: a.to_dict() for n, a in arches.items()},
+        "devices": {n: d.to_dict() for n, d in load_devices(arches_path).items()},
+        "formats": {n: f.to_dict() for n, f in load_formats(formats_path).items()},
+        "shapes": [s.to_dict() for s in load_shapes(shapes_path)],
+    }
+    from hqval.manifest import load_manifest
+
+    m = load_manifest(manifest)
+    kernels = []
+    for spec in m.kernels:
+        entry = {k: v for k, v in vars(spec).items() if _jsonable(v)}
+        entry["arches"] = [n for n, a in arches.items() if spec.applies_to(a)]
+        kernels.append(entry)
+    out["kernels"] = kernels
+    out["manifest"] = str(m.path)
+    return out
+
+
+def _jsonable(v: Any) -> bool:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return True
+    if isinstance(v, (list, tuple)):
+        return all(_jsonable(x) for x in v)
+    if isinstance(v, dict):
+        return all(isinstance(k, str) and _jsonable(x) for k, x in v.items())
+    return False

@@ -1,0 +1,231 @@
+"""A small YAML schema checker whose errors name the file, the line, the key, what was
+expected and the fix.
+
+``load_yaml(path)`` parses with a node-tracking loader (PyYAML's composer, so every value
+keeps its line); ``validate(doc, spec)`` walks a ``Spec`` tree and returns every problem;
+``check(doc, spec)`` raises ``SchemaError`` listing them all.  Specs are plain data::
+
+    ARCH = Spec.mapping({
+        "cu_count": Spec.scalar(int, minimum=1, fix="the CU count of the product"),
+        "wmma": Spec.scalar(str, enum=("none", "gfx11", "gfx12")),
+        "note": Spec.scalar(str, required=False),
+    })
+    FILE = Spec.mapping({"arches": Spec.map_of(ARCH)})
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Key = tuple[str | int, ...]
+Validator = Callable[[Any], str | None]
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    key: str
+    message: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        fix = f"; fix: {self.fix}" if self.fix else ""
+        return f"{self.file}:{self.line}: {self.key or '<top>'}: {self.message}{fix}"
+
+
+class SchemaError(ValueError):
+    """One or more schema problems; ``problems`` holds them, the message lists them all."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class YamlDoc:
+    """Parsed YAML plus the line (1-based) of every key path."""
+
+    path: str
+    data: Any
+    lines: Mapping[Key, int]
+
+    def line(self, key: Key) -> int:
+        while key and key not in self.lines:
+            key = key[:-1]
+        return self.lines.get(key, 1)
+
+
+def load_yaml(path: str | Path, text: str | None = None) -> YamlDoc:
+    """Parse ``path`` (or ``text``, reported as ``path``) keeping each value's line.
+    A YAML syntax error becomes a ``SchemaError`` naming the line."""
+    name = str(path)
+    if text is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SchemaError([Problem(name, 0, "", f"cannot read: {exc.strerror}",
+                                       "check the path")]) from exc
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        lines: dict[Key, int] = {}
+        data = _construct(loader, node, (), lines) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 0
+        raise SchemaError([Problem(name, line, "", f"YAML syntax: {exc.problem}",
+                                   "fix the YAML at that line")]) from exc
+    finally:
+        loader.dispose()
+    return YamlDoc(name, data, lines)
+
+
+def _construct(loader: yaml.SafeLoader, node: yaml.Node, key: Key,
+               lines: dict[Key, int]) -> Any:
+    lines[key] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)  # YAML merge keys (<<)
+        out: dict[Any, Any] = {}
+        for knode, vnode in node.value:
+            k = loader.construct_object(knode, deep=True)
+            if k in out:
+                raise yaml.MarkedYAMLError(problem=f"duplicate key {k!r}",
+                                           problem_mark=knode.start_mark)
+            sub = (*key, str(k))
+            out[k] = _construct(loader, vnode, sub, lines)
+            lines[sub] = knode.start_mark.line + 1
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_construct(loader, v, (*key, i), lines) for i, v in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
+
+
+_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+               list: "a list", dict: "a mapping"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one value must be.  ``kind`` is the Python type (``float`` accepts ints;
+    ``int`` and ``float`` reject booleans).  For mappings, ``fields`` lists the fixed keys
+    (unknown keys are errors unless ``extra``); ``values`` describes every value of a
+    free-keyed mapping or every item of a list."""
+
+    kind: type
+    required: bool = True
+    enum: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    fields: Mapping[str, Spec] | None = None
+    values: Spec | None = None
+    extra: bool = False
+    fix: str = ""
+    validators: tuple[Validator, ...] = field(default_factory=tuple)
+
+    @staticmethod
+    def scalar(kind: type, *, required: bool = True, enum: tuple[Any, ...] | None = None,
+               minimum: float | None = None, fix: str = "",
+               validators: tuple[Validator, ...] = ()) -> Spec:
+        return Spec(kind, required=required, enum=enum, minimum=minimum, fix=fix,
+                    validators=validators)
+
+    @staticmethod
+    def mapping(fields: Mapping[str, Spec], *, required: bool = True, extra: bool = False,
+                fix: str = "", validators: tuple[Validator, ...] = ()) -> Spec:
+        return Spec(dict, required=required, fields=fields, extra=extra, fix=fix,
+                    validators=validators)
+
+    @staticmethod
+    def map_of(values: Spec, *, required: bool = True, fix: str = "") -> Spec:
+        return Spec(dict, required=required, values=values, fix=fix)
+
+    @staticmethod
+    def list_of(items: Spec, *, required: bool = True, fix: str = "") -> Spec:
+        return Spec(list, required=required, values=items, fix=fix)
+
+
+def _type_ok(value: Any, kind: type) -> bool:
+    if kind in (int, float) and isinstance(value, bool):
+        return False
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def _dotted(key: Key) -> str:
+    out = ""
+    for k in key:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+    return out
+
+
+def validate(doc: YamlDoc, spec: Spec) -> list[Problem]:
+    problems: list[Problem] = []
+    _walk(doc, doc.data, spec, (), problems)
+    return problems
+
+
+def check(doc: YamlDoc, spec: Spec) -> YamlDoc:
+    problems = validate(doc, spec)
+    if problems:
+        raise SchemaError(problems)
+    return doc
+
+
+def problem(doc: YamlDoc, key: Key, message: str, fix: str = "") -> Problem:
+    """A problem at ``key`` of ``doc`` (for cross-field checks done by the caller)."""
+    return Problem(doc.path, doc.line(key), _dotted(key), message, fix)
+
+
+def _walk(doc: YamlDoc, value: Any, spec: Spec, key: Key, out: list[Problem]) -> None:
+    def add(msg: str, fix: str = spec.fix) -> None:
+        out.append(problem(doc, key, msg, fix))
+
+    if not _type_ok(value, spec.kind):
+        add(f"expected {_TYPE_NAMES.get(spec.kind, spec.kind.__name__)}, got "
+            f"{type(value).__name__} {value!r}")
+        return
+    if spec.enum is not None and value not in spec.enum:
+        close = difflib.get_close_matches(str(value), [str(e) for e in spec.enum], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        add(f"{value!r} is not one of {list(spec.enum)}{hint}",
+            spec.fix or f"use one of {list(spec.enum)}")
+        return
+    if spec.minimum is not None and value < spec.minimum:
+        add(f"{value!r} is below the minimum {spec.minimum}")
+    if isinstance(value, dict):
+        for k in value:
+            if not isinstance(k, str):
+                out.append(problem(doc, (*key, str(k)),
+                                   f"key {k!r} is {type(k).__name__}, keys must be strings",
+                                   "quote the key"))
+        if spec.fields is not None:
+            for name, sub in spec.fields.items():
+                if name not in value:
+                    if sub.required:
+                        add(f"missing required key {name!r}",
+                            sub.fix or f"add '{name}:' under {_dotted(key) or 'the top'}")
+                    continue
+                _walk(doc, value[name], sub, (*key, name), out)
+            if not spec.extra:
+                for k in value:
+                    if isinstance(k, str) and k not in spec.fields:
+                        close = difflib.get_close_matches(k, list(spec.fields), n=1)
+                        hint = f"rename it to {close[0]!r}" if close else (
+                            f"remove it (allowed: {', '.join(spec.fields)})")
+                        out.append(problem(doc, (*key, k), f"unknown key {k!r}", hint))
+        elif spec.values is not None:
+            for k, v in value.items():
+                _walk(doc, v, spec.values, (*key, str(k)), out)
+    elif isinstance(value, list) and spec.values is not None:
+        for i, v in enumerate(value):
+            _walk(doc, v, spec.values, (*key, i), out)
+    for fn in spec.validators:
+        msg = fn(value)
+        if msg:
+            add(msg)
