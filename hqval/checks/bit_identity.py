@@ -2,17 +2,15 @@
 
 Design note section 1e: with scale_half0 == scale_half1 and zero_half0 == zero_half1, qt=44
 is numerically identical to v1 on the same nibbles (qt=45 likewise with its one fp16 pair
-and zero pad).  The fixture builds that construction from one set of nibbles:
+and zero pad).  ``hqval.fixtures.equal_halves`` builds that
+construction from one set of nibbles (qt=1/13 with the fp16 pair widened to f32, qt=44 with
+the pair twice, qt=45 with the pair and the zero pad).
 
-* qt=44 bytes from ``Format.encode`` of weights whose halves are permutations of each
-  other (same min/max, so the two stored headers are equal; the nibbles differ per half);
-* qt=1 bytes: the same nibbles, header = the fp16 pair widened to f32;
-* qt=45 bytes: the same nibbles, header = the fp16 pair, 4 zero pad bytes.
-
-Fixture assertions before any launch: the three decode bit-identically, the nibbles are
-identical, and misreadings that a bit comparison should catch (scale/zero swapped, payload
-+4, 132 B stride, an f32 header read of fp16 bytes) move the output by more than
-``DISCRIMINATION_FLOOR``.  The comparison is of raw u32 output words, zero tolerance.
+Fixture assertions before any launch: the fixture's own (all decode bit-identically, the
+halves' headers are equal, all 16 codes used), then misreadings that a bit comparison
+should catch (scale/zero swapped, payload +4, 132 B stride, an f32 header read of fp16
+bytes) must move the output by more than ``DISCRIMINATION_FLOOR``.  The comparison is of
+raw u32 output words, zero tolerance.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from hqval import fixtures
 from hqval.checks import inputs
 from hqval.checks.cell import CheckContext
 from hqval.checks.launch import Outcome, decode, gemm
@@ -42,36 +41,6 @@ DISCRIMINATION_FLOOR = 0.5
 HALF_MISREADINGS = ("one_header_for_both_halves", "halves_swapped")
 
 U8 = npt.NDArray[np.uint8]
-
-
-def equal_halves_blobs(M: int, K: int, seed: int) -> dict[int, U8]:
-    """qt -> bytes for qt=1, 44 and 45 sharing every nibble; raises ``FixtureError``
-    unless the headers are equal per half and all three decode bit-identically."""
-    f1, f44 = by_qt(1), by_qt(44)
-    w = inputs.equal_halves_weights(M, K, seed)
-    b44 = f44.encode(w)
-    g44 = f44.groups(b44, K)
-    hdr = g44[:, :, 0:8].view("<u4")  # [M, G, 2]: (scale0|zero0<<16, scale1|zero1<<16)
-    if not np.array_equal(hdr[..., 0], hdr[..., 1]):
-        raise inputs.FixtureError("equal_halves: the two qt=44 half headers differ")
-    pair = g44[:, :, 0:4].copy()
-    f16 = pair.view("<f2")  # [M, G, 2]: scale, zero
-    g1 = g44.copy()
-    g1[:, :, 0:8] = f16.astype("<f4").view(np.uint8)
-    g45 = g44.copy()
-    g45[:, :, 0:4] = pair
-    g45[:, :, 4:8] = 0
-    blobs = {1: g1.reshape(M, -1), 44: b44, 45: g45.reshape(M, -1)}
-    decoded = {qt: by_qt(qt).decode(b, K).view(np.uint32) for qt, b in blobs.items()}
-    for qt in (1, 45):
-        if not np.array_equal(decoded[qt], decoded[44]):
-            raise inputs.FixtureError(f"equal_halves: qt={qt} does not decode bit-identically "
-                                      "to qt=44 on the same nibbles")
-        if not np.array_equal(by_qt(qt).nibbles(blobs[qt], K), f44.nibbles(b44, K)):
-            raise inputs.FixtureError(f"equal_halves: qt={qt} nibbles differ from qt=44")
-    if np.unique(f1.nibbles(blobs[1], K)).size < 16:
-        raise inputs.FixtureError("equal_halves: fewer than 16 distinct codes in the payload")
-    return blobs
 
 
 def _run(ctx: CheckContext, spec: KernelSpec, blob: U8, K: int, seed: int) -> Outcome:
@@ -110,7 +79,12 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
         M, K = ctx.shape.gemm_m, ctx.shape.gemm_k
     else:
         M, K = ctx.shape.gemv_m, ctx.shape.gemv_k
-    blobs = equal_halves_blobs(M, K, ctx.seed)
+    fixture = fixtures.equal_halves(M, K, ctx.seed)
+    try:
+        blobs = {qt: inputs.fixture_blob(fixture, qt) for qt in (spec.qt, base.qt)}
+    except inputs.FixtureError as exc:
+        return ctx.row(NAME, spec, Status.ERROR, str(exc), tolerance=TOLERANCE,
+                       derivation=DERIVATION)
     fmt = by_qt(spec.qt)
     blob = blobs[spec.qt]
     # Discrimination: the bytes read wrongly must move the output well away.
@@ -126,7 +100,7 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                        derivation=DERIVATION, details={"misread_misses": misses})
 
     got = _run(ctx, spec, blob, K, ctx.seed).raw
-    want = _run(ctx, base, blobs[1], K, ctx.seed).raw
+    want = _run(ctx, base, blobs[base.qt], K, ctx.seed).raw
     differ = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
     details = {"baseline": base.name, "M": M, "K": K, "differing_words": int(differ.size),
                "misread_misses": misses}

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hqval import fixtures
 from hqval.checks import inputs
 from hqval.checks.cell import CheckContext
 from hqval.checks.dispatch import NoRoute, prefill_route, wmma_prefill_allowed
@@ -29,7 +30,8 @@ DERIVATION = (
     "per-token decode is the f32 GEMV: error ~ sqrt(K)*2^-24*max|y| (<1e-5), so 1e-4 "
     "leaves 10x margin while a misrouted or misread decode misses by >0.5"
 )
-DISCRIMINATION_FLOOR = 0.5
+# Every misreading must miss by two orders of magnitude more than the tolerance.
+DISCRIMINATION_FLOOR = 100 * TOLERANCE
 # Tokens in the fallback batch: ragged, and more than one so token order matters.
 TOKENS = 5
 
@@ -56,7 +58,10 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                        f"{route.kernel.name} ({route.path})")
     fmt = by_qt(spec.qt)
     M, K = ctx.shape.gemv_m, ctx.shape.gemv_k
-    blob = fmt.encode(inputs.disjoint_halves_weights(M, K, ctx.seed))
+    try:
+        blob = inputs.fixture_blob(fixtures.disjoint_halves(M, K, ctx.seed), spec.qt)
+    except inputs.FixtureError as exc:
+        return ctx.row(NAME, spec, Status.ERROR, str(exc))
     X = inputs.token_batch(TOKENS, K, ctx.seed).astype(np.float32)
     ref = inputs.oracle(fmt, blob, K, X, None)
     misses = inputs.misread_misses(fmt, blob, K, X, None, ref)

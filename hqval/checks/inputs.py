@@ -18,16 +18,15 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from hqval.fixtures import Fixture, FixtureError
 from hqval.formats import by_qt
 from hqval.formats.base import Format
+
+__all__ = ["FixtureError"]
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 U8 = npt.NDArray[np.uint8]
-
-
-class FixtureError(Exception):
-    """The fixture does not have the property the check needs: the check errors."""
 
 
 def _rng(seed: int, salt: int) -> np.random.Generator:
@@ -66,42 +65,10 @@ def residual_for(ref: F64, seed: int) -> F32:
 
 
 # -- weights --------------------------------------------------------------------------
-def gaussian_weights(M: int, K: int, seed: int) -> F32:
-    rng = _rng(seed, 10)
-    w = rng.standard_normal((M, K)) * 0.02 + np.arange(M)[:, None] * 1e-3
-    return w.astype(np.float32)
-
-
-def disjoint_halves_weights(M: int, K: int, seed: int) -> F32:
-    """Each 256-group's two 128-halves span disjoint ranges of different widths: half 0 in
-    [-1, 1], half 1 in [6, 22] (signs alternating per group), so reading one half's header
-    for the other is off by many steps."""
-    rng = _rng(seed, 11)
-    w = np.empty((M, K), dtype=np.float64)
-    g = w.reshape(M, K // 256, 2, 128)
-    g[:, :, 0, :] = rng.uniform(-1.0, 1.0, (M, K // 256, 128))
-    sign = np.where(np.arange(K // 256) % 2 == 0, 1.0, -1.0)[None, :, None]
-    g[:, :, 1, :] = sign * rng.uniform(6.0, 22.0, (M, K // 256, 128))
-    w += np.arange(M)[:, None] * 0.01
-    return w.astype(np.float32)
-
-
-def equal_halves_weights(M: int, K: int, seed: int) -> F32:
-    """Half 1 of every group is a permutation of half 0: same min and max, so a
-    two-header format stores the same header twice, with different nibbles per half."""
-    rng = _rng(seed, 12)
-    half0 = rng.standard_normal((M, K // 256, 128)) * 0.05 + np.arange(M)[:, None, None] * 1e-3
-    half1 = rng.permuted(half0, axis=2)
-    return np.concatenate([half0, half1], axis=2).reshape(M, K).astype(np.float32)
-
-
-def padded_weights(M: int, K: int, seed: int) -> F32:
-    """For qt=45 (payload at +8 after a 4 B zero pad): wide-range groups whose nibbles use
-    all 16 codes, so a +4 payload read (pad and header bytes taken as codes) or a 132 B
-    stride (each group shifted 4 B further) is far off."""
-    rng = _rng(seed, 13)
-    w = rng.uniform(-1.0, 1.0, (M, K)) * (1.0 + np.arange(K // 256).repeat(256)[None, :])
-    return w.astype(np.float32)
+def fixture_blob(fixture: Fixture, qt: int) -> U8:
+    """``fixture``'s bytes for ``qt``, after its own assertions hold (``FixtureError``
+    otherwise, which the check reports as an error)."""
+    return fixture.require().blob(qt)
 
 
 # -- the reference ---------------------------------------------------------------------
@@ -225,14 +192,19 @@ def misread_misses(
     return out
 
 
-def require_discriminating(misses: dict[str, float], floor: float, what: str) -> None:
-    """Raise ``FixtureError`` unless every misreading misses by more than ``floor``."""
+def require_discriminating(
+    misses: dict[str, float], floor: float, what: str, overrides: dict[str, float] | None = None,
+) -> None:
+    """Raise ``FixtureError`` unless every misreading misses by more than its floor:
+    ``overrides[name]`` where given, else ``floor``."""
     if not misses:
         raise FixtureError(f"{what}: no misreadings to prove the fixture discriminates")
-    weak = {k: v for k, v in misses.items() if not v > floor}
+    bounds = {k: (overrides or {}).get(k, floor) for k in misses}
+    weak = {k: v for k, v in misses.items() if not v > bounds[k]}
     if weak:
-        listed = ", ".join(f"{k} misses by only {v:.3g}" for k, v in sorted(weak.items()))
+        listed = ", ".join(f"{k} misses by only {v:.3g} (needs > {bounds[k]:g})"
+                           for k, v in sorted(weak.items()))
         raise FixtureError(
-            f"{what} does not discriminate (needs > {floor:g}): {listed}; a broken kernel "
-            f"reading the bytes that way could pass"
+            f"{what} does not discriminate: {listed}; a broken kernel reading the bytes that "
+            f"way could pass"
         )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hqval import fixtures
 from hqval.checks import inputs
 from hqval.checks.cell import CheckContext
 from hqval.checks.launch import decode, gemm
@@ -62,8 +63,8 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
     M, K = ((ctx.shape.gemm_m, ctx.shape.gemm_k) if is_gemm
             else (ctx.shape.gemv_m, ctx.shape.gemv_k))
     tolerance = GEMM_TOLERANCE if is_gemm else TOLERANCE
-    blob = fmt.encode(inputs.padded_weights(M, K, ctx.seed))
     try:
+        blob = inputs.fixture_blob(fixtures.padded_qt45(M, K, ctx.seed), 45)
         padded_fixture_assertions(blob, K)
     except inputs.FixtureError as exc:
         return ctx.row(NAME, spec, Status.ERROR, str(exc), tolerance=tolerance,

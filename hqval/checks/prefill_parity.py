@@ -4,9 +4,11 @@ N runs over {1, 8, 12, 16, 32} and a ragged N that is no multiple of 16 (plus a 
 on hardware), M is not a multiple of 16 either, so partial tiles in both directions run.
 Weights and tokens are distinct per row and per column, so a transposed or shifted output
 mapping (a gfx11 WMMA output mapping was once silently wrong for six weeks) reads other
-values and misses by O(1).  Before any launch the check proves that: the oracle with its
-output transposed within each 16x16 tile, and shifted by one row, misses by more than
-``DISCRIMINATION_FLOOR``.
+values and misses by O(1).  The weights are the zero-mean gaussian fixture: with a mean
+offset every row's output would be alike and a shifted row could hide.  Before any launch
+the check proves it: the oracle with each 16x16 tile transposed, shifted by one row and by
+one token misses by more than ``MAPPING_FLOOR``, and every misreading of the bytes by 100x
+the tolerance.
 
 The per-token reference is the manifest's decode GEMV for the same qt (``dispatch``); its
 launches for tokens 0..N-1 are the same for every N, so they run once for the largest N.
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from hqval import fixtures
 from hqval.checks import inputs
 from hqval.checks.cell import CheckContext
 from hqval.checks.dispatch import NoRoute, decode_kernel
@@ -36,7 +39,9 @@ DERIVATION = (
     "random-signed over K, so |Y-oracle| <~ 2^-11*max|Y| (~5e-4); 2e-3 is 4x that while a "
     "transposed/shifted tile misses by >0.5"
 )
-DISCRIMINATION_FLOOR = 0.5
+# A wrong output mapping must miss by O(1); a misread of the bytes by 100x the tolerance.
+MAPPING_FLOOR = 0.5
+MISREAD_FACTOR = 100.0
 
 
 def _tile_transposed(Y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -74,17 +79,22 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
     M, K = ctx.shape.gemm_m, ctx.shape.gemm_k
     Ns = ctx.shape.prefill_n
     n_max = max(Ns)
-    blob = fmt.encode(inputs.disjoint_halves_weights(M, K, ctx.seed))
+    try:
+        blob = inputs.fixture_blob(fixtures.gaussian(M, K, ctx.seed, qts=(spec.qt,)), spec.qt)
+    except inputs.FixtureError as exc:
+        return ctx.row(NAME, spec, Status.ERROR, str(exc))
     X = inputs.token_batch(n_max, K, ctx.seed)
     plain = inputs.oracle(fmt, blob, K, X, None)
     residual = inputs.residual_for(plain, ctx.seed) if spec.residual else None
     full_ref = inputs.oracle(fmt, blob, K, X, residual)
-    misses = mapping_misses(full_ref)
-    misses.update(inputs.misread_misses(fmt, blob, K, X, residual, full_ref))
+    mapping = mapping_misses(full_ref)
+    misses = inputs.misread_misses(fmt, blob, K, X, residual, full_ref)
+    misses.update(mapping)
     if spec.residual and residual is not None:
         misses["residual_dropped"] = inputs.worst_rel(full_ref - residual, full_ref)
     try:
-        inputs.require_discriminating(misses, DISCRIMINATION_FLOOR, "prefill fixture")
+        inputs.require_discriminating(misses, MISREAD_FACTOR * TOLERANCE, "prefill fixture",
+                                      dict.fromkeys(mapping, MAPPING_FLOOR))
     except inputs.FixtureError as exc:
         return ctx.row(NAME, spec, Status.ERROR, str(exc), tolerance=TOLERANCE,
                        derivation=DERIVATION, details={"misread_misses": misses})

@@ -1,0 +1,95 @@
+"""Emulator backend: the RDNA wave interpreter (``hqval.emu.Machine``) as a device.
+
+The arch is chosen by name, so every architecture path runs in CI with no GPU.  Code
+objects come from ``hqval.toolchain.compile_kernel`` for that arch, exactly the bytes a
+hardware backend would load.  Launches report dynamic instruction counts; there is no
+clock (device events raise ``NotImplementedError("need device events ...")``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hqval.backends.base import Backend, BackendUnavailable, Buffer, LaunchInfo, Program
+
+if TYPE_CHECKING:
+    from hqval.manifest import KernelSpec
+
+
+class EmuBackend(Backend):
+    name = "emu"
+
+    def __init__(self, arch: str) -> None:
+        super().__init__(arch)
+        try:
+            from hqval.emu import Machine
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"backend 'emu': the RDNA interpreter (hqval.emu.Machine) is not importable: {exc}"
+            ) from exc
+        if not arch.startswith("gfx"):
+            raise BackendUnavailable(
+                f"backend 'emu': {arch} is not an RDNA target; the interpreter runs gfx10-12 only"
+            )
+        try:
+            self.machine: Any = Machine(arch)
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            raise BackendUnavailable(f"backend 'emu': cannot emulate {arch}: {exc}") from exc
+        self._modules: dict[str, Any] = {}
+
+    def device_name(self) -> str:
+        return f"hqval RDNA wave interpreter ({self.arch})"
+
+    def runtime_info(self) -> dict[str, str]:
+        from hqval import __version__
+
+        return {"emulator": f"hqval.emu {__version__}", "arch": self.arch}
+
+    def load(self, spec: KernelSpec) -> Program:
+        from hqval.toolchain import compile_kernel
+
+        result = compile_kernel(spec, self.arch)
+        if not result.ok or result.code_object is None:
+            raise RuntimeError(f"{spec.name} does not compile for {self.arch}: {result.message}")
+        key = str(result.code_object)
+        if key not in self._modules:
+            self._modules[key] = self.machine.load(result.code_object.read_bytes())
+        return Program(spec=spec, symbol=spec.symbol, handle=self._modules[key],
+                       provenance={"code_object": key})
+
+    def alloc(self, nbytes: int) -> Buffer:
+        return Buffer(nbytes=nbytes, handle=int(self.machine.alloc(max(nbytes, 1))))
+
+    def free(self, buf: Buffer) -> None:
+        free = getattr(self.machine, "free", None)
+        if free is not None:
+            free(buf.handle)
+
+    def copy_in(self, buf: Buffer, host: np.ndarray, offset: int = 0) -> None:
+        data = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
+        if offset + data.nbytes > buf.nbytes:
+            raise ValueError(f"copy_in of {data.nbytes} B at +{offset} overruns {buf.nbytes} B")
+        self.machine.write(int(buf.handle) + offset, data)
+
+    def copy_out(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> np.ndarray:
+        n = buf.nbytes - offset if nbytes is None else nbytes
+        out: np.ndarray = np.asarray(self.machine.read(int(buf.handle) + offset, n), np.uint8)
+        return out.copy()
+
+    def launch(
+        self,
+        program: Program,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: Sequence[Buffer | int],
+    ) -> LaunchInfo:
+        raw = [int(a.handle) if isinstance(a, Buffer) else int(a) for a in args]
+        stats = self.machine.launch(program.handle, program.symbol, grid, block, raw)
+        counts = getattr(stats, "counts", None) or {}
+        return LaunchInfo(counts={str(k): int(v) for k, v in dict(counts).items()})
+
+    def copy_device(self, dst: Buffer, src: Buffer, nbytes: int) -> None:
+        self.machine.write(int(dst.handle), self.machine.read(int(src.handle), nbytes))

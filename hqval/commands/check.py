@@ -1,0 +1,166 @@
+"""``hqval check``: run the validation cells (check x kernel x arch) on one backend.
+
+The cells run under pytest through ``hqval.checks.plugin`` (pytest-xdist workers, JUnit
+XML); this command resolves and opens the backend first, so a backend that cannot run is
+exit 2 naming what is missing before any cell starts.  Exit 0 only if every applicable cell
+passed; 1 if a cell failed or errored; 2 for bad input or an unavailable backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hqval import options
+
+if TYPE_CHECKING:
+    from hqval.result import Row
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for opt in (options.ARCH, options.BACKEND, options.MANIFEST, options.JSON_OUT):
+        opt.add_to(parser)
+    add_run_arguments(parser)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="append", default=None, metavar="NAME",
+                        help="only this check (repeatable; default: all)")
+    parser.add_argument("-k", dest="keyword", default=None,
+                        help="pytest -k expression over cell identities")
+    parser.add_argument("--workers", "-n", default="2",
+                        help="pytest-xdist workers ('0' runs in this process; default 2)")
+    parser.add_argument("--junit-xml", default=None, help="write JUnit XML here")
+    parser.add_argument("--seed", type=int, default=0, help="fixture seed (default 0)")
+
+
+def arch_names(raw: list[str] | None) -> list[str]:
+    from hqval.cli import UsageError
+    from hqval.toolchain import resolve_arches
+
+    if not raw:
+        raise UsageError("no --arch given; pass --arch gfx1100 (repeatable) or --arch all")
+    names: list[str] = []
+    gfx: list[str] = []
+    for item in raw:
+        for name in (n.strip() for n in item.split(",") if n.strip()):
+            (names if name.startswith("sm_") else gfx).append(name)
+    try:
+        resolved = [a.name for a in resolve_arches(gfx)] if gfx else []
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return resolved + names
+
+
+def open_backends(backend: str, arches: list[str]) -> dict[str, str]:
+    """arch -> the backend's selection line; raises UsageError-like exit via SystemExit."""
+    from hqval.backends import BackendUnavailable, get
+
+    chosen: dict[str, str] = {}
+    for arch in arches:
+        try:
+            b = get(backend, arch)
+        except BackendUnavailable as exc:
+            raise BackendMissing(str(exc)) from exc
+        except ValueError as exc:
+            from hqval.cli import UsageError
+
+            raise UsageError(str(exc)) from None
+        chosen[arch] = b.selection
+    return chosen
+
+
+class BackendMissing(RuntimeError):
+    pass
+
+
+PYTEST_INI = "[pytest]\naddopts = --strict-markers\nxfail_strict = true\n"
+
+
+def run_cells(
+    manifest: Path, arches: list[str], backend: str, *, json_out: Path, checks: list[str] | None,
+    keyword: str | None, workers: str, junit_xml: str | None, seed: int, mutants: bool = False,
+    quiet: bool = False,
+) -> tuple[int, list[Row]]:
+    """Run pytest over the cells; returns (pytest exit code, rows)."""
+    import json
+    import shutil
+    import tempfile
+
+    import pytest
+
+    from hqval.result import Row
+
+    # A configuration of its own: independent of the project's test settings and of the
+    # directory the user runs from.
+    ini_dir = tempfile.mkdtemp(prefix="hqval-cells-")
+    ini = Path(ini_dir) / "pytest.ini"
+    ini.write_text(PYTEST_INI)
+    args = [str(manifest), "-p", "hqval.checks.plugin", "-p", "no:cacheprovider", "-c", str(ini),
+            "--rootdir", str(manifest.parent), "--hqval-backend", backend,
+            "--hqval-json", str(json_out), "--hqval-seed", str(seed), "-q", "-rfE"]
+    if quiet:
+        args += ["--no-header", "--no-summary", "-qq"]
+    for arch in arches:
+        args += ["--hqval-arch", arch]
+    for c in checks or []:
+        args += ["--hqval-check", c]
+    if keyword:
+        args += ["-k", keyword]
+    if workers not in ("0", ""):
+        args += ["-n", workers]
+    else:
+        args += ["-p", "no:xdist"]
+    if junit_xml:
+        args += ["--junit-xml", junit_xml]
+    if mutants:
+        args.append("--hqval-mutants")
+    try:
+        code = int(pytest.main(args))
+    finally:
+        shutil.rmtree(ini_dir, ignore_errors=True)
+    rows: list[Row] = []
+    if json_out.exists():
+        rows = [Row.from_dict(d) for d in json.loads(json_out.read_text())]
+    return code, rows
+
+
+def run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from hqval.cli import UsageError
+    from hqval.manifest import DEFAULT_MANIFEST, ManifestError, load_manifest
+    from hqval.result import Status
+
+    arches = arch_names(args.arch)
+    manifest = Path(args.manifest) if args.manifest else DEFAULT_MANIFEST
+    try:
+        load_manifest(manifest)
+    except (ManifestError, OSError) as exc:
+        raise UsageError(f"manifest {manifest}: {exc}") from None
+    try:
+        chosen = open_backends(args.backend, arches)
+    except BackendMissing as exc:
+        print(f"hqval check: backend unavailable: {exc}", file=sys.stderr)
+        return 2
+    for arch, line in chosen.items():
+        print(f"hqval check: {arch}: {line}")
+    with tempfile.TemporaryDirectory(prefix="hqval-check-") as tmp:
+        json_out = Path(args.json) if args.json else Path(tmp) / "rows.json"
+        code, rows = run_cells(
+            manifest.resolve(), arches, args.backend, json_out=json_out, checks=args.check,
+            keyword=args.keyword, workers=str(args.workers), junit_xml=args.junit_xml,
+            seed=args.seed,
+        )
+    counts = {s: sum(r.status == s for r in rows) for s in Status}
+    print("hqval check: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+          + f" ({len(rows)} cells)")
+    if code == 0 and rows and all(r.status.ok for r in rows):
+        return 0
+    if code in (0, 1) and rows:
+        return 1
+    if code == 5 or not rows:
+        print("hqval check: no cells ran (check --arch, --check and -k)", file=sys.stderr)
+    return 2 if code not in (0, 1) else 1
