@@ -27,7 +27,7 @@ from hqval.result import Row, Status
 
 POLICY_PATH = Path(__file__).resolve().parent.parent / "matrices" / "policy.yaml"
 HARDWARE_EMULATOR = "emu"
-PATH_OF_KIND = {"gemv": "decode", "gemm": "prefill"}
+PATH_OF_KIND = {"gemv": "decode", "gemv_qkv": "decode", "gemm": "prefill"}
 
 
 class AdmissionStatus(enum.StrEnum):
@@ -188,18 +188,12 @@ class ArchCaps:
         return str(getattr(self, name))
 
 
-def arch_caps_from_matrix() -> dict[str, ArchCaps]:
-    """Caps of every arch in matrices/arches.yaml, via ``hqval.matrix.load_arches``."""
-    import importlib
+def arch_caps_from_matrix(path: str | Path | None = None) -> dict[str, ArchCaps]:
+    """Caps of every arch in matrices/arches.yaml."""
+    from hqval.matrix import load_arches
 
-    # imported by name: hqval.matrix is issue 2's module and may land after this one
-    matrix: Any = importlib.import_module("hqval.matrix")
-    out = {}
-    for name, arch in matrix.load_arches().items():
-        wave = getattr(arch, "wave_size", None) or getattr(arch, "wave", None) or 32
-        out[name] = ArchCaps(name=name, wmma=str(arch.wmma), wave_size=int(wave),
-                             family=str(getattr(arch, "family", "")))
-    return out
+    return {name: ArchCaps(name=name, wmma=a.wmma, wave_size=a.wave_size, family=a.family)
+            for name, a in load_arches(path).items()}
 
 
 # ---------------------------------------------------------------------------- evidence
@@ -237,6 +231,7 @@ class Cell:
 class KernelInfo:
     qt: int
     path: str
+    mutant_of: str | None = None
 
 
 def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo]:
@@ -247,19 +242,26 @@ def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo
             kind = k.get("kind")
             qt = k.get("qt")
             if isinstance(qt, int) and kind in PATH_OF_KIND:
-                out[name] = KernelInfo(qt, PATH_OF_KIND[kind])
+                out[name] = KernelInfo(qt, PATH_OF_KIND[kind], k.get("mutant_of"))
     return out
 
 
 def _classify(row: Row, kernels: Mapping[str, KernelInfo]) -> KernelInfo | None:
+    """The (qt, path) a row is evidence for, or None.  Timing cells name their kernel as
+    ``kernel@MxK``.  A mutant's own check rows are not evidence about the real kernel:
+    only the kill-matrix rows (kind ``mutant``) count, as a gate."""
     d = row.details
     qt = d.get("qt")
     path = d.get("path") or PATH_OF_KIND.get(str(d.get("kind")))
+    info: KernelInfo | None
     if isinstance(qt, int) and path in ("decode", "prefill"):
-        return KernelInfo(qt, str(path))
-    info = kernels.get(row.kernel)
-    if info is None and isinstance(d.get("mutant_of"), str):
-        info = kernels.get(d["mutant_of"])
+        info = KernelInfo(qt, str(path), d.get("mutant_of"))
+    else:
+        info = kernels.get(row.kernel.split("@", 1)[0])
+        if info is None and isinstance(d.get("mutant_of"), str):
+            info = kernels.get(d["mutant_of"])
+    if info is not None and info.mutant_of is not None and row.kind != "mutant":
+        return None
     return info
 
 

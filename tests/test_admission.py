@@ -249,3 +249,15 @@ def test_hardware_checks_without_required_timing_are_not_measured() -> None:
     assert status(adm, 44, "decode", "gfx1100") is S.UNTESTED
     # prefill has no timing cells (policy: timing.required false)
     assert status(adm, 44, "prefill", "gfx1100") is S.MEASURED
+
+
+def test_timing_rows_name_kernel_at_shape_and_mutant_checks_are_not_evidence() -> None:
+    kernels = {**KERNELS, "mut_tid8": KernelInfo(44, "decode", mutant_of="gemv44")}
+    rows = [*full_emu("gfx1100"),
+            r("check", "bit_identity", "gemv44", "gfx1100", "hip"),
+            r("check", "reference_parity", "gemv44", "gfx1100", "hip"),
+            r("timing", "timing_cold", "gemv44@17408x5120", "gfx1100", "hip", measured=1.003),
+            # the mutant failing its checks is the point of a mutant, not a defect
+            r("check", "reference_parity", "mut_tid8", "gfx1100", status=Status.FAIL)]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    assert status(adm, 44, "decode", "gfx1100") is S.MEASURED
