@@ -13,6 +13,27 @@
 #define HQ_GEMV_UNROLL 4  // groups in flight per lane: loads of all of them precede the math
 #endif
 
+#if defined(HQ_CUDA)
+// NVIDIA only: int->float conversion (I2F) issues at a quarter of the FMA rate, and with
+// eight per payload dword it, not memory, limited this kernel on an H200 (1.4-1.7 TB/s of
+// 4.2 TB/s copy bandwidth).  A nibble q in [0, 15] ORed into the mantissa of 2^23 is the
+// float 2^23 + q exactly and subtracting 2^23 leaves q exactly, so every weight and every
+// rounding after it is bit-identical to hq4_dot8's; qt=1/44/45 still share this body.
+static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, hq_float4 x0, hq_float4 x1,
+                                 float acc) {
+    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const float qf = __uint_as_float(((q >> (4 * j)) & 0xFu) | 0x4B000000u) - 8388608.0f;
+        const float w = qf * sc + zp;
+        acc = w * xs[j] + acc;
+    }
+    return acc;
+}
+#else
+#define gemv_dot8 hq4_dot8  // AMD: v_cvt_f32_ubyte/v_bfe are full rate; code unchanged
+#endif
+
 template <class Hdr, int R, bool Residual>
 HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __restrict__ x,
                          float* __restrict__ y, int M, int K, unsigned int block) {
@@ -59,7 +80,7 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
             for (int r = 0; r < R; ++r) {
                 float sc, zp;
                 Hdr::decode(h[u][r], boff, sc, zp);
-                acc[r] = hq4_dot8(q[u][r], sc, zp, xa[u], xb[u], acc[r]);
+                acc[r] = gemv_dot8(q[u][r], sc, zp, xa[u], xb[u], acc[r]);
             }
         }
     }
@@ -75,7 +96,7 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
                 *reinterpret_cast<const unsigned int*>(gp + Hdr::kPayloadOffset + boff);
             float sc, zp;
             Hdr::decode(h, boff, sc, zp);
-            acc[r] = hq4_dot8(q, sc, zp, xa, xb, acc[r]);
+            acc[r] = gemv_dot8(q, sc, zp, xa, xb, acc[r]);
         }
     }
 
