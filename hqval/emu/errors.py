@@ -1,0 +1,43 @@
+"""Errors the interpreter raises.  Every one names what went wrong and where."""
+
+from __future__ import annotations
+
+
+class EmuError(RuntimeError):
+    """Base class: the emulator cannot run this launch (bad code object, bad arguments)."""
+
+
+class UnsupportedInstruction(EmuError):
+    """An instruction the interpreter does not implement.  Never skipped silently."""
+
+    def __init__(self, mnemonic: str, address: int, kernel: str, arch: str, why: str = "") -> None:
+        self.mnemonic = mnemonic
+        self.address = address
+        self.kernel = kernel
+        self.arch = arch
+        self.why = why
+        detail = f" ({why})" if why else ""
+        super().__init__(
+            f"unsupported instruction {mnemonic!r} at 0x{address:x} in kernel {kernel!r} "
+            f"on {arch}{detail}: the emulator has no semantics for it; run this kernel on a "
+            f"hardware backend or add the instruction to hqval.emu"
+        )
+
+
+class OutOfBounds(EmuError):
+    """A memory access outside every allocation (or outside the workgroup's LDS)."""
+
+    def __init__(
+        self, address: int, nbytes: int, instruction: str, kernel: str, arch: str, space: str
+    ) -> None:
+        self.address = address
+        self.nbytes = nbytes
+        self.instruction = instruction
+        self.kernel = kernel
+        self.arch = arch
+        self.space = space
+        super().__init__(
+            f"out-of-bounds {space} access of {nbytes} bytes at 0x{address:x} by "
+            f"{instruction!r} in kernel {kernel!r} on {arch}: no allocation covers it "
+            f"(check the grid, the buffer sizes and the kernel's bounds guards)"
+        )

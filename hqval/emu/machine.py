@@ -1,0 +1,354 @@
+"""The wave interpreter: load a code object, lay out kernel arguments, run a launch.
+
+Waves of a launch run in lock step as a batch dimension.  The scheduler runs the waves
+that sit at the lowest PC together (a slice when that is every live wave, an index array
+otherwise), so waves split only where control flow diverges and merge again where it
+reconverges."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hqval.emu import memory, scalar, vector
+from hqval.emu.codeobject import CodeObject, KernelInfo
+from hqval.emu.disasm import Instruction, disassemble
+from hqval.emu.errors import EmuError, UnsupportedInstruction
+from hqval.emu.memory import Memory
+from hqval.emu.operands import EXEC, TTMP0, Ctx, WaveState
+
+CLASSES = ("SALU", "VALU", "SMEM", "VMEM", "LDS", "WMMA", "BRANCH", "other")
+
+ARCH_GEN = {"gfx1010": 10, "gfx1011": 10, "gfx1012": 10, "gfx1030": 10, "gfx1031": 10,
+            "gfx1032": 10, "gfx1034": 10, "gfx1035": 10, "gfx1036": 10,
+            "gfx1100": 11, "gfx1101": 11, "gfx1102": 11, "gfx1103": 11, "gfx1150": 11,
+            "gfx1151": 11, "gfx1152": 11, "gfx1200": 12, "gfx1201": 12}
+
+
+@dataclass
+class LaunchStats:
+    """Dynamic instruction counts of one launch.  ``counts``: wave-instructions per class
+    summed over the launch; ``per_wave``: the same divided by the number of waves;
+    ``per_wave_counts``: exact per-wave totals by class ([class][wave])."""
+
+    counts: dict[str, int]
+    waves: int
+    wave_instructions: int
+    seconds: float
+    per_wave_counts: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def per_wave(self) -> dict[str, float]:
+        return {k: v / max(self.waves, 1) for k, v in self.counts.items()}
+
+    @property
+    def rate(self) -> float:
+        """Wave-instructions per second."""
+        return self.wave_instructions / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Program:
+    """One kernel translated once: a closure per instruction plus its class."""
+
+    info: KernelInfo
+    instructions: list[Instruction]
+    fns: list[Callable[[WaveState, Any], Any]]
+    classes: list[int]
+
+
+@dataclass
+class Module:
+    code_object: CodeObject
+    arch: str
+    kernels: dict[str, Program]
+
+    def symbols(self) -> list[str]:
+        return sorted(self.kernels)
+
+
+def _unsupported(ins: Instruction, cx: Ctx, why: str) -> Callable[[WaveState, Any], Any]:
+    def raise_it(st: WaveState, w: Any) -> None:
+        raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch, why)
+    return raise_it
+
+
+def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
+                     nlanes: int) -> Program:
+    index_of = {ins.addr: k for k, ins in enumerate(instrs)}
+    cx = Ctx(arch=arch, kernel=info.name, gen=ARCH_GEN.get(arch, 11), index_of=index_of)
+    fns, classes = [], []
+    for ins in instrs:
+        try:
+            res = (scalar.translate(ins, cx) or memory.translate(ins, cx)
+                   or vector.translate(ins, cx, nlanes))
+        except UnsupportedInstruction:
+            raise
+        except (EmuError, ValueError, KeyError, IndexError) as exc:
+            raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch,
+                                         f"cannot translate {ins.text!r}: {exc}") from exc
+        if res is None:
+            # Only reached if executed: a kernel may contain code it never runs on
+            # this launch (traps, error paths); executing it is the error.
+            fns.append(_unsupported(ins, cx, f"no semantics for {ins.text!r}"))
+            classes.append(CLASSES.index("other"))
+            continue
+        fn, cls = res
+        fns.append(fn)
+        classes.append(CLASSES.index(cls))
+    return Program(info=info, instructions=instrs, fns=fns, classes=classes)
+
+
+class Machine:
+    """A CPU model of one RDNA GPU: memory, loaded modules and launches."""
+
+    def __init__(self, arch: str) -> None:
+        if arch not in ARCH_GEN:
+            raise EmuError(f"unknown arch {arch!r}: the emulator models "
+                           f"{', '.join(sorted(ARCH_GEN))}")
+        self.arch = arch
+        self.gen = ARCH_GEN[arch]
+        self.mem = Memory()
+        self._modules: dict[str, Module] = {}
+
+    # ---- memory
+    def alloc(self, nbytes: int) -> int:
+        return self.mem.alloc(int(nbytes))
+
+    def write(self, addr: int, data: np.ndarray | bytes) -> None:
+        raw = np.frombuffer(bytes(data), np.uint8) if isinstance(data, bytes | bytearray) else \
+            np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        self.mem.data[self.mem.region(addr, raw.size)] = raw
+
+    def read(self, addr: int, nbytes: int) -> np.ndarray:
+        return self.mem.data[self.mem.region(addr, nbytes)].copy()
+
+    # ---- code
+    def load(self, code_object: bytes) -> Module:
+        key = hashlib.sha256(code_object).hexdigest()
+        if key in self._modules:
+            return self._modules[key]
+        co = CodeObject.parse(code_object)
+        target = co.target.split("--")[-1].split(":")[0]
+        if target and target != self.arch:
+            raise EmuError(f"code object is for {target}, this machine models {self.arch}: "
+                           f"compile with --offload-arch={self.arch}")
+        listing = disassemble(code_object, self.arch)
+        kernels = {}
+        for name, info in co.kernels.items():
+            if name not in listing:
+                raise EmuError(f"kernel {name!r} has no code in the disassembly")
+            nl = info.wavefront_size
+            if nl != 32:
+                raise EmuError(f"kernel {name!r} is wave{nl}: the emulator runs wave32 "
+                               f"(compile without -mwavefrontsize64)")
+            kernels[name] = translate_kernel(info, listing[name], self.arch, nl)
+        mod = Module(code_object=co, arch=self.arch, kernels=kernels)
+        self._modules[key] = mod
+        return mod
+
+    # ---- launch
+    def launch(self, module: Module, symbol: str, grid: Sequence[int], block: Sequence[int],
+               args: Sequence[int], dynamic_lds: int = 0) -> LaunchStats:
+        import time
+
+        if symbol not in module.kernels:
+            raise EmuError(f"kernel {symbol!r} not in module (has: {', '.join(module.symbols())})")
+        prog = module.kernels[symbol]
+        info = prog.info
+        gx, gy, gz = (list(grid) + [1, 1])[:3]
+        bx, by, bz = (list(block) + [1, 1])[:3]
+        if min(gx, gy, gz, bx, by, bz) < 1:
+            raise EmuError(f"grid {tuple(grid)} and block {tuple(block)} must be positive")
+        threads = bx * by * bz
+        if threads > 1024:
+            raise EmuError(f"block of {threads} threads exceeds 1024")
+        nl = 32
+        waves_per_wg = -(-threads // nl)
+        nwg = gx * gy * gz
+        nw = nwg * waves_per_wg
+        kd = info.descriptor
+        nvgpr = int(info.metadata.get(".vgpr_count", 256))
+        st = WaveState(nw, max(nvgpr, 8), nl)
+        st.mem = self.mem  # type: ignore[attr-defined]
+        st.denorm32 = kd.float_denorm_mode_32 != 0  # type: ignore[attr-defined]
+        lds_size = int(info.metadata.get(".group_segment_fixed_size",
+                                         kd.group_segment_fixed_size)) + dynamic_lds
+        st.lds_size = lds_size  # type: ignore[attr-defined]
+        st.lds = np.zeros(max(nwg * lds_size, 4) + 16, np.uint8)  # type: ignore[attr-defined]
+
+        wave = np.arange(nw)
+        wg = wave // waves_per_wg
+        wave_in_wg = wave % waves_per_wg
+        st.lds_base = (wg * lds_size).astype(np.int64)  # type: ignore[attr-defined]
+        wgx, wgy, wgz = wg % gx, (wg // gx) % gy, wg // (gx * gy)
+
+        kernarg = self._kernargs(info, args, (gx, gy, gz), (bx, by, bz), dynamic_lds)
+        self._init_sgprs(st, info, kernarg, (gx, gy, gz), (bx, by, bz), (wgx, wgy, wgz))
+
+        # workitem ids: flat id within the workgroup -> x, y, z
+        tid = wave_in_wg[:, None] * nl + np.arange(nl)[None, :]
+        live = tid < threads
+        tx, ty, tz = tid % bx, (tid // bx) % by, tid // (bx * by)
+        if self.gen >= 11:
+            st.V[0] = (tx | (ty << 10) | (tz << 20)).astype(np.uint32)
+        else:
+            st.V[0] = tx.astype(np.uint32)
+            if st.V.shape[0] > 2:
+                st.V[1] = ty.astype(np.uint32)
+                st.V[2] = tz.astype(np.uint32)
+        st.S[EXEC] = st.pack(live)
+        st.set_exec(slice(None))
+
+        t0 = time.perf_counter()
+        counts = np.zeros((len(CLASSES), nw), np.int64)
+        self._run(prog, st, counts, wg, waves_per_wg)
+        secs = time.perf_counter() - t0
+        totals = {c: int(counts[k].sum()) for k, c in enumerate(CLASSES)}
+        return LaunchStats(counts=totals, waves=nw, wave_instructions=int(counts.sum()),
+                           seconds=secs,
+                           per_wave_counts={c: counts[k].tolist() for k, c in enumerate(CLASSES)})
+
+    def _kernargs(self, info: KernelInfo, args: Sequence[int], grid: tuple[int, int, int],
+                  block: tuple[int, int, int], dynamic_lds: int) -> int:
+        size = max(info.kernarg_size, 8)
+        buf = bytearray(size)
+        explicit = [a for a in info.args if not str(a.get(".value_kind", "")).startswith(
+            "hidden_")]
+        if len(args) != len(explicit):
+            kinds = ", ".join(f"{a.get('.name', '?')}:{a.get('.value_kind')}" for a in explicit)
+            raise EmuError(f"kernel {info.name!r} takes {len(explicit)} arguments ({kinds}), "
+                           f"got {len(args)}")
+        for value, meta in zip(args, explicit, strict=True):
+            off, sz = int(meta[".offset"]), int(meta[".size"])
+            v = int(value)
+            if sz not in (1, 2, 4, 8):
+                raise EmuError(f"argument at offset {off} has size {sz}: only scalars and "
+                               f"pointers can be passed")
+            buf[off:off + sz] = (v & ((1 << (8 * sz)) - 1)).to_bytes(sz, "little")
+        hidden = {
+            "hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1],
+            "hidden_block_count_z": grid[2], "hidden_group_size_x": block[0],
+            "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],
+            "hidden_remainder_x": 0, "hidden_remainder_y": 0, "hidden_remainder_z": 0,
+            "hidden_grid_dims": sum(1 for g, b in zip(grid, block, strict=True)
+                                    if g * b > 1) or 1,
+            "hidden_dynamic_lds_size": dynamic_lds,
+        }
+        for meta in info.args:
+            kind = str(meta.get(".value_kind", ""))
+            if kind in hidden:
+                off, sz = int(meta[".offset"]), int(meta[".size"])
+                buf[off:off + sz] = int(hidden[kind]).to_bytes(sz, "little")
+            elif kind.startswith("hidden_"):
+                pass  # offsets, printf/hostcall buffers, queue pointers: zero
+        addr = self.mem.alloc(size + 256)
+        self.mem.data[self.mem.region(addr, size)] = np.frombuffer(bytes(buf), np.uint8)
+        return addr
+
+    def _dispatch_packet(self, grid: tuple[int, int, int], block: tuple[int, int, int],
+                         kernarg: int) -> int:
+        pkt = bytearray(64)
+        struct.pack_into("<HHHHH", pkt, 0, 0, 3, block[0], block[1], block[2])
+        struct.pack_into("<III", pkt, 12, grid[0] * block[0], grid[1] * block[1],
+                         grid[2] * block[2])
+        struct.pack_into("<Q", pkt, 40, kernarg)
+        addr = self.mem.alloc(64)
+        self.mem.data[self.mem.region(addr, 64)] = np.frombuffer(bytes(pkt), np.uint8)
+        return addr
+
+    def _init_sgprs(self, st: WaveState, info: KernelInfo, kernarg: int,
+                    grid: tuple[int, int, int], block: tuple[int, int, int],
+                    wgid: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        kd = info.descriptor
+        r = 0
+        for name, count in kd.user_sgprs:
+            if name == "kernarg_segment_ptr":
+                st.S[r] = kernarg & 0xFFFFFFFF
+                st.S[r + 1] = kernarg >> 32
+            elif name == "dispatch_ptr":
+                pkt = self._dispatch_packet(grid, block, kernarg)
+                st.S[r] = pkt & 0xFFFFFFFF
+                st.S[r + 1] = pkt >> 32
+            elif name in ("private_segment_buffer", "flat_scratch_init",
+                          "private_segment_size", "queue_ptr", "dispatch_id"):
+                pass  # no scratch / queue model: left zero
+            r += count
+        r = max(r, kd.user_sgpr_count)
+        for dim, enabled in enumerate(kd.workgroup_id_enabled):
+            if enabled:
+                st.S[r] = wgid[dim].astype(np.uint32)
+                r += 1
+        if kd.workgroup_info:
+            r += 1
+        if kd.private_segment_wave_offset:
+            r += 1
+        if self.gen >= 12:
+            # architected SGPRs: TTMP9 = workgroup id x, TTMP7 = y | z << 16
+            st.S[TTMP0 + 9] = wgid[0].astype(np.uint32)
+            st.S[TTMP0 + 7] = (wgid[1] | (wgid[2] << 16)).astype(np.uint32)
+
+    def _run(self, prog: Program, st: WaveState, counts: np.ndarray, wg: np.ndarray,
+             waves_per_wg: int) -> None:
+        nw = st.n
+        fns, classes = prog.fns, prog.classes
+        ninstr = len(fns)
+        pcs = np.zeros(nw, np.int64)
+        done = np.zeros(nw, bool)
+        at_barrier = np.zeros(nw, bool)
+        everyone = slice(None)
+        nwg = int(wg.max()) + 1 if nw else 0
+        while True:
+            runnable = ~done & ~at_barrier
+            if not runnable.any():
+                if not at_barrier.any():
+                    return
+                # release workgroups whose live waves all reached the barrier
+                waiting = np.bincount(wg, weights=(at_barrier | done), minlength=nwg)
+                release = waiting[wg] == waves_per_wg
+                if not (release & at_barrier).any():
+                    raise EmuError(f"barrier deadlock in {prog.info.name}")
+                at_barrier &= ~release
+                continue
+            pc = int(pcs[runnable].min())
+            sel = runnable & (pcs == pc)
+            whole = bool(sel.all())
+            w: Any = everyone if whole else np.nonzero(sel)[0]
+            # the next PC where other waves wait: a group falling through to it merges
+            others = runnable & ~sel
+            merge_at = int(pcs[others].min()) if others.any() else -1
+            # run straight-line code for this group until it branches apart or stops
+            while True:
+                if pc >= ninstr:
+                    raise EmuError(f"{prog.info.name} ran past its last instruction "
+                                   f"(missing s_endpgm?)")
+                counts[classes[pc], w] += 1
+                nxt = fns[pc](st, w)
+                if nxt is None:
+                    pc += 1
+                    if pc == merge_at:
+                        pcs[w] = pc
+                        break
+                    continue
+                if isinstance(nxt, int):
+                    pc = nxt
+                    if whole:
+                        continue
+                    pcs[w] = pc
+                    break
+                if isinstance(nxt, str):
+                    if nxt == "end":
+                        done[w] = True
+                    else:  # barrier
+                        at_barrier[w] = True
+                        pcs[w] = pc + 1
+                    break
+                # per-wave branch: nxt is a bool mask over the selection
+                target = fns[pc].branch_target  # type: ignore[attr-defined]
+                pcs[w] = np.where(nxt, target, pc + 1)
+                break

@@ -1,0 +1,516 @@
+"""Memory: the flat global address space of separate allocations, SMEM, global/flat
+loads, stores and atomics, and LDS (ds_*) including the cross-lane ds_bpermute/swizzle.
+
+Every access is checked against the allocations (global) or the workgroup's LDS size;
+an access outside raises OutOfBounds naming address, instruction, kernel and arch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hqval.emu.disasm import Instruction
+from hqval.emu.errors import EmuError, OutOfBounds, UnsupportedInstruction
+from hqval.emu.operands import NULL, Ctx, Operand, Sel, WaveState, parse_operand, swrite, vwrite
+
+Fn = Callable[[WaveState, Sel], Any]
+
+BASE = 1 << 32  # heap addresses start above 4 GiB so 64-bit address math is exercised
+GUARD = 256
+
+
+class Memory:
+    """One host byte array holding every allocation, separated by unallocated guards."""
+
+    def __init__(self) -> None:
+        self.data = np.zeros(1 << 16, np.uint8)
+        self.top = 0
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self._starts = np.zeros(0, np.int64)
+        self._ends = np.zeros(0, np.int64)
+
+    def alloc(self, nbytes: int, align: int = 256) -> int:
+        if nbytes < 0:
+            raise EmuError(f"cannot allocate {nbytes} bytes")
+        start = -(-(self.top + GUARD) // align) * align
+        end = start + max(nbytes, 0)
+        if end > len(self.data):
+            cap = len(self.data)
+            while cap < end + GUARD:
+                cap *= 2
+            grown = np.zeros(cap, np.uint8)
+            grown[: len(self.data)] = self.data
+            self.data = grown
+        self.top = end
+        self.starts.append(start)
+        self.ends.append(end)
+        self._starts = np.array(self.starts, np.int64)
+        self._ends = np.array(self.ends, np.int64)
+        return BASE + start
+
+    def region(self, addr: int, nbytes: int) -> slice:
+        off = addr - BASE
+        k = int(np.searchsorted(self._starts, off, "right")) - 1
+        if k < 0 or off + nbytes > self.ends[k]:
+            raise EmuError(f"0x{addr:x}+{nbytes} is not inside one allocation "
+                           f"(allocate it with Machine.alloc first)")
+        return slice(off, off + nbytes)
+
+    def check(self, off: np.ndarray, nbytes: int, what: Callable[[], tuple[str, str, str]]) -> None:
+        """``off``: int64 heap offsets (addr - BASE) of the active lanes."""
+        if off.size == 0:
+            return
+        lo, hi = int(off.min()), int(off.max()) + nbytes
+        k = int(np.searchsorted(self._starts, lo, "right")) - 1
+        if k >= 0 and hi <= self.ends[k]:
+            return
+        ks = np.searchsorted(self._starts, off, "right") - 1
+        bad = (ks < 0) | (off + nbytes > self._ends[np.maximum(ks, 0)])
+        if bad.any():
+            first = int(off[np.argmax(bad)])
+            ins, kern, arch = what()
+            raise OutOfBounds(first + BASE, nbytes, ins, kern, arch, "global")
+
+    def gather(self, off: np.ndarray, nbytes: int) -> np.ndarray:
+        """uint32 words [len(off), ceil(nbytes/4)] (sub-dword: zero-extended)."""
+        if nbytes % 4 == 0 and not (off & 3).any():
+            words = self.data.view(np.uint32)
+            return words[(off >> 2)[:, None] + np.arange(nbytes // 4)]
+        b = self.data[off[:, None] + np.arange(nbytes)]
+        if nbytes % 4:
+            b = np.concatenate([b, np.zeros((len(off), 4 - nbytes % 4), np.uint8)], axis=1)
+        return np.ascontiguousarray(b).view("<u4").astype(np.uint32)
+
+    def scatter(self, off: np.ndarray, nbytes: int, words: np.ndarray) -> None:
+        if nbytes % 4 == 0 and not (off & 3).any():
+            self.data.view(np.uint32)[(off >> 2)[:, None] + np.arange(nbytes // 4)] = words
+            return
+        b = np.ascontiguousarray(words.astype("<u4")).view(np.uint8)[:, :nbytes]
+        self.data[off[:, None] + np.arange(nbytes)] = b
+
+
+ALIASES = {
+    "dword": "b32", "dwordx2": "b64", "dwordx3": "b96", "dwordx4": "b128", "dwordx8": "b256",
+    "dwordx16": "b512", "ubyte": "u8", "sbyte": "i8", "ushort": "u16", "sshort": "i16",
+    "byte": "b8", "short": "b16", "ubyte_d16": "d16_u8", "sbyte_d16": "d16_i8",
+    "short_d16": "d16_b16", "short_d16_hi": "d16_hi_b16", "byte_d16_hi": "d16_hi_b8",
+    "ubyte_d16_hi": "d16_hi_u8", "sbyte_d16_hi": "d16_hi_i8",
+}
+_SIZES = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "b256": 32, "b512": 64, "u8": 1,
+          "i8": 1, "u16": 2, "i16": 2, "b8": 1, "b16": 2, "d16_b16": 2, "d16_hi_b16": 2,
+          "d16_u8": 1, "d16_i8": 1, "d16_hi_u8": 1, "d16_hi_i8": 1, "d16_hi_b8": 1}
+DS_ALIASES = {"ds_read_": "ds_load_", "ds_write_": "ds_store_", "ds_read2st64_": "ds_load_2addr_stride64_",
+              "ds_write2st64_": "ds_store_2addr_stride64_", "ds_read2_": "ds_load_2addr_",
+              "ds_write2_": "ds_store_2addr_"}
+
+
+def _norm(name: str) -> str:
+    for prefix in ("global_", "flat_", "s_", "scratch_"):
+        if name.startswith(prefix):
+            head, _, tail = name.rpartition("_")
+            for suffix, repl in ALIASES.items():
+                if name.endswith("_" + suffix):
+                    return name[: -len(suffix)] + repl
+            return name
+    return name
+
+
+def _sext(words: np.ndarray, nbytes: int) -> np.ndarray:
+    bits = 8 * nbytes
+    v = words.astype(np.int64) & ((1 << bits) - 1)
+    return (((v ^ (1 << (bits - 1))) - (1 << (bits - 1))) & 0xFFFFFFFF).astype(np.uint32)
+
+
+def _n(st: WaveState, w: Sel) -> int:
+    return st.n if isinstance(w, slice) else len(w)
+
+
+def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
+    name = _norm(ins.mnemonic)
+    for old, new in DS_ALIASES.items():
+        if name.startswith(old):
+            name = new + name[len(old):]
+    what = lambda: (ins.text, cx.kernel, cx.arch)  # noqa: E731
+    if name.startswith("s_load_") or name.startswith("s_buffer_load"):
+        if name.startswith("s_buffer"):
+            return None
+        return _smem(name, ins, what), "SMEM"
+    if name.startswith(("global_", "flat_")):
+        fn = _global(name, ins, cx, what)
+        return (fn, "VMEM") if fn is not None else None
+    if name.startswith("ds_"):
+        fn = _ds(name, ins, cx, what)
+        return (fn, "LDS") if fn is not None else None
+    return None
+
+
+def _smem(name: str, ins: Instruction, what: Any) -> Fn:
+    ops = [parse_operand(o) for o in ins.operands]
+    dst, base = ops[0], ops[1]
+    kind = name[len("s_load_"):]
+    nbytes = _SIZES.get(kind)
+    if nbytes is None:
+        raise UnsupportedInstruction(ins.mnemonic, ins.addr, what()[1], what()[2])
+    imm = 0
+    soff: int | None = None
+    for extra in ops[2:]:
+        if extra.kind == "s" and extra.reg != NULL:
+            soff = extra.reg
+        elif extra.kind in ("int", "lit"):
+            imm += int(extra.value)
+    if "offset" in ins.modifiers:
+        imm += int(ins.modifiers["offset"], 0)
+    nwords = max(1, nbytes // 4)
+    signed = kind in ("i8", "i16")
+
+    def sload(st: WaveState, w: Sel) -> None:
+        b = base.reg
+        addr = st.S[b][w].astype(np.int64) | (st.S[b + 1][w].astype(np.int64) << 32)
+        addr = addr + imm
+        if soff is not None:
+            addr = addr + st.S[soff][w].astype(np.int64)
+        off = addr - BASE
+        st.mem.check(off, nbytes, what)
+        words = st.mem.gather(off, nbytes)
+        if signed:
+            words = _sext(words, nbytes)
+        for k in range(nwords):
+            swrite(st, w, dst.reg + k, words[:, k])
+    return sload
+
+
+def _lane_addresses(st: WaveState, w: Sel, vaddr: Operand, saddr: Operand | None,
+                    imm: int) -> np.ndarray:
+    """int64 [n, lanes] byte addresses of a global/flat access."""
+    if saddr is not None and saddr.kind == "s" and saddr.reg != NULL:
+        s = saddr.reg
+        base = st.S[s][w].astype(np.int64) | (st.S[s + 1][w].astype(np.int64) << 32)
+        return base[:, None] + st.V[vaddr.reg][w].astype(np.int64) + imm
+    if vaddr.kind != "v":
+        raise EmuError(f"global address operand {vaddr} is not a VGPR")
+    r = vaddr.reg
+    return (st.V[r][w].astype(np.int64) | (st.V[r + 1][w].astype(np.int64) << 32)) + imm
+
+
+def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
+    ops = [parse_operand(o) for o in ins.operands]
+    imm = int(ins.modifiers.get("offset", "0"), 0)
+    is_flat = name.startswith("flat_")
+    op = name.split("_", 1)[1]  # load_b32, store_b32, atomic_add_u32
+    if op.startswith("load_"):
+        kind = op[len("load_"):]
+        nbytes = _SIZES.get(kind)
+        if nbytes is None:
+            return None
+        dst, vaddr = ops[0], ops[1]
+        saddr = None if is_flat else ops[2] if len(ops) > 2 else None
+        nwords = max(1, nbytes // 4)
+
+        def gload(st: WaveState, w: Sel) -> None:
+            addr = _lane_addresses(st, w, vaddr, saddr, imm)
+            em = st.em[w]
+            off = addr[em] - BASE
+            st.mem.check(off, nbytes, what)
+            words = st.mem.gather(off, nbytes)
+            if kind in ("i8", "i16", "d16_i8", "d16_hi_i8"):
+                words = _sext(words, nbytes)
+            full = np.zeros((*em.shape, nwords), np.uint32)
+            full[em] = words
+            if kind.startswith("d16"):
+                old = st.V[dst.reg][w]
+                val = full[..., 0] & np.uint32(0xFFFF)
+                new = ((old & np.uint32(0xFFFF)) | (val << np.uint32(16)) if "hi" in kind
+                       else (old & np.uint32(0xFFFF0000)) | val)
+                vwrite(st, w, dst.reg, new)
+                return
+            for k in range(nwords):
+                vwrite(st, w, dst.reg + k, full[..., k])
+        return gload
+    if op.startswith("store_"):
+        kind = op[len("store_"):]
+        nbytes = _SIZES.get(kind)
+        if nbytes is None:
+            return None
+        vaddr, data = ops[0], ops[1]
+        saddr = None if is_flat else ops[2] if len(ops) > 2 else None
+        nwords = max(1, nbytes // 4)
+        hi = "hi" in kind
+
+        def gstore(st: WaveState, w: Sel) -> None:
+            addr = _lane_addresses(st, w, vaddr, saddr, imm)
+            em = st.em[w]
+            off = addr[em] - BASE
+            st.mem.check(off, nbytes, what)
+            words = np.stack([st.V[data.reg + k][w][em] for k in range(nwords)], axis=1)
+            if hi:
+                words = words >> np.uint32(16)
+            st.mem.scatter(off, nbytes, words)
+        return gstore
+    if op.startswith("atomic_"):
+        return _global_atomic(op[len("atomic_"):], ops, ins, imm, is_flat, what)
+    return None
+
+
+_ATOMIC: dict[str, Callable[[Any, Any], Any]] = {
+    "add_u32": lambda old, d: old + d, "sub_u32": lambda old, d: old - d,
+    "and_b32": lambda old, d: old & d, "or_b32": lambda old, d: old | d,
+    "xor_b32": lambda old, d: old ^ d, "swap_b32": lambda old, d: d,
+    "max_u32": np.maximum, "min_u32": np.minimum,
+    "max_i32": lambda old, d: np.maximum(old.view(np.int32), d.view(np.int32)).view(np.uint32),
+    "min_i32": lambda old, d: np.minimum(old.view(np.int32), d.view(np.int32)).view(np.uint32),
+    "inc_u32": lambda old, d: np.where(old >= d, 0, old + 1),
+    "dec_u32": lambda old, d: np.where((old == 0) | (old > d), d, old - 1),
+    "add_f32": lambda old, d: (old.view(np.float32) + d.view(np.float32)).view(np.uint32),
+}
+_ATOMIC_ALIASES = {"add": "add_u32", "sub": "sub_u32", "and": "and_b32", "or": "or_b32",
+                   "xor": "xor_b32", "swap": "swap_b32", "umax": "max_u32", "umin": "min_u32",
+                   "smax": "max_i32", "smin": "min_i32", "inc": "inc_u32", "dec": "dec_u32",
+                   "cmpswap": "cmpswap_b32", "fadd": "add_f32"}
+
+
+def _global_atomic(kind: str, ops: list[Operand], ins: Instruction, imm: int, is_flat: bool,
+                   what: Any) -> Fn | None:
+    kind = _ATOMIC_ALIASES.get(kind, kind)
+    cmpswap = kind == "cmpswap_b32"
+    if kind not in _ATOMIC and not cmpswap:
+        return None
+    returns = "glc" in ins.modifiers or "TH_ATOMIC_RETURN" in ins.modifiers.get("th", "") \
+        or "sc0" in ins.modifiers
+    if returns:
+        dst: Operand | None = ops[0]
+        ops = ops[1:]
+    else:
+        dst = None
+    vaddr, data = ops[0], ops[1]
+    saddr = None if is_flat else ops[2] if len(ops) > 2 else None
+    fn = _ATOMIC.get(kind)
+
+    def atomic(st: WaveState, w: Sel) -> None:
+        addr = _lane_addresses(st, w, vaddr, saddr, imm)
+        em = st.em[w]
+        off = addr[em] - BASE
+        st.mem.check(off, 4, what)
+        d = st.V[data.reg][w][em]
+        c = st.V[data.reg + 1][w][em] if cmpswap else None
+        words = st.mem.data.view(np.uint32)
+        if off.size and (off & 3).any():
+            raise EmuError(f"misaligned atomic in {what()[0]!r}")
+        idx = off >> 2
+        old = np.empty(len(idx), np.uint32)
+        # lanes in order, waves in order: one at a time where addresses collide
+        for k in range(len(idx)):
+            o = words[idx[k]]
+            old[k] = o
+            if cmpswap:
+                assert c is not None
+                if o == c[k]:
+                    words[idx[k]] = d[k]
+            else:
+                assert fn is not None
+                words[idx[k]] = np.uint32(fn(np.array([o], np.uint32),
+                                             np.array([d[k]], np.uint32))[0])
+        if dst is not None:
+            full = np.zeros(em.shape, np.uint32)
+            full[em] = old
+            vwrite(st, w, dst.reg, full)
+    return atomic
+
+
+# ----------------------------------------------------------------------------- LDS
+
+def _lds_check(st: WaveState, addr: np.ndarray, nbytes: int, what: Any) -> None:
+    if addr.size == 0:
+        return
+    bad = (addr < 0) | (addr + nbytes > st.lds_size)
+    if bad.any():
+        ins, kern, arch = what()
+        raise OutOfBounds(int(addr[np.argmax(bad)]), nbytes, ins, kern, arch,
+                          f"LDS (workgroup has {st.lds_size} bytes)")
+
+
+def _lds_gather(st: WaveState, flat: np.ndarray, nbytes: int) -> np.ndarray:
+    if nbytes % 4 == 0 and not (flat & 3).any():
+        return st.lds.view(np.uint32)[(flat >> 2)[:, None] + np.arange(nbytes // 4)]
+    b = st.lds[flat[:, None] + np.arange(nbytes)]
+    if nbytes % 4:
+        b = np.concatenate([b, np.zeros((len(flat), 4 - nbytes % 4), np.uint8)], axis=1)
+    return np.ascontiguousarray(b).view("<u4").astype(np.uint32)
+
+
+def _lds_scatter(st: WaveState, flat: np.ndarray, nbytes: int, words: np.ndarray) -> None:
+    if nbytes % 4 == 0 and not (flat & 3).any():
+        st.lds.view(np.uint32)[(flat >> 2)[:, None] + np.arange(nbytes // 4)] = words
+        return
+    b = np.ascontiguousarray(words.astype("<u4")).view(np.uint8)[:, :nbytes]
+    st.lds[flat[:, None] + np.arange(nbytes)] = b
+
+
+_DS_RTN: dict[str, Callable[[Any, Any], Any]] = {
+    "add": _ATOMIC["add_u32"], "sub": _ATOMIC["sub_u32"], "and": _ATOMIC["and_b32"],
+    "or": _ATOMIC["or_b32"], "xor": _ATOMIC["xor_b32"], "max_u32": np.maximum,
+    "min_u32": np.minimum, "max_i32": _ATOMIC["max_i32"], "min_i32": _ATOMIC["min_i32"],
+    "add_f32": _ATOMIC["add_f32"], "inc": _ATOMIC["inc_u32"], "dec": _ATOMIC["dec_u32"],
+    "swap": _ATOMIC["swap_b32"], "rsub": lambda old, d: d - old,
+    "max_f32": lambda old, d: np.fmax(old.view(np.float32), d.view(np.float32)).view(np.uint32),
+    "min_f32": lambda old, d: np.fmin(old.view(np.float32), d.view(np.float32)).view(np.uint32),
+}
+
+
+def _ds(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
+    ops = [parse_operand(o) for o in ins.operands]
+    word0 = ins.words[0] if ins.words else 0
+    off16 = word0 & 0xFFFF
+    off0, off1 = word0 & 0xFF, (word0 >> 8) & 0xFF
+    if name in ("ds_bpermute_b32", "ds_permute_b32"):
+        dst, addr_op, data = ops
+        forward = name == "ds_permute_b32"
+
+        def permute(st: WaveState, w: Sel) -> None:
+            nl = st.lanes
+            idx = ((st.V[addr_op.reg][w].astype(np.int64) + off16) >> 2) % nl
+            em = st.em[w]
+            src = st.V[data.reg][w]
+            rows = np.arange(em.shape[0])[:, None]
+            if forward:
+                out = np.zeros_like(src)
+                r2, l2 = np.nonzero(em)
+                out[r2, idx[r2, l2]] = src[r2, l2]
+            else:
+                # an inactive source lane reads as zero
+                out = np.where(em[rows, idx], src[rows, idx], 0).astype(np.uint32)
+            vwrite(st, w, dst.reg, out)
+        return permute
+    if name == "ds_swizzle_b32":
+        dst, data = ops[0], ops[1]
+        lane = np.arange(32)
+        if off16 & 0x8000:  # quad permute: 2 bits per lane of a quad
+            sel = np.array([(off16 >> (2 * k)) & 3 for k in range(4)])
+            src_lane = (lane & ~3) + sel[lane & 3]
+        else:
+            and_m, or_m, xor_m = off16 & 0x1F, (off16 >> 5) & 0x1F, (off16 >> 10) & 0x1F
+            src_lane = (((lane & and_m) | or_m) ^ xor_m) & 31
+
+        def swizzle(st: WaveState, w: Sel) -> None:
+            nl = st.lanes
+            sl = np.concatenate([src_lane + 32 * k for k in range(nl // 32)])
+            src = st.V[data.reg][w]
+            em = st.em[w]
+            out = np.where(em[:, sl], src[:, sl], 0).astype(np.uint32)
+            vwrite(st, w, dst.reg, out)
+        return swizzle
+
+    def lds_flat(st: WaveState, w: Sel, addr_reg: int, extra: int, nbytes: int) -> np.ndarray:
+        a = st.V[addr_reg][w].astype(np.int64) + extra
+        em = st.em[w]
+        act = a[em]
+        _lds_check(st, act, nbytes, what)
+        return act + np.broadcast_to(st.lds_base[w][:, None], em.shape)[em]
+
+    if name.startswith("ds_load_2addr") or name.startswith("ds_store_2addr"):
+        kind = name.rsplit("_", 1)[1]
+        size = 4 if kind == "b32" else 8
+        stride = size * (64 if "stride64" in name else 1)
+        load = name.startswith("ds_load")
+
+        if load:
+            dst, addr_op = ops[0], ops[1]
+
+            def load2(st: WaveState, w: Sel) -> None:
+                em = st.em[w]
+                nw = size // 4
+                for half, o in enumerate((off0, off1)):
+                    flat = lds_flat(st, w, addr_op.reg, o * stride, size)
+                    words = _lds_gather(st, flat, size)
+                    full = np.zeros((*em.shape, nw), np.uint32)
+                    full[em] = words
+                    for k in range(nw):
+                        vwrite(st, w, dst.reg + half * nw + k, full[..., k])
+            return load2
+        addr_op, d0, d1 = ops[0], ops[1], ops[2]
+
+        def store2(st: WaveState, w: Sel) -> None:
+            em = st.em[w]
+            nw = size // 4
+            for o, d in ((off0, d0), (off1, d1)):
+                flat = lds_flat(st, w, addr_op.reg, o * stride, size)
+                words = np.stack([st.V[d.reg + k][w][em] for k in range(nw)], axis=1)
+                _lds_scatter(st, flat, size, words)
+        return store2
+    if name.startswith("ds_load_"):
+        kind = name[len("ds_load_"):]
+        nbytes = _SIZES.get(kind)
+        if nbytes is None:
+            return None
+        dst, addr_op = ops[0], ops[1]
+        nwords = max(1, nbytes // 4)
+
+        def dload(st: WaveState, w: Sel) -> None:
+            em = st.em[w]
+            flat = lds_flat(st, w, addr_op.reg, off16, nbytes)
+            words = _lds_gather(st, flat, nbytes)
+            if kind in ("i8", "i16", "d16_i8", "d16_hi_i8"):
+                words = _sext(words, nbytes)
+            full = np.zeros((*em.shape, nwords), np.uint32)
+            full[em] = words
+            if kind.startswith("d16"):
+                old = st.V[dst.reg][w]
+                val = full[..., 0] & np.uint32(0xFFFF)
+                new = ((old & np.uint32(0xFFFF)) | (val << np.uint32(16)) if "hi" in kind
+                       else (old & np.uint32(0xFFFF0000)) | val)
+                vwrite(st, w, dst.reg, new)
+                return
+            for k in range(nwords):
+                vwrite(st, w, dst.reg + k, full[..., k])
+        return dload
+    if name.startswith("ds_store_"):
+        kind = name[len("ds_store_"):]
+        nbytes = _SIZES.get(kind)
+        if nbytes is None:
+            return None
+        addr_op, data = ops[0], ops[1]
+        nwords = max(1, nbytes // 4)
+        hi = "hi" in kind
+
+        def dstore(st: WaveState, w: Sel) -> None:
+            em = st.em[w]
+            flat = lds_flat(st, w, addr_op.reg, off16, nbytes)
+            words = np.stack([st.V[data.reg + k][w][em] for k in range(nwords)], axis=1)
+            if hi:
+                words = words >> np.uint32(16)
+            _lds_scatter(st, flat, nbytes, words)
+        return dstore
+    # LDS atomics: ds_add_u32 addr, data / ds_add_rtn_u32 dst, addr, data
+    base = name[3:]
+    rtn = "_rtn_" in base
+    base = base.replace("_rtn", "")
+    key = base.rsplit("_", 1)[0] if base.rsplit("_", 1)[0] in _DS_RTN else base
+    if base.endswith(("_u32", "_b32")) and key not in _DS_RTN:
+        key = base.rsplit("_", 1)[0]
+    fn = _DS_RTN.get(key)
+    if fn is None:
+        return None
+    if rtn:
+        dst_op: Operand | None = ops[0]
+        addr_op, data = ops[1], ops[2]
+    else:
+        dst_op = None
+        addr_op, data = ops[0], ops[1]
+
+    def ds_atomic(st: WaveState, w: Sel) -> None:
+        em = st.em[w]
+        flat = lds_flat(st, w, addr_op.reg, off16, 4)
+        d = st.V[data.reg][w][em]
+        words = st.lds.view(np.uint32)
+        old = np.empty(len(flat), np.uint32)
+        for k in range(len(flat)):
+            i = flat[k] >> 2
+            old[k] = words[i]
+            words[i] = fn(np.array([words[i]], np.uint32), np.array([d[k]], np.uint32))[0]
+        if dst_op is not None:
+            full = np.zeros(em.shape, np.uint32)
+            full[em] = old
+            vwrite(st, w, dst_op.reg, full)
+    return ds_atomic

@@ -1,0 +1,869 @@
+"""Vector ALU: VOP1/VOP2/VOP3/VOPC/VOP3P, DPP source swizzles and VOPD dual issue.
+
+Every op is described once by its operand types and a numpy function over the values;
+the encodings (``_e32``, ``_e64``, DPP, VOPD halves) only change how operands are read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hqval.emu.disasm import Instruction
+from hqval.emu.errors import EmuError
+from hqval.emu.fparith import (
+    cvt_f32_to_i32,
+    cvt_f32_to_u32,
+    fma_f16,
+    fma_f32,
+    fma_f64,
+)
+from hqval.emu.operands import (
+    NULL,
+    VCC,
+    Ctx,
+    Operand,
+    Sel,
+    WaveState,
+    parse_operand,
+    swrite,
+    vwrite,
+)
+
+Fn = Callable[[WaveState, Sel], Any]
+M32 = np.int64(0xFFFFFFFF)
+F32, F16, F64 = np.float32, np.float16, np.float64
+
+ALIASES = {
+    "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32",
+    "v_add_i32": "v_add_nc_i32", "v_sub_i32": "v_sub_nc_i32",
+    "v_dot2c_f32_f16": "v_dot2c_f32_f16", "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32",
+    "v_mad_u32_u16": "v_mad_u32_u16", "v_max3_f32": "v_max3_f32",
+    "v_mul_lo_i32": "v_mul_lo_u32",
+}
+
+
+def _s32(a: Any) -> Any:
+    return np.asarray(a, np.uint32).view(np.int32).astype(np.int64)
+
+
+def _u32(a: Any) -> Any:
+    return np.asarray(a, np.uint32).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Op:
+    dst: str
+    srcs: tuple[str, ...]
+    fn: Callable[..., Any]
+
+
+def _cvt_f16(x: Any) -> Any:
+    return np.asarray(x, F32).astype(F16)
+
+
+def _ldexp(a: Any, b: Any) -> Any:
+    return np.ldexp(a, np.clip(b, -400, 400).astype(np.int32)).astype(a.dtype)
+
+
+def _frexp_exp(a: Any) -> Any:
+    m, e = np.frexp(a)
+    return np.where(np.isfinite(a), e, 0).astype(np.int64)
+
+
+def _frexp_mant(a: Any) -> Any:
+    m, _ = np.frexp(a)
+    return np.where(np.isfinite(a), m, a).astype(a.dtype)
+
+
+def _bfe_u(a: Any, b: Any, c: Any) -> Any:
+    off, w = b & 31, c & 31
+    return (a >> off) & ((np.int64(1) << w) - 1)
+
+
+def _bfe_i(a: Any, b: Any, c: Any) -> Any:
+    off, w = b & 31, c & 31
+    x = (a >> off) & ((np.int64(1) << w) - 1)
+    sign = np.int64(1) << np.maximum(w - 1, 0)
+    return np.where(w > 0, (x ^ sign) - sign, 0)
+
+
+def _perm(a: Any, b: Any, sel: Any) -> Any:
+    # bytes 0-3 from src1, 4-7 from src0; 8-11 sign fill; 12 zero; 13+ 0xff
+    data = (np.asarray(b, np.int64) & M32) | ((np.asarray(a, np.int64) & M32) << 32)
+    out = np.zeros(np.broadcast(data, sel).shape, np.int64)
+    for k in range(4):
+        s = (sel >> (8 * k)) & 0xFF
+        byte = (data >> (8 * np.minimum(s, 7))) & 0xFF
+        signbyte = lambda i: np.where((data >> (8 * i + 7)) & 1, 0xFF, 0)  # noqa: E731
+        byte = np.where(s == 8, signbyte(1), byte)
+        byte = np.where(s == 9, signbyte(3), byte)
+        byte = np.where(s == 10, signbyte(5), byte)
+        byte = np.where(s == 11, signbyte(7), byte)
+        byte = np.where(s == 12, 0, byte)
+        byte = np.where(s > 12, 0xFF, byte)
+        out |= byte << (8 * k)
+    return out
+
+
+def _med3(a: Any, b: Any, c: Any) -> Any:
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
+def _div_fixup(a: Any, b: Any, c: Any) -> Any:
+    # a: quotient estimate, b: denominator, c: numerator (ISA V_DIV_FIXUP_F32)
+    with np.errstate(all="ignore"):
+        r = np.where(np.isnan(b) | np.isnan(c), np.float32(np.nan), a)
+        r = np.where((b == 0) & (c == 0), np.float32(np.nan), r)
+        r = np.where(np.isinf(b) & np.isinf(c), np.float32(np.nan), r)
+        sign = np.signbit(b) ^ np.signbit(c)
+        inf = np.where(sign, np.float32(-np.inf), np.float32(np.inf))
+        zero = np.where(sign, np.float32(-0.0), np.float32(0.0))
+        r = np.where((b == 0) & (c != 0) & ~np.isnan(c), inf, r)
+        r = np.where(np.isinf(b) & ~np.isinf(c) & ~np.isnan(c), zero, r)
+        r = np.where(np.isinf(c) & ~np.isinf(b) & ~np.isnan(b), inf, r)
+        r = np.where(np.isnan(a) & ~np.isnan(b) & ~np.isnan(c) & (b != 0) & ~np.isinf(b)
+                     & ~np.isinf(c), np.where(sign, -np.abs(a), np.abs(a)), r)
+        return np.asarray(r, a.dtype)
+
+
+def _div_fmas(a: Any, b: Any, c: Any, vcc: Any) -> Any:
+    # scale by 2^64 (f32) when VCC is set: undoes v_div_scale's pre-scaling
+    r = fma_f32(a, b, c)
+    return np.where(vcc, np.ldexp(r.astype(np.float64), 64).astype(F32), r).astype(F32)
+
+
+OPS: dict[str, Op] = {
+    # moves and bit ops
+    "v_mov_b32": Op("b32", ("b32",), lambda a: a),
+    "v_not_b32": Op("b32", ("b32",), lambda a: ~a & M32),
+    "v_bfrev_b32": Op("b32", ("b32",), lambda a: _bits_rev(a)),
+    "v_and_b32": Op("b32", ("b32", "b32"), lambda a, b: a & b),
+    "v_or_b32": Op("b32", ("b32", "b32"), lambda a, b: a | b),
+    "v_xor_b32": Op("b32", ("b32", "b32"), lambda a, b: a ^ b),
+    "v_xnor_b32": Op("b32", ("b32", "b32"), lambda a, b: ~(a ^ b) & M32),
+    "v_or3_b32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: a | b | c),
+    "v_xor3_b32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: a ^ b ^ c),
+    "v_and_or_b32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: (a & b) | c),
+    "v_lshlrev_b32": Op("b32", ("b32", "b32"), lambda a, b: (b << (a & 31)) & M32),
+    "v_lshrrev_b32": Op("b32", ("b32", "b32"), lambda a, b: b >> (a & 31)),
+    "v_ashrrev_i32": Op("b32", ("b32", "i32"), lambda a, b: b >> (a & 31)),
+    "v_lshl_or_b32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: ((a << (b & 31)) & M32) | c),
+    "v_lshl_add_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: (a << (b & 31)) + c),
+    "v_add_lshl_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: (a + b) << (c & 31)),
+    "v_add3_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: a + b + c),
+    "v_bfe_u32": Op("b32", ("b32", "b32", "b32"), _bfe_u),
+    "v_bfe_i32": Op("b32", ("i32", "b32", "b32"), _bfe_i),
+    "v_bfi_b32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: (a & b) | (~a & M32 & c)),
+    "v_bfm_b32": Op("b32", ("b32", "b32"), lambda a, b: (((1 << (a & 31)) - 1) << (b & 31)) & M32),
+    "v_alignbit_b32": Op("b32", ("b32", "b32", "b32"),
+                         lambda a, b, c: ((a << 32 | b) >> (c & 31)) & M32),
+    "v_alignbyte_b32": Op("b32", ("b32", "b32", "b32"),
+                          lambda a, b, c: ((a << 32 | b) >> (8 * (c & 3))) & M32),
+    "v_perm_b32": Op("b32", ("b32", "b32", "b32"), _perm),
+    "v_bcnt_u32_b32": Op("b32", ("b32", "b32"), lambda a, b: _popcnt(a) + b),
+    "v_cndmask_b32": Op("b32", ("b32", "b32", "mask"), lambda a, b, m: np.where(m, b, a)),
+    # integer arithmetic
+    "v_add_nc_u32": Op("b32", ("b32", "b32"), lambda a, b: a + b),
+    "v_sub_nc_u32": Op("b32", ("b32", "b32"), lambda a, b: a - b),
+    "v_subrev_nc_u32": Op("b32", ("b32", "b32"), lambda a, b: b - a),
+    "v_add_nc_i32": Op("b32", ("i32", "i32"), lambda a, b: a + b),
+    "v_sub_nc_i32": Op("b32", ("i32", "i32"), lambda a, b: a - b),
+    "v_mul_lo_u32": Op("b32", ("b32", "b32"), lambda a, b: (a * b) & M32),
+    "v_mul_hi_u32": Op("b32", ("b32", "b32"), lambda a, b: _mulhi_u(a, b)),
+    "v_mul_hi_i32": Op("b32", ("i32", "i32"), lambda a, b: (a * b) >> 32),
+    "v_mul_u32_u24": Op("b32", ("b32", "b32"), lambda a, b: ((a & 0xFFFFFF) * (b & 0xFFFFFF))),
+    "v_mul_hi_u32_u24": Op("b32", ("b32", "b32"),
+                           lambda a, b: ((a & 0xFFFFFF) * (b & 0xFFFFFF)) >> 32),
+    "v_mul_i32_i24": Op("b32", ("b32", "b32"), lambda a, b: _s24(a) * _s24(b)),
+    "v_mad_u32_u24": Op("b32", ("b32", "b32", "b32"),
+                        lambda a, b, c: (a & 0xFFFFFF) * (b & 0xFFFFFF) + c),
+    "v_mad_i32_i24": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: _s24(a) * _s24(b) + c),
+    "v_mad_u32_u16": Op("b32", ("b32", "b32", "b32"),
+                        lambda a, b, c: (a & 0xFFFF) * (b & 0xFFFF) + c),
+    "v_min_u32": Op("b32", ("b32", "b32"), np.minimum),
+    "v_max_u32": Op("b32", ("b32", "b32"), np.maximum),
+    "v_min_i32": Op("b32", ("i32", "i32"), np.minimum),
+    "v_max_i32": Op("b32", ("i32", "i32"), np.maximum),
+    "v_med3_i32": Op("b32", ("i32", "i32", "i32"), _med3),
+    "v_med3_u32": Op("b32", ("b32", "b32", "b32"), _med3),
+    "v_max3_i32": Op("b32", ("i32", "i32", "i32"), lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_i32": Op("b32", ("i32", "i32", "i32"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_max3_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_sad_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: np.abs(a - b) + c),
+    "v_ffbh_u32": Op("b32", ("b32",), lambda a: _ffbh(a)),
+    "v_clz_i32_u32": Op("b32", ("b32",), lambda a: _ffbh(a)),
+    "v_ffbl_b32": Op("b32", ("b32",), lambda a: _ffbl(a)),
+    "v_ctz_i32_b32": Op("b32", ("b32",), lambda a: _ffbl(a)),
+    # f32
+    "v_add_f32": Op("f32", ("f32", "f32"), lambda a, b: a + b),
+    "v_sub_f32": Op("f32", ("f32", "f32"), lambda a, b: a - b),
+    "v_subrev_f32": Op("f32", ("f32", "f32"), lambda a, b: b - a),
+    "v_mul_f32": Op("f32", ("f32", "f32"), lambda a, b: a * b),
+    "v_mul_legacy_f32": Op("f32", ("f32", "f32"),
+                           lambda a, b: np.where((a == 0) | (b == 0), F32(0), a * b)),
+    "v_fma_f32": Op("f32", ("f32", "f32", "f32"), fma_f32),
+    "v_fmac_f32": Op("f32", ("f32", "f32", "dst_f32"), fma_f32),
+    "v_fmamk_f32": Op("f32", ("f32", "f32", "f32"), lambda a, k, b: fma_f32(a, k, b)),
+    "v_fmaak_f32": Op("f32", ("f32", "f32", "f32"), fma_f32),
+    "v_max_f32": Op("f32", ("f32", "f32"), np.fmax),
+    "v_min_f32": Op("f32", ("f32", "f32"), np.fmin),
+    "v_maximum_f32": Op("f32", ("f32", "f32"), np.maximum),
+    "v_minimum_f32": Op("f32", ("f32", "f32"), np.minimum),
+    "v_max3_f32": Op("f32", ("f32", "f32", "f32"), lambda a, b, c: np.fmax(np.fmax(a, b), c)),
+    "v_min3_f32": Op("f32", ("f32", "f32", "f32"), lambda a, b, c: np.fmin(np.fmin(a, b), c)),
+    "v_med3_f32": Op("f32", ("f32", "f32", "f32"), _med3),
+    "v_rcp_f32": Op("f32", ("f32",), lambda a: F32(1) / a),
+    "v_rcp_iflag_f32": Op("f32", ("f32",), lambda a: F32(1) / a),
+    "v_rsq_f32": Op("f32", ("f32",), lambda a: (1.0 / np.sqrt(a.astype(F64))).astype(F32)),
+    "v_sqrt_f32": Op("f32", ("f32",), np.sqrt),
+    "v_exp_f32": Op("f32", ("f32",), lambda a: np.exp2(a.astype(F64)).astype(F32)),
+    "v_log_f32": Op("f32", ("f32",), lambda a: np.log2(a.astype(F64)).astype(F32)),
+    "v_sin_f32": Op("f32", ("f32",), lambda a: np.sin(2 * np.pi * a.astype(F64)).astype(F32)),
+    "v_cos_f32": Op("f32", ("f32",), lambda a: np.cos(2 * np.pi * a.astype(F64)).astype(F32)),
+    "v_floor_f32": Op("f32", ("f32",), np.floor),
+    "v_ceil_f32": Op("f32", ("f32",), np.ceil),
+    "v_trunc_f32": Op("f32", ("f32",), np.trunc),
+    "v_rndne_f32": Op("f32", ("f32",), np.rint),
+    "v_fract_f32": Op("f32", ("f32",), lambda a: np.where(
+        np.isinf(a), F32(np.nan), np.minimum(a - np.floor(a), F32(0.99999994)))),
+    "v_ldexp_f32": Op("f32", ("f32", "i32"), _ldexp),
+    "v_frexp_exp_i32_f32": Op("b32", ("f32",), _frexp_exp),
+    "v_frexp_mant_f32": Op("f32", ("f32",), _frexp_mant),
+    "v_div_fixup_f32": Op("f32", ("f32", "f32", "f32"), _div_fixup),
+    "v_div_fmas_f32": Op("f32", ("f32", "f32", "f32", "vcc"), _div_fmas),
+    # conversions
+    "v_cvt_f32_u32": Op("f32", ("b32",), lambda a: a.astype(F32)),
+    "v_cvt_f32_i32": Op("f32", ("i32",), lambda a: a.astype(F32)),
+    "v_cvt_u32_f32": Op("u32raw", ("f32",), cvt_f32_to_u32),
+    "v_cvt_i32_f32": Op("u32raw", ("f32",), cvt_f32_to_i32),
+    "v_cvt_f32_ubyte0": Op("f32", ("b32",), lambda a: (a & 0xFF).astype(F32)),
+    "v_cvt_f32_ubyte1": Op("f32", ("b32",), lambda a: ((a >> 8) & 0xFF).astype(F32)),
+    "v_cvt_f32_ubyte2": Op("f32", ("b32",), lambda a: ((a >> 16) & 0xFF).astype(F32)),
+    "v_cvt_f32_ubyte3": Op("f32", ("b32",), lambda a: ((a >> 24) & 0xFF).astype(F32)),
+    "v_cvt_f32_f16": Op("f32", ("f16",), lambda a: a.astype(F32)),
+    "v_cvt_f16_f32": Op("f16z", ("f32",), _cvt_f16),
+    "v_cvt_f64_f32": Op("f64", ("f32",), lambda a: a.astype(F64)),
+    "v_cvt_f32_f64": Op("f32", ("f64",), lambda a: a.astype(F32)),
+    "v_cvt_f64_i32": Op("f64", ("i32",), lambda a: a.astype(F64)),
+    "v_cvt_f64_u32": Op("f64", ("b32",), lambda a: a.astype(F64)),
+    "v_cvt_pk_rtz_f16_f32": Op("b32", ("f32", "f32"), lambda a, b: _pk_rtz(a, b)),
+    "v_pack_b32_f16": Op("b32", ("f16", "f16"),
+                         lambda a, b: _h16(a) | (_h16(b) << 16)),
+    "v_cvt_pk_u8_f32": Op("b32", ("f32", "b32", "b32"), lambda a, b, c: _pk_u8(a, b, c)),
+    # f16 (result in the low half; gfx10+ keeps the high half)
+    "v_add_f16": Op("f16", ("f16", "f16"), lambda a, b: a + b),
+    "v_sub_f16": Op("f16", ("f16", "f16"), lambda a, b: a - b),
+    "v_subrev_f16": Op("f16", ("f16", "f16"), lambda a, b: b - a),
+    "v_mul_f16": Op("f16", ("f16", "f16"), lambda a, b: a * b),
+    "v_fma_f16": Op("f16", ("f16", "f16", "f16"), fma_f16),
+    "v_fmac_f16": Op("f16", ("f16", "f16", "dst_f16"), fma_f16),
+    "v_max_f16": Op("f16", ("f16", "f16"), np.fmax),
+    "v_min_f16": Op("f16", ("f16", "f16"), np.fmin),
+    "v_ldexp_f16": Op("f16", ("f16", "i32"), _ldexp),
+    "v_rcp_f16": Op("f16z", ("f16",), lambda a: (1.0 / a.astype(F32)).astype(F16)),
+    "v_sqrt_f16": Op("f16z", ("f16",), lambda a: np.sqrt(a.astype(F32)).astype(F16)),
+    # f64
+    "v_add_f64": Op("f64", ("f64", "f64"), lambda a, b: a + b),
+    "v_mul_f64": Op("f64", ("f64", "f64"), lambda a, b: a * b),
+    "v_fma_f64": Op("f64", ("f64", "f64", "f64"), fma_f64),
+    "v_max_f64": Op("f64", ("f64", "f64"), np.fmax),
+    "v_min_f64": Op("f64", ("f64", "f64"), np.fmin),
+    "v_rcp_f64": Op("f64", ("f64",), lambda a: 1.0 / a),
+    # 64-bit integer
+    "v_lshlrev_b64": Op("b64", ("b32", "b64"), lambda a, b: b << (np.uint64(a) & np.uint64(63))),
+    "v_lshrrev_b64": Op("b64", ("b32", "b64"), lambda a, b: b >> (np.uint64(a) & np.uint64(63))),
+    "v_ashrrev_i64": Op("b64", ("b32", "b64"), lambda a, b: (
+        b.view(np.int64) >> (np.asarray(a, np.int64) & 63)).view(np.uint64)),
+    "v_lshl_add_u64": Op("b64", ("b64", "b32", "b64"),
+                         lambda a, s, c: (a << (np.uint64(s) & np.uint64(7))) + c),
+    "v_add_nc_u64": Op("b64", ("b64", "b64"), lambda a, b: a + b),
+}
+
+
+def _h16(a: Any) -> Any:
+    return np.asarray(a, F16).view(np.uint16).astype(np.int64)
+
+
+def _pk_rtz(a: Any, b: Any) -> Any:
+    return _h16(_rtz_f16(a)) | (_h16(_rtz_f16(b)) << 16)
+
+
+def _rtz_f16(a: Any) -> Any:
+    r = np.asarray(a, F32).astype(F16)
+    over = np.abs(r.astype(F32)) > np.abs(a)
+    toward0 = np.nextafter(r, F16(0))
+    return np.where(over & np.isfinite(a), toward0, r)
+
+
+def _pk_u8(a: Any, b: Any, c: Any) -> Any:
+    byte = np.clip(np.rint(np.nan_to_num(a)), 0, 255).astype(np.int64)
+    sh = 8 * (b & 3)
+    return (c & ~(0xFF << sh) & M32) | (byte << sh)
+
+
+def _mulhi_u(a: Any, b: Any) -> Any:
+    a = np.asarray(a, np.uint64)
+    b = np.asarray(b, np.uint64)
+    return ((a * b) >> np.uint64(32)).astype(np.int64)
+
+
+def _s24(a: Any) -> Any:
+    a = np.asarray(a, np.int64) & 0xFFFFFF
+    return (a ^ 0x800000) - 0x800000
+
+
+def _popcnt(a: Any) -> Any:
+    a = np.asarray(a, np.int64).astype("<u4")
+    return np.unpackbits(a.view(np.uint8).reshape(*a.shape, 4), axis=-1).sum(-1).astype(np.int64)
+
+
+def _bits_rev(a: Any) -> Any:
+    a = np.asarray(a, np.int64).astype("<u4")
+    b = np.unpackbits(a.view(np.uint8).reshape(*a.shape, 4), axis=-1, bitorder="little")
+    return np.packbits(b[..., ::-1], axis=-1, bitorder="little").view("<u4")[..., 0] \
+        .astype(np.int64)
+
+
+def _ffbh(a: Any) -> Any:
+    a = np.asarray(a, np.int64)
+    hi = np.floor(np.log2(np.maximum(a, 1))).astype(np.int64)
+    return np.where(a == 0, M32, 31 - hi)
+
+
+def _ffbl(a: Any) -> Any:
+    a = np.asarray(a, np.int64)
+    low = a & -a
+    return np.where(a == 0, M32, np.log2(np.maximum(low, 1)).astype(np.int64))
+
+
+# ----------------------------------------------------------------------------- operands
+
+def _bits16(x: Any, high: bool) -> Any:
+    return ((x >> np.uint32(16)) if high else x) & np.uint32(0xFFFF)
+
+
+def _vsrc32(op: Operand, width: int = 32, is_float: bool = False) -> Fn:
+    """Getter for a raw VALU source: uint32 [n, lanes] (or [n, 1] / scalar)."""
+    if op.kind == "v":
+        r = op.reg
+        if width == 64:
+            return lambda st, w: (st.V[r][w].astype(np.uint64)
+                                  | (st.V[r + 1][w].astype(np.uint64) << np.uint64(32)))
+        return lambda st, w: st.V[r][w]
+    if op.kind == "s":
+        r = op.reg
+        if r == NULL:
+            z = np.array(0, np.uint64 if width == 64 else np.uint32)
+            return lambda st, w: z
+        if width == 64:
+            return lambda st, w: (st.S[r][w].astype(np.uint64)
+                                  | (st.S[r + 1][w].astype(np.uint64) << np.uint64(32)))[:, None]
+        return lambda st, w: st.S[r][w][:, None]
+    c = np.array(op.bits(width, is_float), np.uint64 if width == 64 else np.uint32)
+    return lambda st, w: c
+
+
+def _typed(raw: Fn, t: str, op: Operand, opsel_hi: bool = False) -> Fn:
+    """Turn a raw getter into one returning values of type ``t`` with abs/neg applied."""
+    neg, ab = op.neg, op.abs
+    high = op.high or opsel_hi
+    if t in ("f32", "dst_f32"):
+        def g(st: WaveState, w: Sel) -> Any:
+            return np.asarray(raw(st, w), np.uint32).view(F32)
+        base = g
+    elif t in ("f16", "dst_f16"):
+        def g16(st: WaveState, w: Sel) -> Any:
+            return _bits16(np.asarray(raw(st, w), np.uint32), high).astype(np.uint16).view(F16)
+        base = g16
+    elif t == "f64":
+        def g64(st: WaveState, w: Sel) -> Any:
+            return np.asarray(raw(st, w), np.uint64).view(F64)
+        base = g64
+    elif t == "i32":
+        return lambda st, w: _s32(raw(st, w))
+    elif t == "b32":
+        return lambda st, w: _u32(raw(st, w))
+    elif t == "b64":
+        return lambda st, w: np.asarray(raw(st, w), np.uint64)
+    else:
+        raise EmuError(f"unknown operand type {t}")
+    if ab and neg:
+        return lambda st, w: -np.abs(base(st, w))
+    if ab:
+        return lambda st, w: np.abs(base(st, w))
+    if neg:
+        return lambda st, w: -base(st, w)
+    return base
+
+
+def _mask_src(op: Operand) -> Fn:
+    """A lane-mask source (carry-in, cndmask selector): bool [n, lanes]."""
+    if op.kind != "s":
+        raise EmuError(f"lane mask operand must be an SGPR, got {op}")
+    r = op.reg
+    return lambda st, w: (st.S[r][w][:, None] & st.lane_bits) != 0
+
+
+def _result_writer(dst: Operand, t: str) -> Callable[[WaveState, Sel, Any, Any], None]:
+    """Writes a typed result to the destination VGPR on the lanes in ``lanes``."""
+    r = dst.reg
+    if t in ("f32", "dst_f32"):
+        return lambda st, w, val, lanes: vwrite(st, w, r, np.asarray(val, F32).view(np.uint32),
+                                                lanes)
+    if t in ("b32", "u32raw"):
+        return lambda st, w, val, lanes: vwrite(st, w, r, np.asarray(val, np.int64) & M32
+                                                if t == "b32" else val, lanes)
+    if t in ("f16", "f16z"):
+        zero_hi = t == "f16z"
+        high = dst.high
+
+        def w16(st: WaveState, w: Sel, val: Any, lanes: Any) -> None:
+            bits = np.asarray(val, F16).view(np.uint16).astype(np.uint32)
+            if zero_hi and not high:
+                vwrite(st, w, r, bits, lanes)
+                return
+            old = st.V[r][w]
+            new = (old & np.uint32(0xFFFF)) | (bits << np.uint32(16)) if high else \
+                (old & np.uint32(0xFFFF0000)) | bits
+            vwrite(st, w, r, new, lanes)
+        return w16
+    if t in ("f64", "b64"):
+        def w64(st: WaveState, w: Sel, val: Any, lanes: Any) -> None:
+            u = np.asarray(val, F64).view(np.uint64) if t == "f64" else np.asarray(val, np.uint64)
+            vwrite(st, w, r, (u & np.uint64(0xFFFFFFFF)).astype(np.uint32), lanes)
+            vwrite(st, w, r + 1, (u >> np.uint64(32)).astype(np.uint32), lanes)
+        return w64
+    raise EmuError(f"unknown result type {t}")
+
+
+# ----------------------------------------------------------------------------- DPP
+
+def _dpp_lanes(mods: dict[str, str], nl: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source lane per lane and validity (False: out of the row, no source lane)."""
+    lane = np.arange(nl)
+    row = lane & ~15
+    li = lane & 15
+    src = lane.copy()
+    valid = np.ones(nl, bool)
+    if "quad_perm" in mods:
+        perm = [int(x) for x in mods["quad_perm"].strip("[]").split(",")]
+        src = (lane & ~3) + np.array(perm)[lane & 3]
+    elif "dpp8" in mods:
+        sel = [int(x) for x in mods["dpp8"].strip("[]").split(",")]
+        src = (lane & ~7) + np.array(sel)[lane & 7]
+    elif "row_shl" in mods:
+        n = int(mods["row_shl"], 0)
+        src, valid = lane + n, li + n < 16
+    elif "row_shr" in mods:
+        n = int(mods["row_shr"], 0)
+        src, valid = lane - n, li - n >= 0
+    elif "row_ror" in mods:
+        n = int(mods["row_ror"], 0)
+        src = row + ((li - n) & 15)
+    elif "row_mirror" in mods:
+        src = row + (15 - li)
+    elif "row_half_mirror" in mods:
+        src = (lane & ~7) + (7 - (lane & 7))
+    elif "row_share" in mods:
+        src = row + int(mods["row_share"], 0)
+    elif "row_xmask" in mods:
+        src = row + (li ^ int(mods["row_xmask"], 0))
+    elif "row_newbcast" in mods or "row_bcast" in mods:
+        raise EmuError("row broadcast DPP is not defined for RDNA")
+    src = np.where(valid, src, lane) % nl
+    return src.astype(np.int64), valid
+
+
+def _dpp_source(raw: Fn, mods: dict[str, str], nl: int) -> tuple[Fn, Fn]:
+    """Wrap src0 with the DPP swizzle; also return the lane-write mask modifier."""
+    src, valid = _dpp_lanes(mods, nl)
+    bound_ctrl = mods.get("bound_ctrl", None) in ("0", "1", "")
+    fi = mods.get("fi", "0") == "1"
+    row_mask = int(mods.get("row_mask", "0xf"), 0)
+    bank_mask = int(mods.get("bank_mask", "0xf"), 0)
+    lane = np.arange(nl)
+    enabled = (((row_mask >> (lane // 16)) & 1) != 0) & (((bank_mask >> ((lane & 15) // 4)) & 1)
+                                                          != 0)
+
+    def get(st: WaveState, w: Sel) -> Any:
+        x = np.broadcast_to(raw(st, w), (_n(st, w), nl))
+        out = x[:, src]
+        ok = valid[None, :] & (fi | st.em[w][:, src])
+        if bound_ctrl:
+            out = np.where(ok, out, 0).astype(x.dtype)
+        return out
+
+    def lanes(st: WaveState, w: Sel) -> Any:
+        m = st.em[w] & enabled[None, :]
+        if not bound_ctrl:
+            m = m & valid[None, :] & (fi | st.em[w][:, src])
+        return m
+    return get, lanes
+
+
+def _n(st: WaveState, w: Sel) -> int:
+    return st.n if isinstance(w, slice) else len(w)
+
+
+# ----------------------------------------------------------------------------- translate
+
+def base_name(mnemonic: str) -> str:
+    name = mnemonic
+    for suf in ("_e64_dpp", "_e32", "_e64", "_dpp", "_sdwa"):
+        if name.endswith(suf):
+            name = name[: -len(suf)]
+            break
+    if name.startswith("v_dual_"):
+        name = "v_" + name[len("v_dual_"):]
+    return ALIASES.get(name, name)
+
+
+def translate(ins: Instruction, cx: Ctx, nl: int = 32) -> tuple[Fn, str] | None:
+    if not ins.mnemonic.startswith("v_"):
+        return None
+    if ins.second is not None:
+        return _vopd(ins, cx, nl), "VALU"
+    name = base_name(ins.mnemonic)
+    if name.startswith("v_wmma_"):
+        from hqval.emu.wmma import translate_wmma
+        return translate_wmma(name, ins, cx), "WMMA"
+    fn = _translate_valu(name, ins, cx, nl)
+    if fn is None:
+        return None
+    return fn, "VALU"
+
+
+def _vopd(ins: Instruction, cx: Ctx, nl: int) -> Fn:
+    """VOPD: both halves read their sources before either writes."""
+    assert ins.second is not None
+    parts = []
+    for half in (ins, ins.second):
+        name = base_name(half.mnemonic)
+        spec = OPS.get(name)
+        if spec is None:
+            from hqval.emu.errors import UnsupportedInstruction
+            raise UnsupportedInstruction(half.mnemonic, ins.addr, cx.kernel, cx.arch, "VOPD half")
+        ops = [parse_operand(o) for o in half.operands]
+        parts.append(_compute_parts(name, spec, ops, half.modifiers, cx, nl))
+
+    def run(st: WaveState, w: Sel) -> None:
+        results = [(write, compute(st, w), lanes) for compute, write, lanes in parts]
+        for write, val, _lanes in results:
+            write(st, w, val, None)
+    return run
+
+
+def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str], cx: Ctx,
+                   nl: int, dpp: bool = False) -> tuple[Fn, Callable[..., None], Fn | None]:
+    """(compute(st, w) -> value, write(st, w, value, lanes), lanes or None)."""
+    dst = ops[0]
+    srcs = ops[1:]
+    opsel = [int(x) for x in mods.get("op_sel", "[0,0,0,0]").strip("[]").split(",")]
+    getters: list[Fn] = []
+    lanes_fn: Fn | None = None
+    vi = 0
+    for t in spec.srcs:
+        if t == "mask":
+            # VOPD v_dual_cndmask_b32 reads vcc_lo implicitly
+            getters.append(_mask_src(srcs[vi] if vi < len(srcs) else Operand("s", VCC)))
+            vi += 1
+            continue
+        if t == "vcc":
+            getters.append(lambda st, w: (st.S[VCC][w][:, None] & st.lane_bits) != 0)
+            continue
+        if t.startswith("dst_"):
+            getters.append(_typed(_vsrc32(dst), t, dst))
+            continue
+        if vi >= len(srcs):
+            raise EmuError(f"{name}: expected more operands than {len(srcs)}")
+        op = srcs[vi]
+        width = 64 if t in ("f64", "b64") else (16 if t == "f16" and op.kind != "v"
+                                                and op.kind != "s" else 32)
+        raw = _vsrc32(op, width, t.startswith("f"))
+        if dpp and vi == 0:
+            raw, lanes_fn = _dpp_source(raw, mods, nl)
+        hi = bool(opsel[vi]) if vi < len(opsel) else False
+        getters.append(_typed(raw, t, op, hi))
+        vi += 1
+    fn = spec.fn
+    clamp = "clamp" in mods
+    omod = {"mul": {"2": 2.0, "4": 4.0}, "div": {"2": 0.5}}
+    scale = 1.0
+    for k, table in omod.items():
+        if k in mods:
+            scale = table[mods[k]]
+    dtype = spec.dst
+    if len(opsel) > 3 and opsel[3] and dtype.startswith("f16"):
+        dst = Operand(dst.kind, dst.reg, dst.count, high=True)
+    write = _result_writer(dst, dtype)
+
+    def compute(st: WaveState, w: Sel) -> Any:
+        with np.errstate(all="ignore"):
+            r = fn(*[g(st, w) for g in getters])
+            if scale != 1.0:
+                r = r * r.dtype.type(scale)
+            if clamp and dtype.startswith("f"):
+                r = np.clip(r, 0, 1) if not np.issubdtype(np.asarray(r).dtype, np.integer) else r
+            return r
+    return compute, write, lanes_fn
+
+
+def _translate_valu(name: str, ins: Instruction, cx: Ctx, nl: int) -> Fn | None:
+    ops = [parse_operand(o) for o in ins.operands]
+    mods = ins.modifiers
+    dpp = any(k in mods for k in ("quad_perm", "dpp8", "row_shl", "row_shr", "row_ror",
+                                  "row_mirror", "row_half_mirror", "row_share", "row_xmask"))
+    if name.startswith(("v_cmp_", "v_cmpx_", "v_cmp_class", "v_cmpx_class")):
+        return _vopc(name, ops, mods, cx, dpp, nl)
+    special = _special(name, ops, mods, cx, nl)
+    if special is not None:
+        return special
+    if name.startswith("v_pk_") or name.startswith(("v_fma_mix", "v_dot2")):
+        from hqval.emu.packed import translate_packed
+        return translate_packed(name, ops, mods, cx)
+    spec = OPS.get(name)
+    if spec is None:
+        return None
+    compute, write, lanes_fn = _compute_parts(name, spec, ops, mods, cx, nl, dpp)
+    if lanes_fn is None:
+        return lambda st, w: write(st, w, compute(st, w), None)
+    lf = lanes_fn
+    return lambda st, w: write(st, w, compute(st, w), lf(st, w))
+
+
+_FCMP: dict[str, Callable[[Any, Any], Any]] = {
+    "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
+    "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater,
+    "lg": lambda a, b: (a < b) | (a > b), "ge": np.greater_equal,
+    "o": lambda a, b: ~np.isnan(a) & ~np.isnan(b), "u": lambda a, b: np.isnan(a) | np.isnan(b),
+    "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)),
+    "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b),
+    "nlt": lambda a, b: ~(a < b), "t": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
+    "tru": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
+}
+_ICMP: dict[str, Callable[[Any, Any], Any]] = {
+    "f": _FCMP["f"], "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater,
+    "ne": np.not_equal, "lg": np.not_equal, "ge": np.greater_equal, "t": _FCMP["t"],
+}
+
+
+def _class_test(x: Any, mask: Any) -> Any:
+    x = np.asarray(x)
+    finfo = np.finfo(x.dtype)
+    m = np.asarray(mask, np.int64)
+    bits = x.view(np.uint16 if x.dtype == F16 else (np.uint32 if x.dtype == F32 else np.uint64))
+    quiet_bit = {F16: 0x200, F32: 0x400000, F64: 0x8000000000000}[x.dtype.type]
+    isnan = np.isnan(x)
+    snan = isnan & ((bits & bits.dtype.type(quiet_bit)) == 0)
+    qnan = isnan & ~snan
+    neg = np.signbit(x)
+    ax = np.abs(x)
+    inf = np.isinf(x)
+    zero = x == 0
+    denorm = (ax < finfo.tiny) & ~zero & ~isnan
+    normal = ~inf & ~zero & ~denorm & ~isnan
+    classes = [snan, qnan, inf & neg, normal & neg, denorm & neg, zero & neg, zero & ~neg,
+               denorm & ~neg, normal & ~neg, inf & ~neg]
+    out = np.zeros(np.broadcast(x, m).shape, bool)
+    for k, c in enumerate(classes):
+        out |= c & (((m >> k) & 1) != 0)
+    return out
+
+
+def _vopc(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx, dpp: bool,
+          nl: int) -> Fn | None:
+    cmpx = name.startswith("v_cmpx_")
+    parts = name.split("_")  # v, cmp(x), op, type
+    if parts[2] == "class":
+        typ = parts[3]
+        cmp: Callable[[Any, Any], Any] = _class_test
+        types = (typ, "b32")
+    else:
+        if len(parts) != 4:
+            return None
+        op, typ = parts[2], parts[3]
+        table = _FCMP if typ.startswith("f") else _ICMP
+        if op not in table:
+            return None
+        cmp = table[op]
+        types = {"f32": ("f32", "f32"), "f16": ("f16", "f16"), "f64": ("f64", "f64"),
+                 "i32": ("i32", "i32"), "u32": ("b32", "b32"), "u64": ("b64", "b64"),
+                 "i64": ("b64", "b64"), "u16": ("b32", "b32"), "i16": ("i32", "i32")}.get(
+            typ, ("", ""))
+        if not types[0]:
+            return None
+    # destination: explicit sdst (vcc_lo / sN) unless cmpx on gfx10+ (writes exec only)
+    if len(ops) == 3:
+        sdst: Operand | None = ops[0]
+        srcs = ops[1:]
+    else:
+        sdst = None
+        srcs = ops
+    if not cmpx and sdst is None:
+        sdst = Operand("s", VCC)
+    getters = []
+    for k, (t, op) in enumerate(zip(types, srcs, strict=True)):
+        width = 64 if t in ("f64", "b64") else 32
+        raw = _vsrc32(op, width, t.startswith("f"))
+        if dpp and k == 0:
+            raw, _ = _dpp_source(raw, mods, nl)
+        g = _typed(raw, t, op)
+        if typ == "i64" and t == "b64":
+            g = (lambda gg: (lambda st, w: np.asarray(gg(st, w), np.uint64).view(np.int64)))(g)
+        if typ in ("u16", "i16"):
+            g = (lambda gg, signed: (lambda st, w: (((gg(st, w) & 0xFFFF) ^ 0x8000) - 0x8000)
+                                     if signed else gg(st, w) & 0xFFFF))(g, typ == "i16")
+        getters.append(g)
+    sreg = sdst.reg if sdst is not None else None
+
+    def run(st: WaveState, w: Sel) -> None:
+        with np.errstate(invalid="ignore"):
+            res = cmp(getters[0](st, w), getters[1](st, w))
+        res = np.broadcast_to(res, (_n(st, w), nl)) & st.em[w]
+        bits = st.pack(res)
+        if sreg is not None:
+            swrite(st, w, sreg, bits)
+        if cmpx:
+            swrite(st, w, 126, bits)
+    return run
+
+
+def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
+             nl: int) -> Fn | None:
+    """Ops with a scalar destination, carries or other irregular operands."""
+    if name in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32"):
+        d, sd = ops[0], ops[1]
+        a, b = _typed(_vsrc32(ops[2]), "b32", ops[2]), _typed(_vsrc32(ops[3]), "b32", ops[3])
+        wr = _result_writer(d, "b32")
+
+        def addco(st: WaveState, w: Sel) -> None:
+            x, y = a(st, w), b(st, w)
+            if name == "v_add_co_u32":
+                r = x + y
+                c = r > M32
+            elif name == "v_sub_co_u32":
+                r, c = x - y, x < y
+            else:
+                r, c = y - x, y < x
+            c = np.broadcast_to(c, (_n(st, w), nl)) & st.em[w]
+            wr(st, w, np.broadcast_to(r, (_n(st, w), nl)), None)
+            swrite(st, w, sd.reg, st.pack(c))
+        return addco
+    if name in ("v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32", "v_addc_co_u32"):
+        d, sd = ops[0], ops[1]
+        a, b = _typed(_vsrc32(ops[2]), "b32", ops[2]), _typed(_vsrc32(ops[3]), "b32", ops[3])
+        cin = _mask_src(ops[4])
+        wr = _result_writer(d, "b32")
+
+        def addci(st: WaveState, w: Sel) -> None:
+            x, y, ci = a(st, w), b(st, w), cin(st, w).astype(np.int64)
+            if name in ("v_add_co_ci_u32", "v_addc_co_u32"):
+                r = x + y + ci
+                c = r > M32
+            elif name == "v_sub_co_ci_u32":
+                r, c = x - y - ci, x < y + ci
+            else:
+                r, c = y - x - ci, y < x + ci
+            c = np.broadcast_to(c, (_n(st, w), nl)) & st.em[w]
+            wr(st, w, np.broadcast_to(r, (_n(st, w), nl)), None)
+            swrite(st, w, sd.reg, st.pack(c))
+        return addci
+    if name in ("v_mad_u64_u32", "v_mad_i64_i32"):
+        d, sd = ops[0], ops[1]
+        signed = name == "v_mad_i64_i32"
+        a = _typed(_vsrc32(ops[2]), "i32" if signed else "b32", ops[2])
+        b = _typed(_vsrc32(ops[3]), "i32" if signed else "b32", ops[3])
+        c = _vsrc32(ops[4], 64)
+        wr = _result_writer(d, "b64")
+
+        def mad64(st: WaveState, w: Sel) -> None:
+            x, y = np.asarray(a(st, w), np.int64), np.asarray(b(st, w), np.int64)
+            if signed:
+                p = (x * y).astype(np.uint64)  # |x*y| < 2^62: exact in int64
+            else:
+                p = x.astype(np.uint64) * y.astype(np.uint64)
+            cc = np.asarray(c(st, w), np.uint64)
+            r = p + cc
+            carry = r < cc
+            wr(st, w, np.broadcast_to(r, (_n(st, w), nl)), None)
+            if sd.reg != NULL:
+                swrite(st, w, sd.reg, st.pack(np.broadcast_to(carry, (_n(st, w), nl))
+                                              & st.em[w]))
+        return mad64
+    if name == "v_div_scale_f32":
+        d, sd = ops[0], ops[1]
+        num = [_typed(_vsrc32(o), "f32", o) for o in ops[2:5]]
+        wr = _result_writer(d, "f32")
+
+        def div_scale(st: WaveState, w: Sel) -> None:
+            # ISA V_DIV_SCALE_F32: scales s0 (which equals s1 or s2) by 2^+-64 when the
+            # quotient would lose precision; VCC tells v_div_fmas to undo it.
+            s0, s1, s2 = (g(st, w) for g in num)
+            s0 = np.broadcast_to(s0, (_n(st, w), nl)).astype(F32)
+            e1 = np.frexp(s1)[1]
+            e2 = np.frexp(s2)[1]
+            res = s0.copy()
+            vcc = np.zeros(res.shape, bool)
+            with np.errstate(all="ignore"):
+                big = (e2 - e1) >= 96
+                c1 = big & np.broadcast_to(s0 == s1, res.shape)
+                res = np.where(c1, np.ldexp(s0.astype(F64), 64).astype(F32), res)
+                vcc |= big & ~c1
+                den_tiny = (np.abs(s1) < np.finfo(F32).tiny) & (s1 != 0)
+                res = np.where(np.broadcast_to(den_tiny, res.shape),
+                               np.ldexp(s0.astype(F64), 64).astype(F32), res)
+                big2 = (e1 - e2) >= 127
+                res = np.where(np.broadcast_to(big2 & (s0 == s2), res.shape) & ~c1,
+                               np.ldexp(s0.astype(F64), 64).astype(F32), res)
+                res = np.where(np.broadcast_to(big2, res.shape) & ~c1 & ~(s0 == s2),
+                               np.ldexp(s0.astype(F64), -64).astype(F32), res)
+                num_tiny = (e2 <= -126 + 23) & (s2 != 0)
+                vcc |= np.broadcast_to(num_tiny, res.shape)
+                res = np.where(np.broadcast_to(num_tiny & (s0 == s2), res.shape),
+                               np.ldexp(s0.astype(F64), 64).astype(F32), res)
+            wr(st, w, res, None)
+            swrite(st, w, sd.reg, st.pack(vcc & st.em[w]))
+        return div_scale
+    if name == "v_readfirstlane_b32":
+        sd, src = ops[0], _vsrc32(ops[1])
+
+        def rfl(st: WaveState, w: Sel) -> None:
+            em = st.em[w]
+            first = np.where(em.any(1), em.argmax(1), 0)
+            x = np.broadcast_to(src(st, w), (_n(st, w), nl))
+            swrite(st, w, sd.reg, x[np.arange(len(first)), first])
+        return rfl
+    if name == "v_readlane_b32":
+        sd, src, lane = ops[0], _vsrc32(ops[1]), _vsrc32(ops[2])
+
+        def rl(st: WaveState, w: Sel) -> None:
+            x = np.broadcast_to(src(st, w), (_n(st, w), nl))
+            ln = np.broadcast_to(np.asarray(lane(st, w)).reshape(-1), (_n(st, w),)) % nl
+            swrite(st, w, sd.reg, x[np.arange(x.shape[0]), ln])
+        return rl
+    if name == "v_writelane_b32":
+        d, src, lane = ops[0], _vsrc32(ops[1]), _vsrc32(ops[2])
+
+        def wl(st: WaveState, w: Sel) -> None:
+            n = _n(st, w)
+            val = np.broadcast_to(np.asarray(src(st, w)).reshape(-1), (n,))
+            ln = np.broadcast_to(np.asarray(lane(st, w)).reshape(-1), (n,)) % nl
+            sel = np.zeros((n, nl), bool)
+            sel[np.arange(n), ln] = True
+            vwrite(st, w, d.reg, np.broadcast_to(val[:, None], (n, nl)), sel)
+        return wl
+    if name == "v_nop" or name == "v_pipeflush":
+        return lambda st, w: None
+    if name == "v_dot2c_f32_f16":
+        from hqval.emu.packed import dot2_f32_f16
+        d = ops[0]
+        a, b = _vsrc32(ops[1]), _vsrc32(ops[2])
+        acc = _vsrc32(d)
+        wr = _result_writer(d, "f32")
+        return lambda st, w: wr(st, w, dot2_f32_f16(
+            a(st, w), b(st, w), np.asarray(acc(st, w), np.uint32).view(F32)), None)
+    return None
