@@ -57,11 +57,12 @@ def token_batch(N: int, K: int, seed: int) -> npt.NDArray[np.float16]:
 
 
 def residual_for(ref: F64, seed: int) -> F32:
-    """A residual of the output's own magnitude with distinct values: dropping the ``+=``
-    then misses by about one output magnitude."""
+    """A residual of 10-20% of the output's magnitude with distinct values: dropping the
+    ``+=`` then misses by >0.1 relative (1000x the GEMV tolerance), while the residual does
+    not dilute the header misreadings the fixtures are built to expose."""
     rng = _rng(seed, 3)
     scale = float(np.max(np.abs(ref))) or 1.0
-    return (scale * (1.0 + rng.random(ref.shape))).astype(np.float32)
+    return (scale * (0.1 + 0.1 * rng.random(ref.shape))).astype(np.float32)
 
 
 # -- weights --------------------------------------------------------------------------

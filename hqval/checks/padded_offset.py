@@ -61,7 +61,7 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
     fmt = by_qt(45)
     is_gemm = spec.kind == "gemm"
     M, K = ((ctx.shape.gemm_m, ctx.shape.gemm_k) if is_gemm
-            else (ctx.shape.gemv_m, ctx.shape.gemv_k))
+            else (min(ctx.shape.padded_m, ctx.shape.gemv_m), ctx.shape.gemv_k))
     tolerance = GEMM_TOLERANCE if is_gemm else TOLERANCE
     try:
         blob = inputs.fixture_blob(fixtures.padded_qt45(M, K, ctx.seed), 45)

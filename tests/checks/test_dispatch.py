@@ -1,0 +1,46 @@
+"""Prefill dispatch against the suite's real manifest and arch table (design note rules)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hqval.checks.dispatch import PREFILL_WMMA, prefill_route, wmma_prefill_allowed
+from hqval.manifest import load_manifest
+from hqval.matrix import load_arches
+
+ARCHES = load_arches()
+MANIFEST = load_manifest(None)
+
+
+@pytest.mark.parametrize(("qt", "arch", "path"), [
+    (44, "gfx1100", "gemm"), (44, "gfx1151", "gemm"), (44, "gfx1201", "gemm"),
+    (45, "gfx1201", "gemm"), (45, "gfx1100", "per_token_gemv"), (45, "gfx1151", "per_token_gemv"),
+    (44, "gfx1030", "per_token_gemv"), (44, "gfx1010", "per_token_gemv"),
+    (1, "gfx1010", "per_token_gemv"), (1, "gfx1100", "gemm"),
+])
+def test_route_follows_the_design_note(qt: int, arch: str, path: str) -> None:
+    route = prefill_route(MANIFEST, qt, ARCHES[arch])
+    assert route.path == path, route.reason
+    assert route.kernel.qt == qt and route.kernel.applies_to(ARCHES[arch])
+    assert not route.kernel.is_mutant
+
+
+def test_gfx12_prefers_its_own_generation_and_decode_uses_default_rows() -> None:
+    route = prefill_route(MANIFEST, 44, ARCHES["gfx1201"])
+    assert route.kernel.requires == "wmma_gfx12"
+    fallback = prefill_route(MANIFEST, 44, ARCHES["gfx1010"])
+    assert fallback.kernel.rows_per_block == ARCHES["gfx1010"].gemv_rows_default
+    assert fallback.kernel.kind == "gemv" and not fallback.kernel.residual
+    assert "no WMMA" in fallback.reason
+
+
+def test_qt45_is_never_claimed_on_gfx11() -> None:
+    assert PREFILL_WMMA[45] == frozenset({"gfx12"})
+    assert not any(wmma_prefill_allowed(45, a) for a in ARCHES.values() if a.wmma == "gfx11")
+    assert not any(wmma_prefill_allowed(q, a) for q in PREFILL_WMMA
+                   for a in ARCHES.values() if a.wmma == "none")
+
+
+def test_batch_tile_request_selects_that_tile() -> None:
+    route = prefill_route(MANIFEST, 44, ARCHES["gfx1100"], batch_tile=4)
+    assert route.path == "gemm" and route.kernel.batch_tile == 4
