@@ -38,7 +38,7 @@ def test_oracle_is_decode_times_x_in_f64() -> None:
 def test_metrics() -> None:
     ref = np.array([1.0, -2.0, 4.0])
     assert inputs.worst_rel(ref, ref) == 0.0
-    assert inputs.worst_rel(ref + [0, 0, 0.4], ref) == pytest.approx(0.1)
+    assert inputs.worst_rel(ref + np.array([0, 0, 0.4]), ref) == pytest.approx(0.1)
     assert inputs.worst_rel(np.array([np.nan, 0, 0]), ref) == float("inf")
     assert inputs.rel_rms(2 * ref, ref) == pytest.approx(1.0)
 
