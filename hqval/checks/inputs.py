@@ -56,13 +56,14 @@ def token_batch(N: int, K: int, seed: int) -> npt.NDArray[np.float16]:
     return X16
 
 
-def residual_for(ref: F64, seed: int) -> F32:
-    """A residual of 10-20% of the output's magnitude with distinct values: dropping the
-    ``+=`` then misses by >0.1 relative (1000x the GEMV tolerance), while the residual does
-    not dilute the header misreadings the fixtures are built to expose."""
+def residual_for(ref: F64, seed: int, fraction: tuple[float, float] = (0.1, 0.2)) -> F32:
+    """A residual of ``fraction`` (low, high) of the output's magnitude, distinct values.
+    The default 10-20% makes dropping the ``+=`` miss by >0.1 relative (1000x the GEMV
+    tolerance) without diluting the header misreadings the fixtures are built to expose."""
     rng = _rng(seed, 3)
     scale = float(np.max(np.abs(ref))) or 1.0
-    return (scale * (0.1 + 0.1 * rng.random(ref.shape))).astype(np.float32)
+    lo, hi = fraction
+    return (scale * (lo + (hi - lo) * rng.random(ref.shape))).astype(np.float32)
 
 
 # -- weights --------------------------------------------------------------------------
