@@ -408,11 +408,12 @@ class Audit:
         return str(getattr(self.arch, "name", self.arch))
 
     def row(self, rule: str, status: Status, message: str, *, measured: float | None = None,
-            tolerance: float | None = None, derivation: str = "", **details: Any) -> Row:
+            tolerance: float | None = None, derivation: str = "",
+            details: dict[str, Any] | None = None) -> Row:
         r = Row(kind="audit", check=f"audit_{rule}", kernel=self.spec.name, arch=self.arch_name,
                 backend="isa", status=status, measured=measured, tolerance=tolerance,
                 derivation=derivation, message=message,
-                details={"rule": RULE_LETTER[rule], **details})
+                details={"rule": RULE_LETTER[rule], **(details or {})})
         self.rows.append(r)
         return r
 
@@ -442,19 +443,19 @@ def rule_header_scalar(a: Audit) -> Row:
                                "vector_loads": dict(vmem_all)}
     if not smem:
         return a.row("header_scalar", Status.FAIL, "the group loop has no scalar loads: the "
-                     "header is read by vector loads", **details)
+                     "header is read by vector loads", details=details)
     if a.baseline is None:
         return a.row("header_scalar", Status.PASS, f"{sum(smem.values())} scalar loads in the "
-                     "group loop (no v1 baseline to compare vector loads with)", **details)
+                     "group loop (no v1 baseline to compare vector loads with)", details=details)
     base = _loads(a.baseline.instructions, "vmem")
     details["baseline_vector_loads"] = dict(base)
     extra = vmem_all - base
     if extra:
         return a.row("header_scalar", Status.FAIL, f"{sum(extra.values())} vector loads more "
                      f"than the v1 baseline ({dict(extra)}): the header is read per lane",
-                     **details)
+                     details=details)
     return a.row("header_scalar", Status.PASS, f"{sum(smem.values())} scalar loads in the group "
-                 "loop; vector loads identical to the v1 baseline", **details)
+                 "loop; vector loads identical to the v1 baseline", details=details)
 
 
 def rule_no_spill(a: Audit) -> Row:
@@ -466,9 +467,9 @@ def rule_no_spill(a: Audit) -> Row:
     bad = {k: v for k, v in ev.items() if v}
     if bad:
         return a.row("no_spill", Status.FAIL, f"spills/scratch: {bad}", measured=float(
-            sum(bad.values())), tolerance=0.0, **ev)
+            sum(bad.values())), tolerance=0.0, details=ev)
     return a.row("no_spill", Status.PASS, "no spills, no scratch", measured=0.0, tolerance=0.0,
-                 **ev)
+                 details=ev)
 
 
 def rule_vgpr_budget(a: Audit) -> Row:
@@ -498,7 +499,7 @@ def rule_vgpr_budget(a: Audit) -> Row:
     msg = "; ".join(problems) or f"{vgprs} VGPRs <= {budget}, occupancy " \
         f"{ev['occupancy_waves_per_simd']} waves/SIMD"
     return a.row("vgpr_budget", status, msg, measured=float(vgprs), tolerance=float(budget),
-                 derivation=deriv, **ev)
+                 derivation=deriv, details=ev)
 
 
 def rule_v2_valu_delta(a: Audit) -> Row:
@@ -527,7 +528,7 @@ def rule_v2_valu_delta(a: Audit) -> Row:
                  f"{a.spec.baseline} ({v2} vs {v1} per iteration of {group_rows} group-rows)",
                  measured=per, tolerance=V2_VALU_BUDGET,
                  derivation="section 4: one v_cndmask + two v_cvt_f32_f16 per group per row",
-                 **ev)
+                 details=ev)
 
 
 def rule_wmma(a: Audit) -> Row:
@@ -542,14 +543,14 @@ def rule_wmma(a: Audit) -> Row:
     ev = {"wmma_instructions": len(wmma), "forms": dict(forms), "arch_wmma": arch_gen,
           "required": want}
     if not wmma:
-        return a.row("wmma", Status.FAIL, "no v_wmma instruction", measured=0.0, **ev)
+        return a.row("wmma", Status.FAIL, "no v_wmma instruction", measured=0.0, details=ev)
     if gens != {want} or (arch_gen and arch_gen != want):
         return a.row("wmma", Status.FAIL, f"v_wmma forms {sorted(gens)} do not match "
-                     f"{want} on {a.arch_name} ({arch_gen})", measured=float(len(wmma)), **ev)
+                     f"{want} on {a.arch_name} ({arch_gen})", measured=float(len(wmma)), details=ev)
     in_loop = sum(1 for i in a.code.main_loop() if i.mnemonic.startswith("v_wmma"))
     ev["wmma_in_group_loop"] = in_loop
     return a.row("wmma", Status.PASS, f"{len(wmma)} {want} v_wmma ({in_loop} in the group loop)",
-                 measured=float(len(wmma)), **ev)
+                 measured=float(len(wmma)), details=ev)
 
 
 def rule_payload_offset(a: Audit, group_bytes: int = 136, payload_offset: int = 8) -> Row:
@@ -564,17 +565,18 @@ def rule_payload_offset(a: Audit, group_bytes: int = 136, payload_offset: int = 
           "offsets_mod_group": in_group, "group_bytes": group_bytes,
           "payload_offset": payload_offset}
     if not origins:
-        return a.row("payload_offset", Status.ERROR, "could not find the kernarg pointer", **ev)
+        return a.row("payload_offset", Status.ERROR, "could not find the kernarg pointer",
+                     details=ev)
     if not loads:
         return a.row("payload_offset", Status.FAIL, "no vector load of W in the group loop",
-                     **ev)
+                     details=ev)
     header = [o for o in in_group if o < payload_offset]
     if header or payload_offset not in in_group:
         return a.row("payload_offset", Status.FAIL, f"W vector loads at group offsets "
                      f"{in_group}: expected the payload to start at +{payload_offset} and "
-                     f"nothing below it", **ev)
+                     f"nothing below it", details=ev)
     return a.row("payload_offset", Status.PASS, f"{len(loads)} payload loads at group offsets "
-                 f"{in_group} (first +{payload_offset})", **ev)
+                 f"{in_group} (first +{payload_offset})", details=ev)
 
 
 def audit_kernel(spec: KernelSpec, arch: Any, code: KernelCode,
