@@ -25,7 +25,7 @@ class EmuBackend(Backend):
     def __init__(self, arch: str) -> None:
         super().__init__(arch)
         try:
-            from hqval.emu import Machine
+            from hqval.emu import EmuError, Machine
         except ImportError as exc:
             raise BackendUnavailable(
                 f"backend 'emu': the RDNA interpreter (hqval.emu.Machine) is not importable: {exc}"
@@ -36,7 +36,7 @@ class EmuBackend(Backend):
             )
         try:
             self.machine: Any = Machine(arch)
-        except (ValueError, KeyError, NotImplementedError) as exc:
+        except (EmuError, ValueError, KeyError, NotImplementedError) as exc:
             raise BackendUnavailable(f"backend 'emu': cannot emulate {arch}: {exc}") from exc
         self._modules: dict[str, Any] = {}
 
