@@ -64,6 +64,11 @@ def save_tensor(
         fmt = by_qt(qt)
         if arr.ndim != 2:
             raise ValueError(f"{fmt.name}: blob has shape {arr.shape}, expected 2-D")
+        if arr.shape[1] == 0 or arr.shape[1] % fmt.group_bytes:
+            raise ValueError(
+                f"{fmt.name}: blob rows are {arr.shape[1]} bytes, not a whole number of "
+                f"qt={qt} groups (stride {fmt.group_bytes} B); the blob is another format"
+            )
         K = int(arr.shape[1]) // fmt.group_bytes * 256
         fmt.check_blob(arr, K)
     meta_json = json.dumps(meta or {}, sort_keys=True)
