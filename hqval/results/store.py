@@ -8,7 +8,8 @@ Rows are appended in batches with one ``write`` + flush + fsync each, so a run t
 killed loses nothing it already appended; at worst the last line is torn, and a torn last
 line is dropped on load with a warning (any other unreadable line is an error: that is
 corruption, not an interruption).  ``--resume`` asks the store which cell identities
-already have a row and skips them.
+already have a row and skips them; a cell appended again (a retried step) supersedes its
+earlier row when the run is loaded.
 
 Older schema versions are migrated forward on load through ``MIGRATIONS`` (asv's results
 API versions): each entry turns a version-N envelope and its rows into version N+1.
@@ -233,13 +234,16 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
     rows_path = run_dir / ROWS
     raw_rows = list(_read_row_lines(rows_path)) if rows_path.exists() else []
     env, raw_rows = migrate(env, raw_rows, source=str(run_dir))
-    rows = []
+    by_identity: dict[str, Row] = {}
     for i, d in enumerate(raw_rows, 1):
         try:
-            rows.append(Row.from_dict(d))
+            row = Row.from_dict(d)
         except (KeyError, ValueError, TypeError) as exc:
             raise RunDirError(f"{rows_path}: row {i} is not a valid result row ({exc!r})") from exc
-    return Run(run_dir, env, rows)
+        # A later row for the same cell supersedes the earlier one: a step retried under
+        # --resume (say, after installing a missing tool) replaces its error row.
+        by_identity[row.identity] = row
+    return Run(run_dir, env, list(by_identity.values()))
 
 
 def load_run(run_dir: str | os.PathLike[str]) -> pd.DataFrame:

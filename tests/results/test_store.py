@@ -154,3 +154,12 @@ def test_newer_schema_refused(tmp_path: Path) -> None:
 
 def test_every_version_below_current_has_a_migration() -> None:
     assert set(store.MIGRATIONS) == set(range(hqval.SCHEMA_VERSION))
+
+
+def test_later_row_for_a_cell_supersedes_the_earlier(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    w.append([_row(0, Status.ERROR), _row(1)])
+    w.append([_row(0, Status.PASS)])
+    run = store.load(w.path)
+    assert [(r.kernel, r.status) for r in run.rows] == [("k0", Status.PASS),
+                                                        ("k1", Status.PASS)]
