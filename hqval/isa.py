@@ -25,6 +25,7 @@ import shutil
 import struct
 import subprocess
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -604,3 +605,43 @@ def summary(code: KernelCode, arch: Any) -> dict[str, Any]:
         "classes": dict(code.classes()),
         "loop_classes": dict(code.classes(code.main_loop())),
     }
+
+
+def audit_matrix(cells: Iterable[tuple[KernelSpec, Any]], arch: Any,
+                 cache_dir: str | Path | None = None) -> list[Row]:
+    """Audit rows for compiled ``(spec, CompileResult)`` cells of one arch.  A kernel's v1
+    baseline is taken from the cells, or compiled from the suite's manifest when absent."""
+    from hqval.toolchain import compile_kernel
+
+    arch_name = str(getattr(arch, "name", arch))
+    cells = list(cells)
+    by_name = {spec.name: (spec, res) for spec, res in cells}
+    rows: list[Row] = []
+    for spec, res in cells:
+        if res is None or not res.ok or res.code_object is None:
+            continue
+        try:
+            code = analyze(res.code_object, arch_name)[spec.symbol]
+            baseline = None
+            if spec.baseline:
+                pair = by_name.get(spec.baseline)
+                if pair is None:
+                    bspec = _baseline_spec(spec)
+                    pair = (bspec, compile_kernel(bspec, arch_name, cache_dir))
+                bspec, bres = pair
+                if bres is not None and bres.ok and bres.code_object is not None:
+                    baseline = analyze(bres.code_object, arch_name)[bspec.symbol]
+            rows += audit_kernel(spec, arch, code, baseline)
+        except (IsaError, KeyError, ValueError) as exc:
+            rows.append(Row(kind="audit", check="audit", kernel=spec.name, arch=arch_name,
+                            backend="isa", status=Status.ERROR, message=str(exc)))
+    return rows
+
+
+def _baseline_spec(spec: KernelSpec) -> KernelSpec:
+    from hqval.manifest import load_manifest
+
+    assert spec.baseline is not None
+    if spec.manifest is not None and not spec.is_mutant:
+        return load_manifest(spec.manifest).by_name(spec.baseline)
+    return load_manifest().by_name(spec.baseline)

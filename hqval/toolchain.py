@@ -375,52 +375,12 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[ArchLike],
 
 # ---- arches --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _FallbackArch:
-    name: str
-    wmma: str
-    vgprs_per_simd: int
-
-
-# Used only while hqval.matrix (arches.yaml) is not importable; same fields it provides.
-_FALLBACK_ARCHES = {
-    a.name: a for a in (
-        _FallbackArch("gfx1010", "none", 1024), _FallbackArch("gfx1030", "none", 1024),
-        _FallbackArch("gfx1100", "gfx11", 1536), _FallbackArch("gfx1101", "gfx11", 1536),
-        _FallbackArch("gfx1102", "gfx11", 1024), _FallbackArch("gfx1150", "gfx11", 1024),
-        _FallbackArch("gfx1151", "gfx11", 1536), _FallbackArch("gfx1200", "gfx12", 1536),
-        _FallbackArch("gfx1201", "gfx12", 1536),
-    )
-}
-
-
-def known_arches() -> dict[str, Any]:
-    """name -> Arch from ``hqval.matrix.load_arches()``, or the built-in RDNA table while
-    that module is absent."""
-    try:
-        from hqval.matrix import load_arches  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return dict(_FALLBACK_ARCHES)
-    return dict(load_arches())
-
-
 def resolve_arches(names: Sequence[str] | None) -> list[Any]:
-    """``--arch`` values (repeatable, comma lists, ``all``) -> Arch objects.  Raises
-    ``ValueError`` naming the unknown arch and the known ones."""
-    known = known_arches()
+    """``--arch`` values (repeatable, comma lists, ``all``) -> ``hqval.matrix.Arch`` list.
+    Raises ``ValueError`` naming the unknown arch and the known ones."""
+    from hqval.matrix import resolve_arches as _resolve
+
     if not names:
         raise ValueError("no --arch given; fix: pass --arch gfx1100 (repeatable) or --arch all")
-    picked: list[Any] = []
-    for raw in names:
-        for name in (n.strip() for n in raw.split(",")):
-            if not name:
-                continue
-            if name == "all":
-                picked.extend(a for a in known.values() if a not in picked)
-                continue
-            if name not in known:
-                raise ValueError(f"unknown arch {name!r}; fix: use one of "
-                                 f"{', '.join(known)} or 'all'")
-            if known[name] not in picked:
-                picked.append(known[name])
-    return picked
+    flat = [n.strip() for raw in names for n in raw.split(",") if n.strip()]
+    return list(_resolve(flat))
