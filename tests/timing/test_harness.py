@@ -1,0 +1,114 @@
+"""The harness realises ABBA order, rotates copies and re-runs when the host outran the
+queue filler.  A host-clock backend stands in for a device (the real one runs in the gpu
+test of tests/backends/test_cuda.py and in reports/checkpoints/h200_bench.sh)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hqval.backends.base import Backend, Buffer, LaunchInfo, Program
+from hqval.timing.harness import Arm, TimingConfig, time_pair, time_single
+
+
+class HostClock(Backend):
+    """Events are positions in a launch log; a sample's time is what the launcher says."""
+
+    name = "hostclock"
+
+    def __init__(self) -> None:
+        super().__init__("host")
+        self.log: list[str] = []
+        self.cost: dict[str, float] = {}
+
+    def device_name(self) -> str:
+        return "host clock"
+
+    def load(self, spec: Any) -> Program:
+        raise NotImplementedError
+
+    def alloc(self, nbytes: int) -> Buffer:
+        return Buffer(nbytes, bytearray(nbytes))
+
+    def free(self, buf: Buffer) -> None:
+        return None
+
+    def copy_in(self, buf: Buffer, host: np.ndarray, offset: int = 0) -> None:
+        return None
+
+    def copy_out(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> np.ndarray:
+        return np.zeros(0, np.uint8)
+
+    def launch(self, program: Program, grid: tuple[int, int, int],
+               block: tuple[int, int, int], args: Sequence[Buffer | int]) -> LaunchInfo:
+        return LaunchInfo()
+
+    def record_event(self) -> Any:
+        return len(self.log)
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        (entry,) = self.log[start:end]
+        return self.cost[entry.split(":")[0]] / 1000.0
+
+
+def _arm(be: HostClock, name: str, copies: int, us: float) -> Arm:
+    be.cost[name] = us
+    return Arm(name, [lambda c=c: be.log.append(f"{name}:{c}") for c in range(copies)])
+
+
+def test_time_pair_is_abba_and_rotates_copies() -> None:
+    be = HostClock()
+    a, b = _arm(be, "A", 3, 10.0), _arm(be, "B", 2, 12.0)
+    cfg = TimingConfig(warmup=2, iterations=4, runs=2)
+    out = time_pair(be, a, b, cfg)
+    timed = be.log[2 * cfg.warmup:]
+    arms = "".join(e[0] for e in timed)
+    assert arms == "ABBAABBA" * cfg.runs
+    a_copies = [int(e[2]) for e in be.log if e[0] == "A"]
+    assert a_copies == [i % 3 for i in range(len(a_copies))]
+    assert out.runs_a == [[10.0] * 4] * 2 and out.runs_b == [[12.0] * 4] * 2
+
+
+def test_single_arm_never_rereads_the_copy_just_read() -> None:
+    be = HostClock()
+    arm = _arm(be, "C", 2, 5.0)
+    runs = time_single(be, arm, TimingConfig(warmup=2, iterations=4, runs=1))
+    copies = [int(e[2]) for e in be.log]
+    assert all(x != y for x, y in zip(copies, copies[1:], strict=False))
+    assert runs == [[5.0] * 8]
+
+
+class Filler:
+    def __init__(self, busy_after: int) -> None:
+        self.calls: list[int] = []
+        self.busy_after = busy_after
+
+    def start(self, microseconds: int) -> int:
+        self.calls.append(microseconds)
+        return len(self.calls)
+
+    def still_busy(self, token: int) -> bool:
+        return token > self.busy_after
+
+
+def test_drained_queue_retries_with_longer_fill_then_reports() -> None:
+    be = HostClock()
+    a, b = _arm(be, "A", 1, 1.0), _arm(be, "B", 1, 1.0)
+    filler = Filler(busy_after=1)  # the first fill is too short, the second holds
+    out = time_pair(be, a, b, TimingConfig(warmup=2, iterations=2, runs=1), filler)
+    assert filler.calls[1] == 2 * filler.calls[0]
+    assert out.queue_drained == [False]
+    never = Filler(busy_after=10**6)
+    out = time_pair(be, a, b, TimingConfig(warmup=2, iterations=2, runs=1,
+                                           max_fill_retries=2), never)
+    assert len(never.calls) == 3 and out.queue_drained == [True]
+
+
+def test_config_validates() -> None:
+    with pytest.raises(ValueError, match="even"):
+        TimingConfig(iterations=3)
+    with pytest.raises(ValueError, match="runs"):
+        TimingConfig(runs=0)
