@@ -1,0 +1,148 @@
+"""matrices/*.yaml: loaded through their schemas, consistent with the code, and the VGPR
+facts re-derived from the real compiler."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hqval import matrix
+from hqval.formats import all_formats, by_name
+from hqval.schema import SchemaError
+
+ARCHES = ("gfx1010", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151",
+          "gfx1200", "gfx1201")
+
+
+def test_arches_load_with_section6_rows() -> None:
+    arches = matrix.load_arches()
+    assert tuple(arches) == ARCHES
+    # section 6: 1 if wave64-native, RDNA2 or RDNA3 dGPU, else 2
+    want = {"gfx1010": 2, "gfx1030": 1, "gfx1100": 1, "gfx1101": 1, "gfx1102": 1,
+            "gfx1150": 2, "gfx1151": 2, "gfx1200": 2, "gfx1201": 2}
+    assert {n: a.gemv_rows_default for n, a in arches.items()} == want
+    assert {n: a.wmma for n, a in arches.items()} == {
+        "gfx1010": "none", "gfx1030": "none", **{n: "gfx11" for n in ARCHES[2:7]},
+        "gfx1200": "gfx12", "gfx1201": "gfx12"}
+    a = arches["gfx1030"]
+    assert a.infinity_cache_bytes == 128 * 2**20 and a.vram_gbps == 576  # the note's figures
+    assert arches["gfx1100"].peak_f32_gflops == pytest.approx(61440)
+
+
+def test_gemv_rows_default_is_computed_not_stored() -> None:
+    a = matrix.load_arches()["gfx1100"]
+    assert "gemv_rows_default" not in matrix.ARCH_SPEC.fields  # type: ignore[operator]
+    import dataclasses
+
+    wave64 = dataclasses.replace(a, wave_size=64, is_rdna3_dgpu=False)
+    apu = dataclasses.replace(a, is_rdna3_dgpu=False)
+    assert wave64.gemv_rows_default == 1 and apu.gemv_rows_default == 2
+
+
+def test_every_arch_fact_has_a_source_comment() -> None:
+    lines = (matrix.MATRICES_DIR / "arches.yaml").read_text().splitlines()
+    facts = [ln for ln in lines if re.match(r"^\s{4}\w+:\s*\S", ln)]
+    assert len(facts) >= 9 * 15
+    missing = [ln for ln in facts if "#" not in ln]
+    assert missing == []
+
+
+def _edit(tmp_path: Path, old: str, new: str, after: str = "  gfx1100:") -> tuple[Path, int]:
+    text = (matrix.MATRICES_DIR / "arches.yaml").read_text()
+    start = text.index(after)
+    i = text.index(old, start)
+    line = text[:i].count("\n") + 1
+    p = tmp_path / "arches.yaml"
+    p.write_text(text[:i] + new + text[i + len(old):])
+    return p, line
+
+
+def test_contradicting_flag_names_file_line_key(tmp_path: Path) -> None:
+    p, line = _edit(tmp_path, "is_rdna2: false", "is_rdna2: true")
+    with pytest.raises(SchemaError, match=rf"arches.yaml:{line}: arches.gfx1100.is_rdna2: "
+                                          r"True contradicts family=rdna3.*fix: set False"):
+        matrix.load_arches(p)
+
+
+def test_typo_names_file_line_key_and_fix(tmp_path: Path) -> None:
+    p, line = _edit(tmp_path, "wmma: gfx11", "wmma: gfx13")
+    with pytest.raises(SchemaError, match=rf"arches.yaml:{line}: arches.gfx1100.wmma: 'gfx13' "
+                                          r"is not one of .*did you mean"):
+        matrix.load_arches(p)
+    p, line = _edit(tmp_path, "cu_count: 96", "cu_cout: 96")
+    with pytest.raises(SchemaError, match=rf":{line}: arches.gfx1100.cu_cout: unknown key"
+                                          r".*rename it to 'cu_count'"):
+        matrix.load_arches(p)
+
+
+def test_formats_yaml_agrees_with_registry() -> None:
+    entries = matrix.load_formats()
+    assert set(entries) == {f.name for f in all_formats()}
+    for name, e in entries.items():
+        f = by_name(name)
+        assert (e.qt, e.group_bytes, e.sub_block, e.payload_offset, e.rotated, e.status) == (
+            f.qt, f.group_bytes, f.sub_block, f.payload_offset, f.rotated, f.status), name
+        assert set(e.aliases) == set(f.aliases)
+
+
+def test_duplicate_qt_refused(tmp_path: Path) -> None:
+    text = (matrix.MATRICES_DIR / "formats.yaml").read_text().replace("qt: 13", "qt: 1")
+    p = tmp_path / "formats.yaml"
+    p.write_text(text)
+    with pytest.raises(SchemaError, match=r"formats.mq4g256.qt: qt=1 already used"):
+        matrix.load_formats(p)
+
+
+def test_shapes() -> None:
+    shapes = matrix.load_shapes()
+    dims = {(s.M, s.K) for s in shapes}
+    assert {(4096, 5120), (4096, 17408), (5120, 5120), (17408, 5120), (5120, 17408),
+            (27648, 5120)} <= dims
+    assert all(s.K % 256 == 0 for s in shapes)
+    assert matrix.load_shapes(set="emu") and all(s.set == "emu"
+                                                  for s in matrix.load_shapes(set="emu"))
+
+
+def test_bad_shape_k_refused(tmp_path: Path) -> None:
+    text = (matrix.MATRICES_DIR / "shapes.yaml").read_text().replace("K: 512,", "K: 500,")
+    p = tmp_path / "shapes.yaml"
+    p.write_text(text)
+    with pytest.raises(SchemaError, match=r"shapes\[6\].K: K=500 is not a multiple of 256"):
+        matrix.load_shapes(p)
+
+
+def test_devices_and_resolve() -> None:
+    h200 = matrix.load_devices()["h200"]
+    assert h200.arch == "sm_90" and h200.l2_bytes == 50 * 2**20 and h200.hbm_gbps == 4800
+    assert [a.name for a in matrix.resolve_arches(["gfx1151"])] == ["gfx1151"]
+    assert len(matrix.resolve_arches(["all"])) == 9
+    with pytest.raises(ValueError, match="unknown arch gfx9999; known: gfx1010"):
+        matrix.resolve_arches(["gfx9999"])
+
+
+PROBE = ('extern "C" __attribute__((global)) void k(float* p) '
+         '{ asm volatile("" ::: "v95"); p[__builtin_amdgcn_workitem_id_x()] = 1.0f; }\n')
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None,
+                    reason="needs clang-19 (apt-get install clang-19 lld-19)")
+@pytest.mark.parametrize("arch", ARCHES)
+def test_vgpr_file_matches_compiler_occupancy(arch: str, tmp_path: Path) -> None:
+    """A 96-VGPR wave32 kernel gets 1536 // 96 = 16 waves per SIMD on a full VGPR file and
+    1024 // 96 = 10 on the smaller one: the compiler's occupancy remark tells them apart."""
+    src = tmp_path / "k.hip"
+    src.write_text(PROBE)
+    res = subprocess.run(
+        ["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib", "-nogpuinc",
+         "--cuda-device-only", "--no-gpu-bundle-output", "-O3", str(src), "-o",
+         str(tmp_path / "k.co"), "-Rpass-analysis=kernel-resource-usage"],
+        capture_output=True, text=True, timeout=120, check=True)
+    occ = int(re.search(r"Occupancy \[waves/SIMD\]: (\d+)", res.stderr).group(1))  # type: ignore[union-attr]
+    vgprs = re.search(r"VGPRs: (\d+)", res.stderr)
+    assert vgprs and int(vgprs.group(1)) == 96
+    file_size = matrix.load_arches()[arch].vgprs_per_simd
+    assert occ == min(16, file_size // 96)

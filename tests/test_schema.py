@@ -1,0 +1,82 @@
+"""The schema checker: every error names file, line, key, expectation and fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hqval.schema import SchemaError, Spec, check, load_yaml, validate
+
+SPEC = Spec.mapping({
+    "name": Spec.scalar(str),
+    "count": Spec.scalar(int, minimum=1, fix="a positive count"),
+    "ratio": Spec.scalar(float, required=False),
+    "mode": Spec.scalar(str, enum=("fast", "slow")),
+    "items": Spec.list_of(Spec.mapping({"k": Spec.scalar(int)})),
+    "flag": Spec.scalar(bool, required=False),
+})
+
+GOOD = """\
+name: x
+count: 3
+ratio: 2
+mode: fast
+items:
+  - {k: 1}
+  - {k: 2}
+"""
+
+
+def test_good_document_passes_and_keeps_lines() -> None:
+    doc = check(load_yaml("g.yaml", GOOD), SPEC)
+    assert doc.data["items"][1]["k"] == 2
+    assert doc.line(("mode",)) == 4 and doc.line(("items", 1, "k")) == 7
+
+
+def test_each_problem_names_file_line_key_and_fix() -> None:
+    bad = GOOD.replace("count: 3", "count: three").replace("mode: fast", "mode: fats")
+    bad = bad.replace("{k: 2}", "{k: 2, j: 1}") + "flag: 1\nextra: 2\n"
+    probs = validate(load_yaml("b.yaml", bad), SPEC)
+    text = [str(p) for p in probs]
+    assert "b.yaml:2: count: expected an integer, got str 'three'; fix: a positive count" in text
+    assert any(t.startswith("b.yaml:4: mode: 'fats' is not one of") and "did you mean 'fast'"
+               in t for t in text)
+    assert any(t.startswith("b.yaml:7: items[1].j: unknown key 'j'") for t in text)
+    assert any(t.startswith("b.yaml:8: flag: expected a boolean, got int 1") for t in text)
+    assert any(t.startswith("b.yaml:9: extra: unknown key 'extra'") for t in text)
+    assert len(probs) == 5
+
+
+def test_missing_key_and_minimum() -> None:
+    probs = validate(load_yaml("m.yaml", "name: x\ncount: 0\nitems: []\n"), SPEC)
+    text = [str(p) for p in probs]
+    assert "m.yaml:2: count: 0 is below the minimum 1; fix: a positive count" in text
+    assert any("missing required key 'mode'" in t and "add 'mode:'" in t for t in text)
+
+
+def test_bool_is_not_an_int_and_int_is_a_float() -> None:
+    spec = Spec.mapping({"a": Spec.scalar(int), "b": Spec.scalar(float)})
+    assert validate(load_yaml("t", "a: 1\nb: 2\n"), spec) == []
+    assert len(validate(load_yaml("t", "a: true\nb: false\n"), spec)) == 2
+
+
+def test_yaml_syntax_and_duplicates_report_the_line(tmp_path: Path) -> None:
+    with pytest.raises(SchemaError, match=r"s.yaml:3: <top>: YAML syntax"):
+        load_yaml("s.yaml", "a: 1\nb: [1, 2\nc: 3\n")
+    with pytest.raises(SchemaError, match=r"d.yaml:2: .*duplicate key 'a'"):
+        load_yaml("d.yaml", "a: 1\na: 2\n")
+    with pytest.raises(SchemaError, match="cannot read"):
+        load_yaml(tmp_path / "absent.yaml")
+
+
+def test_check_raises_with_every_problem() -> None:
+    with pytest.raises(SchemaError) as info:
+        check(load_yaml("c.yaml", "name: 1\ncount: x\n"), SPEC)
+    assert len(info.value.problems) == 4  # name, count, missing mode, missing items
+
+
+def test_merge_keys_are_followed() -> None:
+    text = "base: &b {k: 1}\nitems:\n  - <<: *b\n"
+    doc = load_yaml("mk.yaml", text)
+    assert doc.data["items"][0] == {"k": 1}
