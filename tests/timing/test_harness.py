@@ -4,6 +4,7 @@ test of tests/backends/test_cuda.py and in reports/checkpoints/h200_bench.sh).""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,7 +78,7 @@ def test_single_arm_never_rereads_the_copy_just_read() -> None:
     arm = _arm(be, "C", 2, 5.0)
     runs = time_single(be, arm, TimingConfig(warmup=2, iterations=4, runs=1))
     copies = [int(e[2]) for e in be.log]
-    assert all(x != y for x, y in zip(copies, copies[1:], strict=False))
+    assert all(x != y for x, y in itertools.pairwise(copies))
     assert runs == [[5.0] * 8]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from hqval.timing.schedule import COLD_EVICTION_FACTOR, abba_order, copy_sequence, rotation_copies
@@ -16,7 +18,7 @@ def test_abba_alternates_and_balances() -> None:
     firsts = [pair[0] for pair in order]
     assert firsts.count(0) == firsts.count(1) == 4
     # Each arm follows the other as often as itself across the stream's transitions.
-    transitions = list(zip(flat, flat[1:], strict=False))
+    transitions = list(itertools.pairwise(flat))
     assert transitions.count((0, 1)) + transitions.count((1, 0)) > 0
     assert abs(transitions.count((0, 0)) - transitions.count((1, 1))) <= 1
 
