@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.JSON_OUT.add_to(parser)
     parser.add_argument("--out", help="also write a results run directory (envelope + rows)")
     parser.add_argument("--shape", action="append",
-                        help="MxK (repeatable; default: every shape in shapes.yaml)")
+                        help="MxK (repeatable; default: the 'full' set of shapes.yaml)")
     parser.add_argument("--mode", choices=("hot", "cold", "both"), default="both",
                         help="cache state: hot (same buffers), cold (rotating copies > LLC)")
     parser.add_argument("--rows", type=int, action="append",
@@ -59,13 +59,9 @@ def _shapes(args: argparse.Namespace) -> list[Any]:
             return [Shape.parse(s) for s in args.shape]
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    try:
-        from hqval.matrix import load_shapes
-    except ImportError:
-        raise UsageError("no shapes.yaml loader in this build; pass --shape MxK") from None
-    found = load_shapes()
-    items = found.values() if isinstance(found, dict) else found
-    return [Shape(int(s.M), int(s.K)) for s in items]
+    from hqval.matrix import load_shapes
+
+    return [Shape(s.M, s.K) for s in load_shapes(set="full")]
 
 
 def _rows(args: argparse.Namespace, arch: str) -> list[int]:
@@ -75,16 +71,13 @@ def _rows(args: argparse.Namespace, arch: str) -> list[int]:
         return list(SWEEP_ROWS)
     if args.rows:
         return sorted(set(args.rows))
-    try:
-        from hqval.matrix import load_arches
+    from hqval.matrix import load_arches
 
-        arches = load_arches()
-    except ImportError:
-        arches = {}
+    arches = load_arches()
     if arch in arches:
-        return [int(arches[arch].gemv_rows_default)]
-    raise UsageError(f"{arch} has no gemv_rows_default in arches.yaml; pass --rows R "
-                     "or --sweep-rows")
+        return [arches[arch].gemv_rows_default]
+    raise UsageError(f"{arch} has no gemv_rows_default (not an RDNA arch in arches.yaml); "
+                     "pass --rows R or --sweep-rows")
 
 
 def run(args: argparse.Namespace) -> int:

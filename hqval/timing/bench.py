@@ -57,28 +57,35 @@ class BenchPlan:
 
 
 def device_facts(backend: Backend, arch: str) -> DeviceFacts:
-    """VRAM peak and LLC size: from ``hqval.matrix`` where it knows the device, else from
-    the device itself (memory clock x bus width, L2 size attribute)."""
-    try:
-        from hqval import matrix
+    """VRAM peak and LLC size from ``hqval.matrix`` (arches, or the devices section for
+    non-RDNA timing devices).  Where the device itself reports a larger LLC than the
+    matrix, the larger one sizes cold mode (a copy set too small would leave weights
+    cached) and the source says so."""
+    from hqval.matrix import load_arches, load_devices
 
-        lookup = getattr(matrix, "device_facts", None)
-        if lookup is not None:
-            found = lookup(arch)
-            if found is not None:
-                return DeviceFacts(float(found.vram_gbps), int(found.llc_bytes),
-                                   "matrices (hqval.matrix.device_facts)")
-    except ImportError:
-        pass
-    props = getattr(backend, "properties", None)
-    if props and props.get("memory_clock_khz") and props.get("memory_bus_bits"):
-        # Double data rate: two transfers per memory clock on the bus.
-        peak = 2.0 * props["memory_clock_khz"] * 1e3 * props["memory_bus_bits"] / 8 / 1e9
-        return DeviceFacts(peak, int(props["l2_bytes"]),
-                           "device attributes (2 x memory clock x bus width; L2 size)")
-    raise NotImplementedError(
-        f"need the VRAM peak and LLC size of {arch}: add it to matrices/arches.yaml"
-    )
+    props = getattr(backend, "properties", None) or {}
+    arches = load_arches()
+    if arch in arches:
+        a = arches[arch]
+        peak, llc, source = a.vram_gbps, a.last_level_cache_bytes, f"arches.yaml {arch}"
+    else:
+        devices = [d for d in load_devices().values() if d.arch == arch]
+        if not devices:
+            if props.get("memory_clock_khz") and props.get("memory_bus_bits"):
+                # Double data rate: two transfers per memory clock on the bus.
+                peak = 2.0 * props["memory_clock_khz"] * 1e3 * props["memory_bus_bits"] / 8e9
+                return DeviceFacts(peak, int(props["l2_bytes"]), "device attributes only "
+                                   f"({arch} is in neither arches nor devices of arches.yaml)")
+            raise NotImplementedError(
+                f"need the VRAM peak and LLC size of {arch}: add it to matrices/arches.yaml"
+            )
+        d = devices[0]
+        peak, llc, source = d.hbm_gbps, d.l2_bytes, f"arches.yaml devices.{d.name}"
+    reported = int(props.get("l2_bytes", 0))
+    if reported > llc:
+        source += f"; LLC {reported} B as the device reports (matrix says {llc} B)"
+        llc = reported
+    return DeviceFacts(float(peak), int(llc), source)
 
 
 def find_kernels(manifest: Any, qt: int, rows: int) -> Any:
