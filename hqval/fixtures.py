@@ -90,6 +90,21 @@ class Fixture:
             raise FixtureError(f"fixture {self.name}(seed={self.seed}) does not hold: {lines}")
         return self
 
+    def save(self, directory: str | Path) -> list[Path]:
+        """Write every blob, and the weights, as qt-tagged tensor files
+        (``<name>-s<seed>-qt<qt>.npz``; weights as qt=0), so a saved fixture can never be
+        read as another format."""
+        from hqval.formats import QT_F32, save_tensor
+
+        d = Path(directory)
+        meta = {"fixture": self.name, "seed": self.seed, "M": self.M, "K": self.K}
+        out = [save_tensor(d / f"{self.name}-s{self.seed}-qt{qt}.npz", b, qt, meta)
+               for qt, b in sorted(self.blobs.items())]
+        if self.weights is not None:
+            out.append(save_tensor(d / f"{self.name}-s{self.seed}-weights.npz", self.weights,
+                                   QT_F32, meta))
+        return out
+
     def describe(self) -> dict[str, Any]:
         """JSON-serialisable summary (for result rows' ``details``)."""
         return {

@@ -4,6 +4,7 @@ discriminates (a misreading it is built to catch is caught)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,3 +123,17 @@ def test_real_weights_come_from_the_installed_package() -> None:
     assert total == fx.real_weights(K=256, qts=(44,)).M
     with pytest.raises(ValueError, match="M=100000 must be 1"):
         fx.real_weights(M=100000, K=256)
+
+
+def test_saved_fixture_files_carry_their_qt(tmp_path: Path) -> None:
+    from hqval.formats import QT_F32, load_tensor
+
+    f = fx.padded_qt45(M=2, K=512)
+    paths = f.save(tmp_path)
+    assert len(paths) == len(f.blobs) + 1
+    t = load_tensor(tmp_path / "padded_qt45-s0-qt45.npz", 45)
+    assert np.array_equal(t.data, f.blob(45)) and t.meta["fixture"] == "padded_qt45"
+    with pytest.raises(ValueError, match="holds qt=45"):
+        load_tensor(tmp_path / "padded_qt45-s0-qt45.npz", 1045)
+    assert np.array_equal(load_tensor(tmp_path / "padded_qt45-s0-weights.npz", QT_F32).data,
+                          f.weights)

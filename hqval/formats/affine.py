@@ -155,14 +155,28 @@ def fma_f32(q: npt.ArrayLike, scale: npt.ArrayLike, zero: npt.ArrayLike) -> F32A
             np.add(r, z, out=r)  # the one rounding of the fma
         return r
     p = qa.astype(np.float64) * s.astype(np.float64)  # exact
-    z64 = z.astype(np.float64)
+    z64 = np.broadcast_to(z.astype(np.float64), p.shape)
     with np.errstate(over="ignore", invalid="ignore"):
         t = p + z64
-        bb = t - p
-        err = (p - (t - bb)) + (z64 - bb)  # TwoSum: t + err == p + z exactly
-    even = (t.view(np.int64) & 1) == 0
-    fix = (err != 0) & even & np.isfinite(t)
-    if fix.any():
-        t = np.where(fix, np.nextafter(t, np.where(err > 0, np.inf, -np.inf)), t)
+    # The cast can only round wrongly where t is exactly an f32 midpoint (a midpoint
+    # strictly between the exact sum and t would be an f64 nearer than t) or where the
+    # result is f32-subnormal (there the midpoints sit at other bit positions).  Fix just
+    # those few by rounding t to odd: TwoSum recovers the lost part of p + z exactly.
+    bits = t.view(np.int64)
+    suspect = ((bits & _BELOW_F32) == _F32_HALF_ULP) | (np.abs(t) < _F32_MIN_NORMAL)
+    if suspect.any():
+        i = np.nonzero(suspect)
+        pi, zi, ti = p[i], z64[i], t[i]
+        with np.errstate(over="ignore", invalid="ignore"):
+            bb = ti - pi
+            err = (pi - (ti - bb)) + (zi - bb)  # TwoSum: ti + err == pi + zi exactly
+        fix = (err != 0) & ((ti.view(np.int64) & 1) == 0) & np.isfinite(ti)
+        t[i] = np.where(fix, np.nextafter(ti, np.where(err > 0, np.inf, -np.inf)), ti)
     with np.errstate(over="ignore"):
         return t.astype(np.float32)
+
+
+# f64 mantissa bits below f32 precision (52 - 23 = 29), and the pattern of an f32 midpoint.
+_BELOW_F32 = np.int64((1 << 29) - 1)
+_F32_HALF_ULP = np.int64(1 << 28)
+_F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)

@@ -3,8 +3,11 @@ the letter, exact decode, and the bad-input refusals."""
 
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -277,3 +280,29 @@ def test_bad_blob_refused(qt: int) -> None:
     other = 132 if fmt.group_bytes == 136 else 136
     with pytest.raises(ValueError, match="stride"):
         fmt.decode(np.zeros((2, 2 * other), np.uint8), 512)
+
+
+HIP_DECODE = """extern "C" __attribute__((global)) void deq(const unsigned char* q, const float* s,
+                                              const float* z, float* out) {
+  unsigned i = __builtin_amdgcn_workitem_id_x();
+  out[i] = (float)(q[i] & 15) * s[i >> 7] + z[i >> 7];
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None,
+                    reason="needs clang-19 and llvm-objdump-19 (apt-get install clang-19 llvm-19)")
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1100", "gfx1201"])
+def test_hip_contracts_decode_into_one_fma(arch: str, tmp_path: Path) -> None:
+    """The decode model (one rounding of q*sc + zp) is what the compiler emits: HIP's default
+    fp-contract fuses the kernel's expression into a single v_fma/v_fmac_f32."""
+    d = tmp_path
+    (d / "k.hip").write_text(HIP_DECODE)
+    subprocess.run(["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib",
+                    "-nogpuinc", "--cuda-device-only", "--no-gpu-bundle-output", "-O3",
+                    str(d / "k.hip"), "-o", str(d / "k.co")], check=True, timeout=120)
+    asm = subprocess.run(["llvm-objdump-19", "-d", f"--mcpu={arch}", str(d / "k.co")],
+                         check=True, capture_output=True, text=True, timeout=60).stdout
+    ops = [ln.split()[0] for ln in asm.splitlines() if ln.startswith("\tv_")]
+    assert any(o.startswith(("v_fma_f32", "v_fmac_f32")) for o in ops), ops
+    assert not any(o.startswith(("v_mul_f32", "v_add_f32")) for o in ops), ops
