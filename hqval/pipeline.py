@@ -132,24 +132,30 @@ def backend_label(ctx: Context, arch: str) -> str:
 
 
 def step_compile(ctx: Context, arch: str) -> list[Row]:
+    """Compile every kernel (and mutant) that applies to ``arch``.  Cached objects make a
+    resumed run's recompile cheap; only cells without a row yet are reported again."""
     compile_matrix = need("hqval.toolchain", "compile_matrix", "3")
-    done = ctx.writer.done
-    specs = [s for s in _all_kernels(ctx)
-             if f"compile[{s.name}|{arch}|toolchain]" not in done]
-    cells = compile_matrix(specs, [ctx.arches[arch]], cache_dir=ctx.config.cache_dir,
-                           include_unsupported=True)
+    cells = compile_matrix(_all_kernels(ctx), [ctx.arches[arch]],
+                           cache_dir=ctx.config.cache_dir, include_unsupported=True)
     for c in cells:
         if c.result is not None and c.result.ok:
             ctx.compiled[(c.spec.name, arch)] = c.result
     rows: list[Row] = [c.row() for c in cells]
-    return rows
+    return [r for r in rows if r.identity not in ctx.writer.done]
+
+
+def _ensure_compiled(ctx: Context, arch: str) -> None:
+    """A resumed run that skipped the compile step still needs the code objects."""
+    if not any(a == arch for _, a in ctx.compiled):
+        step_compile(ctx, arch)
 
 
 def step_audit(ctx: Context, arch: str) -> list[Row]:
     audit = need("hqval.isa", "audit_matrix", "3")
+    _ensure_compiled(ctx, arch)
     cells = [(spec, ctx.compiled[(spec.name, arch)]) for spec in _all_kernels(ctx)
              if (spec.name, arch) in ctx.compiled]
-    rows: list[Row] = list(audit(cells, ctx.arches[arch]))
+    rows: list[Row] = list(audit(cells, ctx.arches[arch], cache_dir=ctx.config.cache_dir))
     return rows
 
 
@@ -166,7 +172,10 @@ def _open_backend(ctx: Context, arch: str) -> Any:
 def _cells(ctx: Context, arch: str, mutants: bool) -> list[Row]:
     run_cells = need("hqval.commands.check", "run_cells", "5")
     backend = _open_backend(ctx, arch)
-    manifest_path = Path(ctx.manifest.path).resolve()
+    if mutants:  # the plugin checks the mutants' manifest, with the suite's as context
+        manifest_path = Path(need("hqval.manifest", "DEFAULT_MUTANTS", "5")).resolve()
+    else:
+        manifest_path = Path(ctx.manifest.path).resolve()
     name = "mutants" if mutants else "checks"
     junit = ctx.writer.path / f"junit-{name}-{arch}.xml"
     with tempfile.TemporaryDirectory(prefix="hqval-run-") as tmp:
@@ -197,14 +206,15 @@ def kill_matrix(check_rows: Iterable[Row], audit_rows: Iterable[Row],
     seen: dict[tuple[str, str], str] = {}
     for r in [*check_rows, *audit_rows]:
         m = by_name.get(r.kernel)
-        if m is None:
-            continue
+        if m is None or r.status in (Status.UNSUPPORTED, Status.SKIPPED):
+            continue  # a mutant of a path the arch does not have is not in the matrix
         key = (m.name, r.arch)
-        seen[key] = r.backend
+        if r.kind == "check" or key not in seen:
+            seen[key] = r.backend
         killed = r.status is Status.FAIL
         if killed:
             kills.setdefault(key, []).append(r.check)
-        if r.kind == "check" and r.status is not Status.UNSUPPORTED:
+        if r.kind == "check":
             out.append(Row(kind="mutant", check=r.check, kernel=m.name, arch=r.arch,
                            backend=r.backend, status=Status.PASS, seed=r.seed,
                            message=f"{r.status}: {r.message}"[:300],

@@ -94,7 +94,13 @@ def test_kill_matrix() -> None:
               Row("check", "bit_identity", "gemv44", "gfx1100", "emu", Status.PASS)]
     audits = [Row("audit", "scalar_header_loads", "mut_extra_work", "gfx1100", "isa",
                   Status.PASS)]
-    rows = pipeline.kill_matrix(checks, audits, [m1, m2])
+    m3 = SimpleNamespace(name="mut_gfx12_only", mutant_of="gemm44", qt=44, kind="gemm",
+                         expected_killer="prefill_parity", mutation="transposed")
+    checks.append(Row("check", "prefill_parity", "mut_gfx12_only", "gfx1100", "emu",
+                      Status.UNSUPPORTED))
+    rows = pipeline.kill_matrix(checks, audits, [m1, m2, m3])
+    # a mutant of a path the arch lacks has no verdict there (not a survivor)
+    assert not any(r.kernel == "mut_gfx12_only" for r in rows)
     verdict = {r.kernel: r for r in rows if r.check == "killed"}
     assert verdict["mut_tid8"].status is Status.PASS
     assert verdict["mut_tid8"].details["killed_by"] == ["reference_parity"]
