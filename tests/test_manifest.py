@@ -1,0 +1,147 @@
+"""hqval.manifest: the suite's kernels.yaml, the mutants, and the errors a user sees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hqval.manifest import (
+    DEFAULT_MANIFEST,
+    KernelSpec,
+    ManifestError,
+    load_manifest,
+    load_mutants,
+)
+from hqval.matrix import load_arches
+
+GOOD_ENTRY = """\
+  - name: k1
+    source: k.hip
+    qt: 44
+    kind: gemv
+    requires: any
+"""
+
+
+def write_tree(tmp_path: Path, entries: str, header: str = "schema: 1\nkernels:\n") -> Path:
+    (tmp_path / "k.hip").write_text("// kernel\n")
+    path = tmp_path / "kernels.yaml"
+    path.write_text(header + entries)
+    return path
+
+
+def test_suite_manifest_covers_the_port_surface() -> None:
+    m = load_manifest()
+    assert m.path == DEFAULT_MANIFEST.resolve()
+    names = set(m.names())
+    for prefix in ("gemv_hfq4g256", "gemv_mq4g256v2", "gemv_mq4c"):
+        for variant in ("r1", "r2", "r4", "r8", "residual_r1", "residual_r2", "qkv_r1"):
+            assert f"{prefix}_{variant}" in names
+    for qt_prefix in ("gemm_hfq4g256", "gemm_mq4g256v2"):
+        for suffix in ("", "_bt4", "_bt6", "_bt8", "_residual"):
+            assert f"{qt_prefix}_wmma_gfx11{suffix}" in names
+        assert f"{qt_prefix}_wmma_gfx12" in names
+    assert "gemm_mq4c_wmma_gfx12" in names
+    # Section 9: no qt=45 gfx11 WMMA sibling.
+    assert not [k for k in m.kernels if k.qt == 45 and k.requires == "wmma_gfx11"]
+
+
+def test_every_v2_kernel_has_a_v1_baseline_of_the_same_shape() -> None:
+    m = load_manifest()
+    for spec in m.kernels:
+        assert spec.source.is_file()
+        if spec.qt == 1:
+            assert spec.baseline is None
+            continue
+        base = m.by_name(spec.baseline or "")
+        assert base.qt == 1
+        assert (base.kind, base.rows_per_block, base.batch_tile, base.residual,
+                base.requires) == (spec.kind, spec.rows_per_block, spec.batch_tile,
+                                   spec.residual, spec.requires)
+
+
+def test_wmma_kernels_are_amd_only_and_apply_by_generation() -> None:
+    m = load_manifest()
+    arches = load_arches()
+    gemv = m.by_name("gemv_mq4g256v2_r1")
+    gfx11 = m.by_name("gemm_mq4g256v2_wmma_gfx11")
+    gfx12 = m.by_name("gemm_mq4c_wmma_gfx12")
+    assert not gemv.amd_only and gfx11.amd_only and gfx12.amd_only
+    assert all(gemv.applies_to(a) for a in arches.values())
+    assert [n for n, a in arches.items() if gfx11.applies_to(a)] == [
+        "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151"]
+    assert [n for n, a in arches.items() if gfx12.applies_to(a)] == ["gfx1200", "gfx1201"]
+
+
+def test_mutants_name_their_real_kernel_and_killer() -> None:
+    real = load_manifest()
+    mutants = load_mutants()
+    assert len(mutants.kernels) >= 10
+    for m in mutants.kernels:
+        assert m.is_mutant and m.mutation and m.expected_killer
+        target = real.by_name(m.mutant_of or "")
+        assert (target.kind, target.qt, target.requires) == (m.kind, m.qt, m.requires)
+        assert real.by_name(m.baseline or "").qt == 1
+    lane_addr = mutants.by_name("gemv_mut_lane_header_address_r1")
+    assert lane_addr.expected_killer == "audit_header_scalar"
+
+
+def test_external_manifest_paths_are_relative_to_it(tmp_path: Path) -> None:
+    (tmp_path / "inc").mkdir()
+    path = write_tree(tmp_path, GOOD_ENTRY + "    defines: {HQ_X: 3, HQ_FLAG: null}\n",
+                      header="schema: 1\ninclude_dirs: [inc]\nkernels:\n")
+    spec = load_manifest(path).kernels[0]
+    assert spec.source == (tmp_path / "k.hip").resolve()
+    assert spec.include_dirs == ((tmp_path / "inc").resolve(),)
+    assert spec.symbol == "k1" and spec.block == 32 and spec.baseline is None
+    assert spec.define_flags() == ["-DHQ_FLAG", "-DHQ_X=3"]
+
+
+@pytest.mark.parametrize(("entries", "header", "needle"), [
+    (GOOD_ENTRY + "    rows_per_blok: 2\n", None, ":8: key 'rows_per_blok': unknown key; "
+                                                  "fix: did you mean 'rows_per_block'?"),
+    ("  - name: k1\n    source: k.hip\n    kind: gemv\n", None, "key 'qt': missing"),
+    (GOOD_ENTRY.replace("gemv", "gemx"), None, "key 'kind': 'gemx' is not a kernel kind"),
+    (GOOD_ENTRY.replace("k.hip", "nope.hip"), None, "nope.hip does not exist"),
+    (GOOD_ENTRY + GOOD_ENTRY, None, "'k1' repeats the entry at line 3"),
+    (GOOD_ENTRY + "    baseline: k0\n", None, "key 'baseline': 'k0' is not a kernel"),
+    (GOOD_ENTRY.replace("qt: 44", "qt: '44'"), None, "key 'qt': '44' has the wrong type"),
+    (GOOD_ENTRY + "    block: 64\n", None, "the ABI is one wave32 per block"),
+    (GOOD_ENTRY.replace("kind: gemv", "kind: gemm"), None, "a gemm kernel is a WMMA kernel"),
+    (GOOD_ENTRY, "schema: 2\nkernels:\n", "key 'schema': is 2"),
+    (GOOD_ENTRY, "schema: 1\nkernel:\n", "unknown top-level key; fix: did you mean 'kernels'?"),
+])
+def test_bad_manifests_name_file_line_key_and_fix(
+        tmp_path: Path, entries: str, header: str | None, needle: str) -> None:
+    path = write_tree(tmp_path, entries, **({"header": header} if header else {}))
+    with pytest.raises(ManifestError) as err:
+        load_manifest(path)
+    text = str(err.value)
+    assert text.startswith(str(path.resolve()))
+    assert needle in text
+    assert "fix" in text or "did you mean" in text
+
+
+def test_missing_manifest_is_an_error_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="pass --manifest"):
+        load_manifest(tmp_path / "absent.yaml")
+
+
+def test_mutant_keys_are_required_in_a_mutant_manifest(tmp_path: Path) -> None:
+    path = write_tree(tmp_path, GOOD_ENTRY + "    mutant_of: k0\n    mutation: broken\n")
+    with pytest.raises(ManifestError, match="key 'expected_killer': missing"):
+        load_manifest(path, mutants=True)
+    with pytest.raises(ManifestError, match="key 'mutant_of': unknown key"):
+        load_manifest(path)
+
+
+def test_applies_to_accepts_anything_with_wmma() -> None:
+    class Fake:
+        wmma = "gfx12"
+
+    spec = KernelSpec(name="x", source=Path("x.hip"), symbol="x", qt=1, kind="gemm",
+                      requires="wmma_gfx12")
+    assert spec.applies_to(Fake())
+    Fake.wmma = "gfx11"
+    assert not spec.applies_to(Fake())
