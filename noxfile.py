@@ -1,0 +1,133 @@
+"""nox entry points: one session per arch in matrices/arches.yaml, plus matrix, tests, lint.
+
+    nox -s gfx1100        # hqval run --arch gfx1100 --out runs/gfx1100-<UTC timestamp>
+    nox -s matrix         # every arch in one run directory
+    nox -s tests          # pytest -n auto over tests/
+    nox -s lint           # ruff + mypy
+
+Arguments after ``--`` go to the command (``nox -s gfx1100 -- --backend emu``).  The LLVM
+toolchain (clang-19, lld-19, llvm-19) comes from apt, not pip: when it is missing and
+nox runs as root the session installs it with apt-get and says so; otherwise it stops at
+once with the exact install line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+ARCHES_YAML = ROOT / "matrices" / "arches.yaml"
+
+# tool on PATH -> the Debian package that provides it
+TOOLCHAIN = {"clang-19": "clang-19", "ld.lld-19": "lld-19", "llvm-objdump-19": "llvm-19",
+             "llvm-readelf-19": "llvm-19"}
+BROWSER = {"chromium": "chromium"}
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+def arch_names(path: Path = ARCHES_YAML) -> list[str]:
+    """The keys of the top-level ``arches:`` mapping.  Read line by line so the noxfile
+    needs nothing but nox (PyYAML lives in the session venvs, not in nox's own);
+    tests/test_noxfile.py checks the result against ``hqval.matrix.load_arches()``."""
+    names: list[str] = []
+    inside = False
+    for line in path.read_text().splitlines():
+        if re.match(r"^arches:\s*(#.*)?$", line):
+            inside = True
+            continue
+        if inside and re.match(r"^\S", line):
+            break  # the next top-level key
+        m = re.match(r"^  ([A-Za-z0-9_]+):\s*(#.*)?$", line) if inside else None
+        if m:
+            names.append(m.group(1))
+    if not names:
+        raise RuntimeError(f"{path}: found no arches under a top-level 'arches:' mapping")
+    return names
+
+
+def missing_packages(tools: dict[str, str]) -> list[str]:
+    return sorted({pkg for tool, pkg in tools.items() if shutil.which(tool) is None})
+
+
+def ensure_apt(session: nox.Session, tools: dict[str, str], why: str,
+               required: bool = True) -> None:
+    """Install the Debian packages behind ``tools`` when missing (as root), else stop
+    with the exact command (or, for an optional tool, say what will be skipped)."""
+    packages = missing_packages(tools)
+    if not packages:
+        return
+    line = f"apt-get install -y {' '.join(packages)}"
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        session.log(f"{why}: {', '.join(packages)} missing; installing with `{line}`")
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run("apt-get", "update", "-qq", external=True, env=env)
+        session.run("apt-get", "install", "-y", "-qq", *packages, external=True, env=env)
+        still = missing_packages(tools)
+        if still:
+            session.error(f"{', '.join(still)} still missing after apt-get install")
+        return
+    message = f"{why}: {', '.join(packages)} missing. Install them with:\n    sudo {line}"
+    if required:
+        session.error(message)
+    session.warn(message + "\n(not root: continuing; the tests that need it will skip)")
+
+
+def install_suite(session: nox.Session, extras: str = "") -> None:
+    """The package into the session venv; the hip extra where ROCm is installed."""
+    if Path("/opt/rocm").is_dir() and not extras:
+        session.log("ROCm found at /opt/rocm: installing the hip extra (hip-python)")
+        extras = "hip"
+    session.install("-e", f".[{extras}]" if extras else ".")
+
+
+def run_dir(tag: str) -> str:
+    return str(Path("runs") / f"{tag}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+
+
+def _arch_session(arch: str) -> None:
+    @nox.session(name=arch)
+    def session(session: nox.Session) -> None:
+        ensure_apt(session, TOOLCHAIN, "compiling the gfx code objects")
+        install_suite(session)
+        session.run("hqval", "run", "--arch", arch, "--out", run_dir(arch), *session.posargs)
+
+    session.__doc__ = f"hqval run --arch {arch}: compile, audit, checks, mutants, timing " \
+                      "where hardware exists, admission, report"
+
+
+for _arch in arch_names():
+    _arch_session(_arch)
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """hqval run over every arch in arches.yaml, into one run directory."""
+    ensure_apt(session, TOOLCHAIN, "compiling the gfx code objects")
+    install_suite(session)
+    session.run("hqval", "run", "--arch", "all", "--out", run_dir("matrix"), *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite, in parallel (pytest -n auto), including the headless Chromium test."""
+    ensure_apt(session, TOOLCHAIN, "tests compile real code objects")
+    ensure_apt(session, BROWSER, "the report test opens the HTML in headless Chromium",
+               required=False)
+    install_suite(session, "dev")
+    session.run("pytest", "-n", "auto", "tests/", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff and mypy (strict, configured in pyproject.toml)."""
+    install_suite(session, "dev")
+    session.run("ruff", "check", "hqval", "tests", "noxfile.py")
+    session.run("mypy", *session.posargs)
