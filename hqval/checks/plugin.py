@@ -1,7 +1,8 @@
 """pytest plugin: the check matrix as pytest items.
 
-Load it explicitly (``-p hqval.checks.plugin``) and pass a kernel manifest as the path to
-collect; every (check x kernel x arch x backend) cell becomes one item whose name is the
+Load it explicitly (``-p hqval.checks.plugin``) and pass kernel manifests (a kernels.yaml,
+or a mutants.yaml, whose entries carry ``mutant_of``) as the paths to collect; every
+(check x kernel x arch x backend) cell becomes one item whose name is the
 cell identity, e.g. ``bit_identity[gemv_mq4g256v2_r1|gfx1100|emu]``, so ``-k``, the JUnit
 XML, the failure list and the result rows all use one string.  Works under pytest-xdist:
 each worker rebuilds the same items; the result row travels back to the controller in the
@@ -43,8 +44,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="only these checks (repeatable; default all)")
     group.addoption("--hqval-seed", type=int, default=0, help="fixture seed (default 0)")
     group.addoption("--hqval-json", default=None, help="write every result row here (JSON list)")
-    group.addoption("--hqval-mutants", action="store_true",
-                    help="the manifest is a mutant manifest: collect its mutants, not kernels")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,11 +90,16 @@ class _Contexts:
 _CONTEXTS = _Contexts()
 
 
-def load_for_cells(path: Path, mutants: bool) -> tuple[Manifest, Manifest]:
-    """(the manifest whose kernels are checked, the manifest baselines resolve in)."""
+def is_mutant_manifest(path: Path) -> bool:
+    return "mutant_of:" in path.read_text(errors="replace")
+
+
+def load_for_cells(path: Path) -> tuple[Manifest, Manifest]:
+    """(the manifest whose kernels are checked, the manifest baselines resolve in).  A
+    mutant manifest's baselines are the suite's real kernels."""
     from hqval.manifest import load_manifest, load_mutants
 
-    if mutants:
+    if is_mutant_manifest(path):
         real = load_manifest(None)
         muts = load_mutants(path)
         merged = type(real)(path=muts.path, kernels=[*real.kernels, *muts.kernels])
@@ -129,7 +133,7 @@ class ManifestFile(pytest.File):
         unknown = [c for c in checks if c not in CHECKS]
         if unknown:
             raise pytest.UsageError(f"unknown check(s) {unknown}: choose from {list(CHECKS)}")
-        subject, context_manifest = load_for_cells(self.path, bool(opt("--hqval-mutants")))
+        subject, context_manifest = load_for_cells(self.path)
         backend_name: str = opt("--hqval-backend")
         for arch in arches:
             label = backend_label(backend_name, arch)

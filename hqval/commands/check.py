@@ -80,12 +80,13 @@ PYTEST_INI = "[pytest]\naddopts = --strict-markers\nxfail_strict = true\n"
 
 
 def run_cells(
-    manifest: Path, arches: list[str], backend: str, *, json_out: Path, checks: list[str] | None,
-    keyword: str | None, workers: str, junit_xml: str | None, seed: int, mutants: bool = False,
-    quiet: bool = False,
+    manifests: list[Path], arches: list[str], backend: str, *, json_out: Path,
+    checks: list[str] | None, keyword: str | None, workers: str, junit_xml: str | None,
+    seed: int, quiet: bool = False,
 ) -> tuple[int, list[Row]]:
-    """Run pytest over the cells; returns (pytest exit code, rows)."""
+    """Run pytest over the cells of ``manifests``; returns (pytest exit code, rows)."""
     import json
+    import os
     import shutil
     import tempfile
 
@@ -98,8 +99,9 @@ def run_cells(
     ini_dir = tempfile.mkdtemp(prefix="hqval-cells-")
     ini = Path(ini_dir) / "pytest.ini"
     ini.write_text(PYTEST_INI)
-    args = [str(manifest), "-p", "hqval.checks.plugin", "-p", "no:cacheprovider", "-c", str(ini),
-            "--rootdir", str(manifest.parent), "--hqval-backend", backend,
+    rootdir = os.path.commonpath([m.parent for m in manifests])
+    args = [*map(str, manifests), "-p", "hqval.checks.plugin", "-p", "no:cacheprovider",
+            "-c", str(ini), "--rootdir", rootdir, "--hqval-backend", backend,
             "--hqval-json", str(json_out), "--hqval-seed", str(seed), "-q", "-rfE"]
     if quiet:
         args += ["--no-header", "--no-summary", "-qq"]
@@ -115,8 +117,6 @@ def run_cells(
         args += ["-p", "no:xdist"]
     if junit_xml:
         args += ["--junit-xml", junit_xml]
-    if mutants:
-        args.append("--hqval-mutants")
     try:
         code = int(pytest.main(args))
     finally:
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="hqval-check-") as tmp:
         json_out = Path(args.json) if args.json else Path(tmp) / "rows.json"
         code, rows = run_cells(
-            manifest.resolve(), arches, args.backend, json_out=json_out, checks=args.check,
+            [manifest.resolve()], arches, args.backend, json_out=json_out, checks=args.check,
             keyword=args.keyword, workers=str(args.workers), junit_xml=args.junit_xml,
             seed=args.seed,
         )

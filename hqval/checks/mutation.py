@@ -1,0 +1,112 @@
+"""The mutation kill matrix: every deliberately broken kernel must be killed.
+
+A mutant (``kernels/mutants/mutants.yaml``: ``mutant_of``, ``mutation``,
+``expected_killer``) is killed on an arch when at least one check cell or ISA audit rule
+*fails* it there.  An ``error`` is no kill: the check reached no verdict, so a mutant that
+only errors survives (fail closed).  Arches the mutant does not compile for, or does not
+apply to, are ``unsupported`` for it.  The real kernels must show zero failing or erroring
+cells in the same run, or the matrix proves nothing.
+
+The verdict is one ``Row(kind="mutant", check="mutant")`` per (mutant, arch): ``pass`` if
+killed (the suite did its job), ``fail`` if it survived, with the killers, the expected
+killer and every cell's status in ``details``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hqval.result import Row, Status
+
+if TYPE_CHECKING:
+    from hqval.manifest import KernelSpec
+
+VERDICT_CHECK = "mutant"
+
+
+@dataclass(frozen=True)
+class Built:
+    """Whether a mutant applies to and compiles for an arch, and why not."""
+
+    ok: bool
+    reason: str = ""
+
+
+def killers(rows: Iterable[Row]) -> list[str]:
+    """Names of the checks / audit rules whose rows fail (never error) the kernel."""
+    return sorted({r.check for r in rows if r.status == Status.FAIL})
+
+
+def expected_hit(expected: str, found: Sequence[str]) -> bool:
+    """``expected_killer`` names a check (``bit_identity``) or an audit rule
+    (``audit_header_scalar``, ``header_scalar`` or ``audit:header_scalar``)."""
+    want = expected.replace("audit:", "audit_").strip()
+    return any(k == want or k == f"audit_{want}" for k in found)
+
+
+def verdicts(
+    mutants: Sequence[KernelSpec], arches: Sequence[str], backend: str,
+    built: Mapping[tuple[str, str], Built], rows: Iterable[Row],
+) -> list[Row]:
+    """One verdict row per (mutant, arch) from the check and audit rows of the mutants."""
+    by_cell: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        by_cell.setdefault((r.kernel, r.arch), []).append(r)
+    out: list[Row] = []
+    for m in mutants:
+        for arch in arches:
+            b = built.get((m.name, arch), Built(False, "not compiled"))
+            base = {"mutant_of": m.mutant_of, "mutation": m.mutation,
+                    "expected_killer": m.expected_killer}
+            if not b.ok:
+                out.append(Row(kind="mutant", check=VERDICT_CHECK, kernel=m.name, arch=arch,
+                               backend=backend, status=Status.UNSUPPORTED,
+                               message=f"not built for {arch}: {b.reason}", details=base))
+                continue
+            cell_rows = by_cell.get((m.name, arch), [])
+            found = killers(cell_rows)
+            cells = {r.check: str(r.status) for r in cell_rows}
+            errors = sorted(r.check for r in cell_rows if r.status == Status.ERROR)
+            details = {**base, "killed_by": found, "cells": cells, "errors": errors,
+                       "expected_hit": expected_hit(m.expected_killer, found)}
+            if found:
+                note = "" if details["expected_hit"] else (
+                    f" (expected killer {m.expected_killer!r} did not fail it)")
+                out.append(Row(kind="mutant", check=VERDICT_CHECK, kernel=m.name, arch=arch,
+                               backend=backend, status=Status.PASS,
+                               message=f"killed by {', '.join(found)}{note}",
+                               measured=float(len(found)), details=details))
+            else:
+                why = f"; errors (no verdict) in {', '.join(errors)}" if errors else ""
+                out.append(Row(kind="mutant", check=VERDICT_CHECK, kernel=m.name, arch=arch,
+                               backend=backend, status=Status.FAIL,
+                               message=f"SURVIVED: no check or audit rule failed it{why}",
+                               measured=0.0, details=details))
+    return out
+
+
+def real_failures(rows: Iterable[Row]) -> list[Row]:
+    """Real-kernel cells that failed or errored (must be none)."""
+    return [r for r in rows if r.status in (Status.FAIL, Status.ERROR)]
+
+
+def matrix_text(verdict_rows: Sequence[Row], cell_rows: Iterable[Row]) -> str:
+    """mutant x check table per arch: K killed (fails), . passes (survives it),
+    E error, - unsupported/not built."""
+    rows = list(cell_rows)
+    columns = sorted({r.check for r in rows})
+    status = {(r.kernel, r.arch, r.check): r.status for r in rows}
+    mark = {Status.FAIL: "K", Status.PASS: ".", Status.ERROR: "E",
+            Status.UNSUPPORTED: "-", Status.SKIPPED: "s"}
+    abbrev = [c.replace("audit_", "a:") for c in columns]
+    width = max([len(v.kernel) + len(v.arch) + 3 for v in verdict_rows] + [10])
+    lines = ["mutant|arch".ljust(width) + " " + " ".join(abbrev) + "  verdict"]
+    for v in verdict_rows:
+        marks = [mark.get(status.get((v.kernel, v.arch, c), Status.UNSUPPORTED), "?")
+                 .center(len(a)) for c, a in zip(columns, abbrev, strict=True)]
+        verdict = {Status.PASS: "killed", Status.FAIL: "SURVIVED",
+                   Status.UNSUPPORTED: "not built"}.get(v.status, str(v.status))
+        lines.append(f"{v.kernel}|{v.arch}".ljust(width) + " " + " ".join(marks) + "  " + verdict)
+    return "\n".join(lines)
