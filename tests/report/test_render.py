@@ -97,6 +97,7 @@ def test_checkpoint_markdown_shape(make_run: RunFactory) -> None:
     assert "Emulated is not measured: gfx1010" in not_claimed
     assert "Untested" in not_claimed
     assert "\n\n\n" not in md
+    assert not re.search(r"[^\n]\n(## |\| )", md.replace("|\n|", "")), "needs blank lines"
 
 
 def test_checkpoint_without_failures(make_run: RunFactory) -> None:
