@@ -166,3 +166,22 @@ def test_end_to_end_run_on_the_emulator(tmp_path: Path,
     assert main(["run", "--arch", "gfx1010", "--backend", "emu", "--out", str(out),
                  "--resume"]) == code
     assert len(store.load(out).rows) == n
+
+
+@pytest.mark.slow
+def test_required_backend_missing_fails_closed(tmp_path: Path) -> None:
+    """--backend hip on a machine without ROCm: the steps that need it are infrastructure
+    errors naming what is missing, no cell is admitted beyond compiled, exit 2."""
+    backends = pytest.importorskip("hqval.backends")
+    try:
+        backends.get("hip", "gfx1010")
+    except backends.BackendUnavailable:
+        pass
+    else:
+        pytest.skip("a HIP device is present here")
+    out = tmp_path / "run"
+    assert main(["run", "--arch", "gfx1010", "--backend", "hip", "--out", str(out),
+                 "--no-mutants"]) == 2
+    adm = json.loads((out / "admission.json").read_text())
+    assert any("backend 'hip' for gfx1010" in line for line in adm["infrastructure"])
+    assert {c["status"] for c in adm["cells"]} <= {"compiled", "untested"}
