@@ -137,3 +137,15 @@ def test_saved_fixture_files_carry_their_qt(tmp_path: Path) -> None:
         load_tensor(tmp_path / "padded_qt45-s0-qt45.npz", 1045)
     assert np.array_equal(load_tensor(tmp_path / "padded_qt45-s0-weights.npz", QT_F32).data,
                           f.weights)
+
+
+SMALL = [(n, M, K) for n in ("equal_halves", "disjoint_halves", "padded_qt45", "degenerate",
+                              "gaussian")
+         for M, K in ((1, 256), (1, 512), (3, 512)) if not (n == "padded_qt45" and K < 512)]
+
+
+@pytest.mark.parametrize("name, M, K", SMALL)
+def test_fixtures_hold_at_emulator_sizes_for_many_seeds(name: str, M: int, K: int) -> None:
+    failed = [(seed, [a.name for a in f.failures]) for seed in range(25)
+              if not (f := fx.FIXTURES[name](M=M, K=K, seed=seed)).ok]
+    assert failed == []
