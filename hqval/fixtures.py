@@ -369,6 +369,7 @@ def degenerate(M: int = 8, K: int = 512, seed: int = 0) -> Fixture:
     const_half[kind == 3, 1] = True
     const_half[kind == 4] = True
     consts[kind == 4] = 0.0
+    consts[consts == 0] = 0.0  # never -0.0: the decode of a -0.0 constant is +0.0 (fma)
     w = np.where(const_half[..., None], consts[..., None], w).reshape(M, K).astype(np.float32)
     blobs = _encode_all(w, AFFINE_QTS)
     asserts = []
