@@ -63,8 +63,10 @@ class Compiler:
         return self.kind in ("rocm-clang", "hipcc")
 
     def flags(self, arch: str) -> list[str]:
+        # -fuse-cuid=none: no per-output-path __hip_cuid symbol, so a rebuild of the same
+        # inputs is byte-identical (the cache can be checked against a fresh build).
         f = ["-x", "hip", f"--offload-arch={arch}", "--cuda-device-only",
-             "--no-gpu-bundle-output", "-O3", "-std=c++17", "-nogpulib"]
+             "--no-gpu-bundle-output", "-O3", "-std=c++17", "-nogpulib", "-fuse-cuid=none"]
         if not self.hip_headers:
             f.append("-nogpuinc")
         return f
@@ -83,6 +85,12 @@ class CompileResult:
 
 
 def _version(path: str) -> str:
+    st = os.stat(path)
+    return _version_of(os.path.realpath(path), st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _version_of(path: str, mtime_ns: int) -> str:
     try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True,
                              timeout=60, check=False)
@@ -94,8 +102,7 @@ def _version(path: str) -> str:
     return text.splitlines()[0]
 
 
-@functools.lru_cache(maxsize=8)
-def _find_compiler_cached(hqval_clang: str | None, rocm_path: str | None,
+def _search(hqval_clang: str | None, rocm_path: str | None,
                           path_env: str | None) -> Compiler:
     searched: list[str] = []
     if hqval_clang:
@@ -137,8 +144,7 @@ def find_compiler(env: Mapping[str, str] | None = None) -> Compiler:
     """The compiler the suite builds with: ``HQVAL_CLANG``, ROCm's clang or hipcc
     (``ROCM_PATH`` or /opt/rocm, then hipcc on PATH), then clang-20 / clang-19 on PATH."""
     e = os.environ if env is None else env
-    return _find_compiler_cached(e.get("HQVAL_CLANG") or None, e.get("ROCM_PATH") or None,
-                                 e.get("PATH"))
+    return _search(e.get("HQVAL_CLANG") or None, e.get("ROCM_PATH") or None, e.get("PATH"))
 
 
 # ---- content addressing ------------------------------------------------------------------

@@ -1,0 +1,224 @@
+"""hqval.toolchain: compiler search, real device-only builds, the validated cache, the matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hqval.manifest import KernelSpec, load_manifest, load_mutants
+from hqval.matrix import load_arches
+from hqval.result import Status
+from hqval.toolchain import (
+    EM_AMDGPU,
+    ToolchainError,
+    cache_root,
+    compile_kernel,
+    compile_matrix,
+    find_compiler,
+    resolve_arches,
+)
+
+PRELUDE = Path(__file__).resolve().parents[1] / "kernels" / "include"
+CLANG = shutil.which("clang-19") or shutil.which("clang-20")
+pytestmark = pytest.mark.skipif(CLANG is None, reason="needs clang-19 or clang-20 on PATH")
+
+TINY = """\
+#include "hqval_prelude.h"
+#include "tiny.h"
+HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) tiny(const unsigned char* W, const float* x, float* y,
+                                         int M, int K) {
+    if (hq_lane() == 0) y[0] = x[0] * TINY_SCALE + (float)W[0];
+}
+"""
+
+
+def tiny_spec(tmp_path: Path, source: str = TINY, **kw: object) -> KernelSpec:
+    (tmp_path / "tiny.h").write_text("#define TINY_SCALE 2.0f\n")
+    (tmp_path / "tiny.hip").write_text(source)
+    base = KernelSpec(name="tiny", source=tmp_path / "tiny.hip", symbol="tiny", qt=1,
+                      kind="gemv", include_dirs=(PRELUDE,))
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def entry_files(cache: Path, key: str) -> tuple[Path, Path]:
+    d = cache_root(cache) / key[:2]
+    return d / f"{key}.co", d / f"{key}.json"
+
+
+# ---- compiler search ------------------------------------------------------------------
+
+def test_default_search_finds_a_versioned_clang() -> None:
+    c = find_compiler({"PATH": os.environ["PATH"]})
+    assert c.kind in ("clang", "rocm-clang", "hipcc")
+    assert "clang" in c.version.lower()
+    assert os.access(c.path, os.X_OK)
+
+
+def test_hqval_clang_wins_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    assert CLANG is not None
+    c = find_compiler({"HQVAL_CLANG": CLANG, "PATH": str(tmp_path)})
+    assert (c.path, c.found_by, c.kind) == (CLANG, "HQVAL_CLANG", "clang")
+    with pytest.raises(ToolchainError, match="HQVAL_CLANG=/no/such/clang"):
+        find_compiler({"HQVAL_CLANG": "/no/such/clang", "PATH": os.environ["PATH"]})
+
+
+def test_rocm_clang_comes_before_path_and_uses_hip_headers(tmp_path: Path) -> None:
+    assert CLANG is not None
+    bindir = tmp_path / "rocm" / "llvm" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "clang").symlink_to(CLANG)
+    c = find_compiler({"ROCM_PATH": str(tmp_path / "rocm"), "PATH": os.environ["PATH"]})
+    assert c.kind == "rocm-clang" and c.path == str(bindir / "clang")
+    assert c.hip_headers and "-nogpuinc" not in c.flags("gfx1100")
+    assert "-nogpuinc" in find_compiler({"PATH": os.environ["PATH"]}).flags("gfx1100")
+
+
+def test_path_search_prefers_clang_20_then_19(tmp_path: Path) -> None:
+    assert CLANG is not None
+    for name in ("clang-19", "clang-20"):
+        (tmp_path / name).symlink_to(CLANG)
+    c = find_compiler({"PATH": str(tmp_path)})
+    assert Path(c.path).name == "clang-20" and c.found_by == "clang-20 on PATH"
+    (tmp_path / "clang-20").unlink()
+    assert Path(find_compiler({"PATH": str(tmp_path)}).path).name == "clang-19"
+
+
+def test_no_compiler_is_an_error_naming_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError, match="apt-get install clang-19"):
+        find_compiler({"PATH": str(tmp_path)})
+
+
+# ---- compile and cache -----------------------------------------------------------------
+
+def test_compile_builds_a_real_amdgpu_object_then_hits_the_cache(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path)
+    cache = tmp_path / "cache"
+    first = compile_kernel(spec, "gfx1100", cache)
+    assert first.ok, first.message
+    assert first.code_object is not None and not first.cached
+    data = first.code_object.read_bytes()
+    assert data[:4] == b"\x7fELF" and int.from_bytes(data[18:20], "little") == EM_AMDGPU
+    meta = json.loads(first.code_object.with_suffix(".json").read_text())
+    assert meta["key"] == first.key and meta["arch"] == "gfx1100"
+    second = compile_kernel(spec, "gfx1100", cache)
+    assert second.ok and second.cached and second.code_object == first.code_object
+    other_arch = compile_kernel(spec, "gfx1201", cache)
+    assert other_arch.ok and not other_arch.cached and other_arch.key != first.key
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    ("flip", "sha256 mismatch"),
+    ("truncate", "size"),
+    ("stale", "stale"),
+    ("meta", "unreadable metadata"),
+])
+def test_a_damaged_cache_entry_is_rebuilt_never_used(
+        tmp_path: Path, damage: str, reason: str) -> None:
+    spec = tiny_spec(tmp_path)
+    cache = tmp_path / "cache"
+    good = compile_kernel(spec, "gfx1100", cache)
+    assert good.ok and good.code_object is not None
+    original = good.code_object.read_bytes()
+    co, meta = entry_files(cache, good.key)
+    if damage == "flip":
+        buf = bytearray(original)
+        buf[len(buf) // 2] ^= 0xFF
+        co.write_bytes(bytes(buf))
+    elif damage == "truncate":
+        co.write_bytes(original[: len(original) // 2])
+    elif damage == "stale":
+        info = json.loads(meta.read_text())
+        info["key"] = "0" * 64
+        meta.write_text(json.dumps(info))
+    else:
+        meta.write_text("{not json")
+    again = compile_kernel(spec, "gfx1100", cache)
+    assert again.ok and not again.cached
+    assert reason in again.details["rebuilt"]
+    assert co.read_bytes() == original  # the rebuild is byte-identical to the first build
+
+
+def test_key_follows_included_files_and_defines(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path)
+    cache = tmp_path / "cache"
+    a = compile_kernel(spec, "gfx1100", cache)
+    (tmp_path / "tiny.h").write_text("#define TINY_SCALE 3.0f\n")
+    b = compile_kernel(spec, "gfx1100", cache)
+    assert a.ok and b.ok and a.key != b.key and not b.cached
+    assert a.code_object is not None and b.code_object is not None
+    assert a.code_object.read_bytes() != b.code_object.read_bytes()
+    c = compile_kernel(replace(spec, defines=(("HQ_UNUSED", "1"),)), "gfx1100", cache)
+    assert c.ok and c.key != b.key
+
+
+def test_compile_error_is_a_failed_result_with_the_compiler_message(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path, source=TINY.replace("x[0] *", "undeclared_thing *"))
+    r = compile_kernel(spec, "gfx1100", tmp_path / "cache")
+    assert not r.ok and r.code_object is None
+    assert "tiny.hip" in r.message and "undeclared_thing" in r.message
+    leftovers = list(cache_root(tmp_path / "cache").rglob("*"))
+    assert not [p for p in leftovers if p.is_file()]
+
+
+def test_missing_symbol_names_the_symbols_that_exist(tmp_path: Path) -> None:
+    r = compile_kernel(tiny_spec(tmp_path, symbol="tinny"), "gfx1100", tmp_path / "cache")
+    assert not r.ok and "'tinny'" in r.message and "tiny" in r.message
+
+
+def test_wmma_source_on_a_gfx10_target_says_why(tmp_path: Path) -> None:
+    spec = load_manifest().by_name("gemm_mq4g256v2_wmma_gfx11")
+    r = compile_kernel(spec, "gfx1030", tmp_path / "cache")
+    assert not r.ok and "needs a gfx11 or gfx12 target" in r.message
+
+
+def test_matrix_keeps_going_past_a_failing_cell(tmp_path: Path) -> None:
+    good = tiny_spec(tmp_path)
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    bad = replace(tiny_spec(bad_dir, source=TINY.replace("y[0] =", "y[0] = )")),
+                  name="broken")
+    wmma = replace(good, name="needs_wmma", kind="gemm", requires="wmma_gfx12")
+    arches = load_arches()
+    cells = compile_matrix([good, bad, wmma], [arches["gfx1010"], arches["gfx1201"]],
+                           jobs=2, cache_dir=tmp_path / "cache", include_unsupported=True)
+    rows = {r.identity: r for r in (c.row() for c in cells)}
+    assert rows["compile[tiny|gfx1010|toolchain]"].status is Status.PASS
+    assert rows["compile[tiny|gfx1201|toolchain]"].status is Status.PASS
+    assert rows["compile[broken|gfx1010|toolchain]"].status is Status.FAIL
+    assert "error" in rows["compile[broken|gfx1010|toolchain]"].message
+    assert rows["compile[needs_wmma|gfx1010|toolchain]"].status is Status.UNSUPPORTED
+    # needs_wmma shares tiny's code object: applies on gfx1201, so it compiled there.
+    assert rows["compile[needs_wmma|gfx1201|toolchain]"].status is Status.PASS
+    assert len(rows) == 6
+
+
+def test_resolve_arches_takes_lists_and_all_and_names_unknown_ones() -> None:
+    assert [a.name for a in resolve_arches(["gfx1100,gfx1201"])] == ["gfx1100", "gfx1201"]
+    assert len(resolve_arches(["all"])) == len(load_arches())
+    with pytest.raises(ValueError, match="gfx9000"):
+        resolve_arches(["gfx9000"])
+    with pytest.raises(ValueError, match="--arch"):
+        resolve_arches([])
+
+
+@pytest.mark.slow
+def test_every_kernel_and_mutant_compiles_for_the_ci_arches(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    cache = tmp_path_factory.mktemp("ci-cache")
+    arches = load_arches()
+    specs = [*load_manifest().kernels, *load_mutants().kernels]
+    ci = [arches[n] for n in ("gfx1010", "gfx1030", "gfx1100", "gfx1151", "gfx1201")]
+    cells = compile_matrix(specs, ci, cache_dir=cache)
+    failed = [(c.spec.name, c.arch, c.result.message) for c in cells
+              if c.result is None or not c.result.ok]
+    assert failed == []
+    per_arch = {a.name: sum(1 for c in cells if c.arch == a.name) for a in ci}
+    gemv = sum(1 for s in specs if s.requires == "any")
+    assert per_arch["gfx1010"] == per_arch["gfx1030"] == gemv
+    assert per_arch["gfx1100"] == per_arch["gfx1151"] > gemv
+    assert per_arch["gfx1201"] > gemv
