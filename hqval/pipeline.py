@@ -131,9 +131,21 @@ def backend_label(ctx: Context, arch: str) -> str:
 # ---------------------------------------------------------------------------- steps
 
 
+def is_rdna(arch: str) -> bool:
+    return not arch.startswith("sm_")
+
+
+def _nvrtc_note(step: str, arch: str) -> list[Row]:
+    return [Row("step", step, "-", arch, "cuda", Status.SKIPPED,
+                message=f"{step}: {arch} kernels are built by NVRTC when the cuda backend "
+                        "loads them; no gfx code object to compile or audit")]
+
+
 def step_compile(ctx: Context, arch: str) -> list[Row]:
     """Compile every kernel (and mutant) that applies to ``arch``.  Cached objects make a
     resumed run's recompile cheap; only cells without a row yet are reported again."""
+    if not is_rdna(arch):
+        return _nvrtc_note("compile", arch)
     compile_matrix = need("hqval.toolchain", "compile_matrix", "3")
     cells = compile_matrix(_all_kernels(ctx), [ctx.arches[arch]],
                            cache_dir=ctx.config.cache_dir, include_unsupported=True)
@@ -151,6 +163,8 @@ def _ensure_compiled(ctx: Context, arch: str) -> None:
 
 
 def step_audit(ctx: Context, arch: str) -> list[Row]:
+    if not is_rdna(arch):
+        return _nvrtc_note("audit", arch)
     audit = need("hqval.isa", "audit_matrix", "3")
     _ensure_compiled(ctx, arch)
     cells = [(spec, ctx.compiled[(spec.name, arch)]) for spec in _all_kernels(ctx)
@@ -284,6 +298,10 @@ def step_timing(ctx: Context, arch: str) -> list[Row]:
 def step_admit(ctx: Context, arch: str) -> list[Row]:
     from hqval.admission import admit_runs
 
+    if not is_rdna(arch):
+        return [Row("step", "admit", "-", arch, backend_label(ctx, arch), Status.SKIPPED,
+                    message=f"{arch} is not an admission target (the policy covers RDNA "
+                            "gfx arches); its checks and timing are reported only")]
     run = load(ctx.writer.path)
     baseline = [load(p) for p in ctx.config.baseline]
     adm, _ = admit_runs([run], baseline=baseline, only_arches=[arch])
@@ -332,7 +350,11 @@ def open_run(config: RunConfig, progress: Progress) -> Context:
     ValueError for bad input (an unknown arch, a broken manifest) before anything is
     written."""
     resolve_arches = need("hqval.matrix", "resolve_arches", "2")
-    arches = {a.name: a for a in resolve_arches(config.arches)}
+    nvidia = [a for a in config.arches if a.startswith("sm_")]
+    rdna = [a for a in config.arches if not a.startswith("sm_")]
+    arches = {a.name: a for a in resolve_arches(rdna)} if rdna else {}
+    for name in nvidia:  # the cuda backend's targets: checks and timing, no admission
+        arches[name] = need("hqval.checks.cell", "NvidiaArch", "5")(name)
     manifest = need("hqval.manifest", "load_manifest", "3")(config.manifest)
     specs = list(manifest.kernels) + (_mutant_specs() if config.mutants else [])
     compiler = None
@@ -432,7 +454,8 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
     _record_backends(ctx)
     run = load(ctx.writer.path)
     baseline = [load(p) for p in config.baseline]
-    adm, cmp = admit_runs([run], baseline=baseline, only_arches=list(ctx.arches))
+    adm, cmp = admit_runs([run], baseline=baseline,
+                          only_arches=[a for a in ctx.arches if is_rdna(a)])
     (ctx.writer.path / "admission.json").write_text(dumps(adm))
     md = compare_markdown(cmp) if cmp is not None else ""
     paths = write_report(build([run], adm, md), ctx.writer.path / "report")
