@@ -41,17 +41,21 @@ DISCRIMINATION_FLOOR = 0.5
 HALF_MISREADINGS = ("one_header_for_both_halves", "halves_swapped")
 
 U8 = npt.NDArray[np.uint8]
+# Tokens for GEMM bit identity: one full 16-wide tile.
+GEMM_TOKENS = 16
 
 
 def _run(ctx: CheckContext, spec: KernelSpec, blob: U8, K: int, seed: int) -> Outcome:
+    """One launch on the shared inputs; residual kernels get the same residual."""
     program = ctx.program(spec)
+    M = blob.shape[0]
     if spec.kind == "gemm":
-        X = inputs.token_batch(16, K, seed)
-        return gemm(ctx.backend, program, spec, blob, X, None)
+        X = inputs.token_batch(GEMM_TOKENS, K, seed)
+        residual = (inputs.residual_for(np.ones((GEMM_TOKENS, M)), seed) if spec.residual
+                    else None)
+        return gemm(ctx.backend, program, spec, blob, X, residual)
     x = inputs.activations(K, seed)
-    residual = None
-    if spec.residual:
-        residual = inputs.residual_for(np.ones(blob.shape[0]), seed)
+    residual = inputs.residual_for(np.ones(M), seed) if spec.residual else None
     return decode(ctx.backend, program, spec, blob, x, residual)
 
 

@@ -101,7 +101,7 @@ def run_cells(
     ini.write_text(PYTEST_INI)
     rootdir = os.path.commonpath([m.parent for m in manifests])
     args = [*map(str, manifests), "-p", "hqval.checks.plugin", "-p", "no:cacheprovider",
-            "-c", str(ini), "--rootdir", rootdir, "--hqval-backend", backend,
+            "-p", "no:benchmark", "-c", str(ini), "--rootdir", rootdir, "--hqval-backend", backend,
             "--hqval-json", str(json_out), "--hqval-seed", str(seed), "-q", "-rfE"]
     if quiet:
         args += ["--no-header", "--no-summary", "-qq"]
