@@ -42,6 +42,7 @@ ALIASES = {
     "v_dot2c_f32_f16": "v_dot2c_f32_f16", "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32",
     "v_mad_u32_u16": "v_mad_u32_u16", "v_max3_f32": "v_max3_f32",
     "v_mul_lo_i32": "v_mul_lo_u32",
+    "v_mad_co_u64_u32": "v_mad_u64_u32", "v_mad_co_i64_i32": "v_mad_i64_i32",
 }
 
 
