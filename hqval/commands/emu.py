@@ -1,0 +1,96 @@
+"""``hqval emu``: run manifest kernels on the RDNA wave interpreter against the numpy
+oracle (error, tolerance, dynamic instruction counts), or ``--bench``: the interpreter's
+speed targets (512x4096 qt=44 GEMV on gfx1100 <= 1.5 s; 256x1024x32 prefill GEMM on
+gfx1100 and gfx1201 <= 10 s).  Run under ``taskset -c 0`` to measure one core."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from hqval import options
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.ARCH.add_to(parser)
+    options.MANIFEST.add_to(parser)
+    parser.add_argument("--kernel", action="append", metavar="NAME",
+                        help="manifest kernel (repeatable; default: every gemv/gemm kernel "
+                             "that applies to the arch)")
+    parser.add_argument("-M", type=int, default=None, help="rows (default 64 gemv, 32 gemm)")
+    parser.add_argument("-K", type=int, default=1024, help="K, a multiple of 256 (default 1024)")
+    parser.add_argument("-N", type=int, default=32, help="GEMM batch (default 32)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                        help="write the results as JSON to PATH ('-' or no PATH: stdout)")
+    parser.add_argument("--bench", action="store_true",
+                        help="time the issue's benchmark launches (exit 1 over target)")
+    parser.add_argument("--repeats", type=int, default=3, help="--bench: best of N (default 3)")
+
+
+def _as_dict(run: Any) -> dict[str, Any]:
+    return {"kernel": run.kernel, "arch": run.arch, "shape": list(run.shape),
+            "seconds": run.seconds, "wave_instructions": run.wave_instructions,
+            "wave_instructions_per_s": run.rate, "counts": run.counts,
+            "per_wave": run.per_wave, "error": run.error, "tolerance": run.tolerance,
+            "derivation": run.derivation, "ok": run.ok}
+
+
+def run(args: argparse.Namespace) -> int:
+    from hqval.cli import UsageError
+    from hqval.emu import EmuError
+    from hqval.emu.runner import bench, run_kernel
+    from hqval.manifest import load_manifest
+
+    manifest = load_manifest(args.manifest)
+    results: list[dict[str, Any]] = []
+    status = 0
+    if args.bench:
+        for r, target in bench(manifest, repeats=max(1, args.repeats)):
+            d = _as_dict(r) | {"target_s": target, "within_target": r.seconds <= target}
+            results.append(d)
+            print(f"{r.kernel:32s} {r.arch:8s} {'x'.join(map(str, r.shape)):>14s} "
+                  f"{r.seconds:7.3f} s (target {target:g} s)  "
+                  f"{r.rate / 1e6:6.2f} M wave-instr/s  err {r.error:.1e}")
+            if r.seconds > target or not r.ok:
+                status = 1
+    else:
+        if args.K < 256 or args.K % 256:
+            raise UsageError(f"-K {args.K}: must be a positive multiple of 256")
+        if not args.arch:
+            raise UsageError("--arch is required (e.g. --arch gfx1100; 'all' for every arch)")
+        from hqval.toolchain import resolve_arches
+
+        arches = resolve_arches(args.arch)
+        names = args.kernel
+        for arch in arches:
+            specs = ([manifest.by_name(n) for n in names] if names else
+                     [s for s in manifest.kernels if s.kind in ("gemv", "gemm")
+                      and s.applies_to(arch) and not s.is_mutant])
+            for spec in specs:
+                try:
+                    r = run_kernel(spec, arch.name, M=args.M, K=args.K, N=args.N,
+                                   seed=args.seed)
+                except (EmuError, RuntimeError, ValueError) as exc:
+                    print(f"{spec.name:32s} {arch.name:8s} ERROR {exc}")
+                    results.append({"kernel": spec.name, "arch": arch.name, "error": str(exc),
+                                    "ok": False})
+                    status = 1
+                    continue
+                results.append(_as_dict(r))
+                print(f"{r.kernel:32s} {r.arch:8s} {'PASS' if r.ok else 'FAIL'} "
+                      f"err {r.error:.2e} (tol {r.tolerance:.1e})  {r.seconds:.3f} s  "
+                      f"per wave: " + " ".join(f"{k}={v:.0f}" for k, v in r.per_wave.items()
+                                               if v))
+                if not r.ok:
+                    status = 1
+    if args.json:
+        text = json.dumps({"results": results}, indent=1) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text)
+    return status
