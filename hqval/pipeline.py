@@ -183,20 +183,16 @@ def _open_backend(ctx: Context, arch: str) -> Any:
     return ctx.backends[arch]
 
 
-def _cells(ctx: Context, arch: str, mutants: bool) -> list[Row]:
+def _cells(ctx: Context, arch: str, manifests: list[Path], name: str) -> list[Row]:
+    """Run the check cells of ``manifests`` for one arch under pytest (the checks plugin)."""
     run_cells = need("hqval.commands.check", "run_cells", "5")
     backend = _open_backend(ctx, arch)
-    if mutants:  # the plugin checks the mutants' manifest, with the suite's as context
-        manifest_path = Path(need("hqval.manifest", "DEFAULT_MUTANTS", "5")).resolve()
-    else:
-        manifest_path = Path(ctx.manifest.path).resolve()
-    name = "mutants" if mutants else "checks"
     junit = ctx.writer.path / f"junit-{name}-{arch}.xml"
     with tempfile.TemporaryDirectory(prefix="hqval-run-") as tmp:
-        code, rows = run_cells(manifest_path, [arch], backend.name,
+        code, rows = run_cells([m.resolve() for m in manifests], [arch], backend.name,
                                json_out=Path(tmp) / "rows.json", checks=None, keyword=None,
                                workers=ctx.config.workers, junit_xml=str(junit),
-                               seed=ctx.config.seed, mutants=mutants, quiet=True)
+                               seed=ctx.config.seed, quiet=True)
     if code not in (0, 1) and not rows:
         raise MissingPiece(f"the {name} cells did not run (pytest exit {code}); "
                            f"rerun `hqval check --arch {arch}` to see why")
@@ -206,60 +202,31 @@ def _cells(ctx: Context, arch: str, mutants: bool) -> list[Row]:
 
 
 def step_checks(ctx: Context, arch: str) -> list[Row]:
-    return _cells(ctx, arch, mutants=False)
-
-
-def kill_matrix(check_rows: Iterable[Row], audit_rows: Iterable[Row],
-                mutants: Iterable[Any]) -> list[Row]:
-    """Mutant x check rows (``details.killed``) plus one verdict row per mutant and arch:
-    pass when at least one check or audit rule failed it (killed), fail when it survived.
-    An ``error`` verdict is no kill: a check that cannot decide has not caught anything."""
-    by_name = {m.name: m for m in mutants}
-    out: list[Row] = []
-    kills: dict[tuple[str, str], list[str]] = {}
-    seen: dict[tuple[str, str], str] = {}
-    for r in [*check_rows, *audit_rows]:
-        m = by_name.get(r.kernel)
-        if m is None or r.status in (Status.UNSUPPORTED, Status.SKIPPED):
-            continue  # a mutant of a path the arch does not have is not in the matrix
-        key = (m.name, r.arch)
-        if r.kind == "check" or key not in seen:
-            seen[key] = r.backend
-        killed = r.status is Status.FAIL
-        if killed:
-            kills.setdefault(key, []).append(r.check)
-        if r.kind == "check":
-            out.append(Row(kind="mutant", check=r.check, kernel=m.name, arch=r.arch,
-                           backend=r.backend, status=Status.PASS, seed=r.seed,
-                           message=f"{r.status}: {r.message}"[:300],
-                           details={"killed": killed, "verdict": str(r.status),
-                                    "mutant_of": m.mutant_of, "qt": m.qt,
-                                    "kind": m.kind, "expected_killer": m.expected_killer}))
-    for (name, arch), backend in sorted(seen.items()):
-        m = by_name[name]
-        by = kills.get((name, arch), [])
-        out.append(Row(
-            kind="mutant", check="killed", kernel=name, arch=arch, backend=backend,
-            status=Status.PASS if by else Status.FAIL,
-            message=(f"killed by {', '.join(sorted(set(by)))}" if by else
-                     f"SURVIVED every check and audit rule ({m.mutation})"),
-            details={"killed": bool(by), "killed_by": sorted(set(by)),
-                     "mutant_of": m.mutant_of, "qt": m.qt, "kind": m.kind,
-                     "expected_killer": m.expected_killer, "mutation": m.mutation}))
-    return out
+    return _cells(ctx, arch, [Path(ctx.manifest.path)], "checks")
 
 
 def step_mutants(ctx: Context, arch: str) -> list[Row]:
+    """The mutation kill matrix for one arch: every mutant's check cells, then one verdict
+    row per mutant (``hqval.checks.mutation.verdicts``: killed = some check or audit rule
+    failed it; an error is no kill)."""
     if not ctx.config.mutants:
         return [Row("step", "mutants", "-", arch, backend_label(ctx, arch), Status.SKIPPED,
                     message="mutants step disabled (--no-mutants)")]
-    mutants = _mutant_specs()
-    if not mutants:
-        raise MissingPiece("kernels/mutants/mutants.yaml has no mutants (issue 5)")
-    rows = _cells(ctx, arch, mutants=True)
-    done = load(ctx.writer.path).rows
-    audits = [r for r in done if r.kind == "audit" and r.arch == arch]
-    return kill_matrix(rows, audits, mutants)
+    load_mutants = need("hqval.manifest", "load_mutants", "5")
+    path = Path(need("hqval.manifest", "DEFAULT_MUTANTS", "5"))
+    if not path.exists():
+        raise MissingPiece(f"{path} is not part of this build (issue 5)")
+    mutants = load_mutants(path)
+    build = need("hqval.commands.mutants", "build", "5")
+    verdicts = need("hqval.checks.mutation", "verdicts", "5")
+    built, audit_rows = build(mutants, [arch])
+    rows = _cells(ctx, arch, [path], "mutants")
+    names = {m.name for m in mutants.kernels}
+    mutant_rows = [r for r in [*rows, *audit_rows] if r.kernel in names]
+    label = rows[0].backend if rows else backend_label(ctx, arch)
+    verdict_rows: list[Row] = verdicts(mutants.kernels, [arch], label, built, mutant_rows)
+    # the mutants' audit rows are the audit step's already
+    return [*rows, *verdict_rows]
 
 
 def step_timing(ctx: Context, arch: str) -> list[Row]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -79,40 +78,6 @@ def test_resume_skips_marked_steps(tmp_path: Path) -> None:
     assert pipeline.run_step(ctx, "checks", step, "gfx1100") == []
     assert calls == ["gfx1100"]
     assert "done in an earlier run" in ctx.progress.stream.getvalue()  # type: ignore[attr-defined]
-
-
-def test_kill_matrix() -> None:
-    m1 = SimpleNamespace(name="mut_tid8", mutant_of="gemv44", qt=44, kind="gemv",
-                         expected_killer="reference_parity", mutation="tid < 8")
-    m2 = SimpleNamespace(name="mut_extra_work", mutant_of="gemv44", qt=44, kind="gemv",
-                         expected_killer="timing", mutation="extra VALU")
-    checks = [Row("check", "reference_parity", "mut_tid8", "gfx1100", "emu", Status.FAIL),
-              Row("check", "bit_identity", "mut_tid8", "gfx1100", "emu", Status.PASS),
-              Row("check", "reference_parity", "mut_extra_work", "gfx1100", "emu",
-                  Status.PASS),
-              Row("check", "bit_identity", "mut_extra_work", "gfx1100", "emu", Status.ERROR),
-              Row("check", "bit_identity", "gemv44", "gfx1100", "emu", Status.PASS)]
-    audits = [Row("audit", "scalar_header_loads", "mut_extra_work", "gfx1100", "isa",
-                  Status.PASS)]
-    m3 = SimpleNamespace(name="mut_gfx12_only", mutant_of="gemm44", qt=44, kind="gemm",
-                         expected_killer="prefill_parity", mutation="transposed")
-    checks.append(Row("check", "prefill_parity", "mut_gfx12_only", "gfx1100", "emu",
-                      Status.UNSUPPORTED))
-    rows = pipeline.kill_matrix(checks, audits, [m1, m2, m3])
-    # a mutant of a path the arch lacks has no verdict there (not a survivor)
-    assert not any(r.kernel == "mut_gfx12_only" for r in rows)
-    verdict = {r.kernel: r for r in rows if r.check == "killed"}
-    assert verdict["mut_tid8"].status is Status.PASS
-    assert verdict["mut_tid8"].details["killed_by"] == ["reference_parity"]
-    # an error is not a kill: the mutant survived
-    assert verdict["mut_extra_work"].status is Status.FAIL
-    assert "SURVIVED" in verdict["mut_extra_work"].message
-    cells = {(r.kernel, r.check): r.details["killed"] for r in rows if r.check != "killed"}
-    assert cells == {("mut_tid8", "reference_parity"): True,
-                     ("mut_tid8", "bit_identity"): False,
-                     ("mut_extra_work", "reference_parity"): False,
-                     ("mut_extra_work", "bit_identity"): False}
-    assert all(r.kind == "mutant" for r in rows)
 
 
 def test_progress_plain_lines_off_a_terminal() -> None:

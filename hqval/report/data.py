@@ -99,14 +99,21 @@ class ReportData:
     def timing(self) -> list[TimingCell]:
         return [timing_cell(r) for r in self.of_kind("timing")]
 
-    def mutant_matrix(self) -> tuple[list[str], list[tuple[str, str, dict[str, Row]]]]:
-        """Columns (checks) and rows (mutant, arch, check -> row) of the kill matrix."""
-        rows = self.of_kind("mutant")
-        checks = sorted({r.check for r in rows})
-        table: dict[tuple[str, str], dict[str, Row]] = {}
-        for r in rows:
-            table.setdefault((r.kernel, r.arch), {})[r.check] = r
-        return checks, [(m, a, cells) for (m, a), cells in sorted(table.items())]
+    def mutant_matrix(self) -> tuple[list[str], list[tuple[Row, dict[str, str]]]]:
+        """The kill matrix: columns are the checks and audit rules, one row per mutant
+        verdict (``kind="mutant"``) with each cell's status (``fail`` = killed there)."""
+        verdicts = self.of_kind("mutant")
+        columns: set[str] = set()
+        table: list[tuple[Row, dict[str, str]]] = []
+        for v in sorted(verdicts, key=lambda r: (r.kernel, r.arch)):
+            cells = v.details.get("cells")
+            cells = {str(k): str(x) for k, x in cells.items()} if isinstance(cells, dict) \
+                else {}
+            for k in v.details.get("killed_by") or []:
+                cells.setdefault(str(k), "fail")  # an audit rule that failed it
+            columns.update(cells)
+            table.append((v, cells))
+        return sorted(columns), table
 
     def status_counts(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUS_ORDER, 0)

@@ -28,7 +28,7 @@ from hqval.report.data import (
     summary,
 )
 from hqval.report.svg import margin_plot, timing_plot
-from hqval.result import Row, Status
+from hqval.result import Status
 from hqval.results.store import Run
 
 ENVELOPE_KEYS = ("date", "host", "platform", "device", "arch", "backend", "runtime",
@@ -44,7 +44,7 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,  # a block tag's own newline is not output (markdown spacing)
     )
-    env.globals.update(anchor=anchor, fmt=_fmt, show=_show, mutant_label=_mutant_label)
+    env.globals.update(anchor=anchor, fmt=_fmt, show=_show)
     return env
 
 
@@ -62,13 +62,6 @@ def _show(v: Any) -> str:
     if isinstance(v, (dict, list)):
         return json.dumps(v, sort_keys=True)
     return "" if v is None else str(v)
-
-
-def _mutant_label(r: Row) -> str:
-    killed = r.details.get("killed")
-    if isinstance(killed, bool):
-        return "killed" if killed else "survived"
-    return str(r.status)
 
 
 def build(runs: Sequence[Run], admission: Admission, comparison_markdown: str = "") -> ReportData:

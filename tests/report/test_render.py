@@ -79,7 +79,9 @@ def test_html_admission_matrix_colours_and_evidence(make_run: RunFactory) -> Non
         assert f">{section}</h2>" in html
     assert "<svg" in html and "predicted 1.0100" in html  # prediction beside measurement
     assert "lab-a" in html and "lab-b" in html  # provenance of both machines
-    assert ">survived<" in html and ">killed<" in html
+    # verdict, then one column per check: reference_parity killed it, bit_identity did not
+    assert '<td class="pass" title="killed by reference_parity">killed</td>' in html
+    assert '<td class="skipped">pass</td><td class="pass">killed</td></tr>' in html
 
 
 def test_checkpoint_markdown_shape(make_run: RunFactory) -> None:
