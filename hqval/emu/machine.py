@@ -87,11 +87,14 @@ def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
         try:
             res = (scalar.translate(ins, cx) or memory.translate(ins, cx)
                    or vector.translate(ins, cx, nlanes))
-        except UnsupportedInstruction:
-            raise
+        except UnsupportedInstruction as exc:
+            fns.append(_unsupported(ins, cx, exc.why))
+            classes.append(CLASSES.index("other"))
+            continue
         except (EmuError, ValueError, KeyError, IndexError) as exc:
-            raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch,
-                                         f"cannot translate {ins.text!r}: {exc}") from exc
+            fns.append(_unsupported(ins, cx, f"cannot translate {ins.text!r}: {exc}"))
+            classes.append(CLASSES.index("other"))
+            continue
         if res is None:
             # Only reached if executed: a kernel may contain code it never runs on
             # this launch (traps, error paths); executing it is the error.
@@ -119,6 +122,10 @@ class Machine:
     # ---- memory
     def alloc(self, nbytes: int) -> int:
         return self.mem.alloc(int(nbytes))
+
+    def free(self, addr: int) -> None:
+        """Release an allocation: later accesses to it raise OutOfBounds."""
+        self.mem.free(addr)
 
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
         raw = np.frombuffer(bytes(data), np.uint8) if isinstance(data, bytes | bytearray) else \

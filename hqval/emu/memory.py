@@ -51,6 +51,16 @@ class Memory:
         self._ends = np.array(self.ends, np.int64)
         return BASE + start
 
+    def free(self, addr: int) -> None:
+        off = addr - BASE
+        if off not in self.starts:
+            raise EmuError(f"0x{addr:x} is not the start of an allocation")
+        k = self.starts.index(off)
+        del self.starts[k]
+        del self.ends[k]
+        self._starts = np.array(self.starts, np.int64)
+        self._ends = np.array(self.ends, np.int64)
+
     def region(self, addr: int, nbytes: int) -> slice:
         off = addr - BASE
         k = int(np.searchsorted(self._starts, off, "right")) - 1

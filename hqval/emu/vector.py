@@ -42,6 +42,11 @@ ALIASES = {
     "v_dot2c_f32_f16": "v_dot2c_f32_f16", "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32",
     "v_mad_u32_u16": "v_mad_u32_u16", "v_max3_f32": "v_max3_f32",
     "v_mul_lo_i32": "v_mul_lo_u32",
+    "v_max_num_f32": "v_max_f32", "v_min_num_f32": "v_min_f32",
+    "v_max_num_f16": "v_max_f16", "v_min_num_f16": "v_min_f16",
+    "v_max_num_f64": "v_max_f64", "v_min_num_f64": "v_min_f64",
+    "v_max3_num_f32": "v_max3_f32", "v_min3_num_f32": "v_min3_f32",
+    "v_med3_num_f32": "v_med3_f32",
     "v_mad_co_u64_u32": "v_mad_u64_u32", "v_mad_co_i64_i32": "v_mad_i64_i32",
 }
 
@@ -154,6 +159,7 @@ OPS: dict[str, Op] = {
     "v_lshl_or_b32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: ((a << (b & 31)) & M32) | c),
     "v_lshl_add_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: (a << (b & 31)) + c),
     "v_add_lshl_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: (a + b) << (c & 31)),
+    "v_xad_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: (a ^ b) + c),
     "v_add3_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: a + b + c),
     "v_bfe_u32": Op("b32", ("b32", "b32", "b32"), _bfe_u),
     "v_bfe_i32": Op("b32", ("i32", "b32", "b32"), _bfe_i),
@@ -857,6 +863,18 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
             sel[np.arange(n), ln] = True
             vwrite(st, w, d.reg, np.broadcast_to(val[:, None], (n, nl)), sel)
         return wl
+    if name in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32"):
+        # count of mask bits below this lane (lo: lanes 0-31; hi: lanes 32-63, none in wave32)
+        d = ops[0]
+        mask_src, add = _typed(_vsrc32(ops[1]), "b32", ops[1]), _typed(_vsrc32(ops[2]), "b32",
+                                                                     ops[2])
+        hi = name == "v_mbcnt_hi_u32_b32"
+        lanes = np.arange(nl, dtype=np.int64)
+        below = np.where(hi, np.clip(lanes - 32, 0, 32), np.minimum(lanes, 32))
+        below_mask = ((np.int64(1) << below) - 1) & M32
+        wr = _result_writer(d, "b32")
+        return lambda st, w: wr(st, w, _popcnt(np.asarray(mask_src(st, w)) & below_mask)
+                                + add(st, w), None)
     if name == "v_nop" or name == "v_pipeflush":
         return lambda st, w: None
     if name == "v_dot2c_f32_f16":

@@ -1,0 +1,145 @@
+"""Machine: launches of the interpreter's own kernels (exec masking, LDS + barrier,
+atomics, scalar ALU), the error contract (UnsupportedInstruction, OutOfBounds, bad
+arguments) and the instruction counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from hqval.emu import EmuError, Machine, Module, OutOfBounds, UnsupportedInstruction
+from tests.emu.conftest import ARCHES
+
+Ops = Callable[[str], tuple[Machine, Module]]
+
+
+def buf(m: Machine, a: np.ndarray) -> int:
+    addr = m.alloc(a.nbytes)
+    m.write(addr, a)
+    return addr
+
+
+def _loop(v: int) -> int:
+    s = 0
+    for j in range(v & 15):
+        s = (s * 3 + (j ^ v)) & 0xFFFFFFFF
+    return int(np.array(s, np.uint32).view(np.int32))
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_divergent_branches_and_loops_respect_exec(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    a = np.array([5, -9, 0, -3, 12, -6, 1, 31] * 8, np.int32)  # 64 lanes: 2 waves
+    out = m.alloc(8 * a.size)
+    stats = m.launch(mod, "diverge", (2, 1, 1), (32, 1, 1), [buf(m, a), out])
+    got = m.read(out, 8 * a.size).view(np.int32).reshape(-1, 2)
+    want_r = np.where(a > 0, a * 3, np.where(a < -5, -a, 7))
+    want_s = np.array([_loop(int(v)) for v in a])
+    np.testing.assert_array_equal(got[:, 0], want_r)
+    np.testing.assert_array_equal(got[:, 1], want_s)
+    assert stats.waves == 2
+    assert stats.counts["BRANCH"] > 0 and stats.counts["VALU"] > 0
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_scalar_alu_on_kernel_arguments(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    out = m.alloc(32)
+    for p, q in ((123457, -77), (-5, 3), (1 << 30, 9)):
+        m.launch(mod, "scalar_ops", (1, 1, 1), (32, 1, 1), [out, p, q])
+        got = m.read(out, 32).view(np.int32)
+        w = p * q
+        want = [w, (p & 0xFFFFFFFF) >> (q & 31), min(p, q), (p >> 3) & 0x1F, w >> 32,
+                p ^ ((q << 4) & 0xFFFFFFFF), bin(p & 0xFFFFFFFF).count("1"),
+                q - p if p > 1000 else q + p]
+        want = [int(np.array(v & 0xFFFFFFFF, np.uint32).view(np.int32)) for v in want]
+        assert got.tolist() == want, (p, q)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_lds_reduction_across_four_waves_with_barriers(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    rng = np.random.default_rng(3)
+    # integers in f32: the tree sum is exact whatever the order
+    a = rng.integers(-1000, 1000, 3 * 128).astype(np.float32)
+    out = m.alloc(12)
+    stats = m.launch(mod, "lds_reduce", (3, 1, 1), (128, 1, 1), [buf(m, a), out])
+    got = m.read(out, 12).view(np.float32)
+    np.testing.assert_array_equal(got, a.reshape(3, 128).sum(1))
+    assert stats.waves == 12 and stats.counts["LDS"] > 0
+
+
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1100", "gfx1201"])
+def test_atomics_return_distinct_old_values(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    ctr = buf(m, np.array([100], np.uint32))
+    out = m.alloc(4 * 96)
+    m.launch(mod, "atomic_ret", (3, 1, 1), (32, 1, 1), [ctr, out])
+    got = m.read(out, 4 * 96).view(np.uint32)
+    assert sorted(got.tolist()) == list(range(100, 196))
+    assert int(m.read(ctr, 4).view(np.uint32)[0]) == 196
+
+
+def test_out_of_bounds_read_names_address_instruction_kernel_and_arch(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    a = buf(m, np.zeros(32, np.float32))
+    out = m.alloc(128)
+    m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 0])  # in bounds
+    with pytest.raises(OutOfBounds) as exc:
+        m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 1])  # lane 31 reads a[32]
+    assert exc.value.address == a + 128
+    msg = str(exc.value)
+    assert "global_load" in msg and "copy_off" in msg and "gfx1100" in msg
+
+
+def test_freed_buffer_is_out_of_bounds(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    a = buf(m, np.zeros(32, np.float32))
+    out = m.alloc(128)
+    m.free(a)
+    with pytest.raises(OutOfBounds):
+        m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 0])
+
+
+def test_wrong_argument_count_is_an_error(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    with pytest.raises(EmuError, match="takes 3 arguments"):
+        m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [0, 0])
+
+
+def test_code_object_for_another_arch_is_refused(build: Callable[[str, str], bytes]) -> None:
+    with pytest.raises(EmuError, match="gfx1201"):
+        Machine("gfx1100").load(build("ops", "gfx1201"))
+
+
+def test_unknown_arch_is_refused() -> None:
+    with pytest.raises(EmuError, match="gfx9999"):
+        Machine("gfx9999")
+
+
+def test_unsupported_instruction_names_mnemonic_address_kernel_arch(
+        build: Callable[[str, str], bytes]) -> None:
+    m = Machine("gfx1100")
+    mod = m.load(build("unsupported", "gfx1100"))
+    out = m.alloc(128)
+    with pytest.raises(UnsupportedInstruction) as exc:
+        m.launch(mod, "uses_trap", (1, 1, 1), (32, 1, 1), [out])
+    e = exc.value
+    assert e.mnemonic == "s_trap" and e.kernel == "uses_trap" and e.arch == "gfx1100"
+    assert e.address > 0 and f"0x{e.address:x}" in str(e)
+    # nothing was skipped: the store after the trap never ran
+    assert not m.read(out, 128).any()
+
+
+def test_per_wave_counts_sum_to_launch_counts(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    a = np.arange(-40, 24, dtype=np.int32)
+    out = m.alloc(8 * a.size)
+    stats = m.launch(mod, "diverge", (2, 1, 1), (32, 1, 1), [buf(m, a), out])
+    for cls, total in stats.counts.items():
+        assert sum(stats.per_wave_counts[cls]) == total
+    assert stats.wave_instructions == sum(stats.counts.values())
+    # wave 1 (values -8..23) loops more than wave 0 (-40..-9 & 15 trips too) - both ran
+    assert all(n > 10 for n in np.sum([stats.per_wave_counts[c] for c in stats.counts], 0))
