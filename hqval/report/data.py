@@ -42,11 +42,18 @@ def _num(d: Mapping[str, Any], *keys: str) -> float | None:
     return None
 
 
+def is_ratio_row(row: Row) -> bool:
+    d = row.details
+    return isinstance(d.get("stats"), dict) or "ci_low" in d or "ratio" in d
+
+
 def timing_cell(row: Row) -> TimingCell:
     d = row.details
     stats = d.get("stats") if isinstance(d.get("stats"), dict) else {}
     assert isinstance(stats, dict)
     merged = {**stats, **d}
+    if "gbps_b" in merged and "gbps" not in merged:
+        merged["gbps"] = merged["gbps_b"]  # the candidate arm's effective bandwidth
     ratio = row.measured if row.measured is not None and math.isfinite(row.measured) else None
     return TimingCell(
         row=row,
@@ -97,7 +104,13 @@ class ReportData:
         return dict(sorted(out.items()))
 
     def timing(self) -> list[TimingCell]:
-        return [timing_cell(r) for r in self.of_kind("timing")]
+        """The v2/v1 (and A/A) ratio cells: timing rows with ratio statistics."""
+        return [timing_cell(r) for r in self.of_kind("timing") if is_ratio_row(r)]
+
+    def timing_baselines(self) -> list[Row]:
+        """Other timing rows: device copy bandwidth, vendor library baselines (their
+        ``measured`` is GB/s or microseconds, not a ratio)."""
+        return [r for r in self.of_kind("timing") if not is_ratio_row(r)]
 
     def mutant_matrix(self) -> tuple[list[str], list[tuple[Row, dict[str, str]]]]:
         """The kill matrix: columns are the checks and audit rules, one row per mutant

@@ -58,7 +58,8 @@ def timing_plot(cells: Sequence[TimingCell], max_ratio: float | None = None) -> 
             out.append(f'<line x1="{x(c.ci_low):.1f}" y1="{y}" x2="{x(c.ci_high):.1f}" '
                        f'y2="{y}" stroke="#333" stroke-width="2"/>')
         if c.ratio is not None:
-            colour = "#c0392b" if max_ratio and c.ratio > max_ratio else "#1f6fb2"
+            failed = not c.row.status.ok or bool(max_ratio and c.ratio > max_ratio)
+            colour = "#c0392b" if failed else "#1f6fb2"
             out.append(f'<circle cx="{x(c.ratio):.1f}" cy="{y}" r="4" fill="{colour}">'
                        f'<title>{escape(ident)}: {c.ratio:.4f}</title></circle>')
         if c.predicted is not None:

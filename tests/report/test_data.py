@@ -1,7 +1,15 @@
 from __future__ import annotations
 
 from hqval.admission import Admission, AdmissionStatus, Cell
-from hqval.report.data import ReportData, anchor, finding, not_claimed, summary, timing_cell
+from hqval.report.data import (
+    ReportData,
+    anchor,
+    finding,
+    is_ratio_row,
+    not_claimed,
+    summary,
+    timing_cell,
+)
 from hqval.result import Row, Status
 
 
@@ -45,3 +53,15 @@ def test_timing_cell_reads_stats_and_ignores_non_finite() -> None:
     t = timing_cell(r)
     assert (t.ratio, t.ci_low, t.ci_high, t.p, t.predicted, t.noisy) == (
         1.02, 1.01, 1.03, 1e-5, 1.015, True)
+
+
+def test_ratio_cells_and_device_baselines_are_told_apart() -> None:
+    ratio = Row("timing", "timing_hot", "k@4096x5120", "sm_90", "cuda", Status.PASS,
+                measured=1.003, details={"stats": {"ratio": 1.003}, "gbps_b": 965.0})
+    copy = Row("timing", "copy_bandwidth", "device_copy", "sm_90", "cuda", Status.PASS,
+               measured=4255.0, details={"median_us": 10.0})
+    d = _data(rows=(ratio, copy))
+    assert [t.row for t in d.timing()] == [ratio]
+    assert d.timing_baselines() == [copy]
+    assert is_ratio_row(ratio) and not is_ratio_row(copy)
+    assert d.timing()[0].gbps == 965.0

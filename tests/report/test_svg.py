@@ -29,6 +29,14 @@ def test_timing_plot_is_valid_svg_with_marks_in_order() -> None:
     assert "gate 1.05" in svg
 
 
+def test_timing_plot_marks_a_failed_gate_red_below_the_policy_bound() -> None:
+    r = Row("timing", "timing_cold", "k@4096x5120", "sm_90", "cuda", Status.FAIL,
+            measured=1.04, details={"stats": {"ci_low": 1.03, "ci_high": 1.05}})
+    (dot,) = ET.fromstring(timing_plot([timing_cell(r)], max_ratio=1.05)).findall(
+        f".//{NS}circle")
+    assert dot.get("fill") == "#c0392b"
+
+
 def test_timing_plot_empty_without_numbers() -> None:
     assert timing_plot([]) == ""
 
