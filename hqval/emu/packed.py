@@ -62,7 +62,8 @@ def fma_round(a: Any, b: Any, c: Any, out: Any) -> Any:
 
 
 def dot2_f32_f16(a: Any, b: Any, c: Any) -> Any:
-    """v_dot2_f32_f16: lo*lo + hi*hi + c, products exact, rounded once to f32."""
+    """v_dot2_f32_f16 as the ISA pseudocode orders it: tmp = c; tmp += lo*lo; tmp += hi*hi,
+    in f32 (each f16 x f16 product is exact in f32; each add rounds)."""
     a = np.asarray(a, np.uint32)
     b = np.asarray(b, np.uint32)
     a0 = _half(a, 0).astype(np.uint16).view(F16).astype(F64)
@@ -70,10 +71,8 @@ def dot2_f32_f16(a: Any, b: Any, c: Any) -> Any:
     b0 = _half(b, 0).astype(np.uint16).view(F16).astype(F64)
     b1 = _half(b, 1).astype(np.uint16).view(F16).astype(F64)
     with np.errstate(invalid="ignore", over="ignore"):
-        # each product has <= 22 significant bits; their sum is exact in f64 whenever the
-        # exponents are within 31 of each other, which covers every f16 pair but extremes
-        s = a0 * b0 + a1 * b1
-        return fma_round(s, 1.0, np.asarray(c, F32), F32)
+        tmp = np.asarray(c, F32) + (a0 * b0).astype(F32)
+        return (tmp + (a1 * b1).astype(F32)).astype(F32)
 
 
 _PK_F16: dict[str, Callable[..., Any]] = {
@@ -129,7 +128,8 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
         out = F32 if name == "v_fma_mix_f32" else F16
 
         def mix(st: WaveState, w: Sel) -> None:
-            r = fma_round(val(0, st, w), val(1, st, w), val(2, st, w), out)
+            # ISA pseudocode: f32 fma, then (mixlo/mixhi) f32_to_f16
+            r = fma_round(val(0, st, w), val(1, st, w), val(2, st, w), F32).astype(out)
             if clamp:
                 r = np.clip(r, 0, 1).astype(out)
             if out == F32:

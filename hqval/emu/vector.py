@@ -118,27 +118,39 @@ def _med3(a: Any, b: Any, c: Any) -> Any:
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
+def _exponent(x: Any) -> Any:
+    """Biased exponent field of an f32 (ISA ``exponent()``)."""
+    return (np.asarray(x, F32).view(np.uint32) >> np.uint32(23)).astype(np.int64) & 0xFF
+
+
 def _div_fixup(a: Any, b: Any, c: Any) -> Any:
-    # a: quotient estimate, b: denominator, c: numerator (ISA V_DIV_FIXUP_F32)
-    with np.errstate(all="ignore"):
-        r = np.where(np.isnan(b) | np.isnan(c), np.float32(np.nan), a)
-        r = np.where((b == 0) & (c == 0), np.float32(np.nan), r)
-        r = np.where(np.isinf(b) & np.isinf(c), np.float32(np.nan), r)
-        sign = np.signbit(b) ^ np.signbit(c)
-        inf = np.where(sign, np.float32(-np.inf), np.float32(np.inf))
-        zero = np.where(sign, np.float32(-0.0), np.float32(0.0))
-        r = np.where((b == 0) & (c != 0) & ~np.isnan(c), inf, r)
-        r = np.where(np.isinf(b) & ~np.isinf(c) & ~np.isnan(c), zero, r)
-        r = np.where(np.isinf(c) & ~np.isinf(b) & ~np.isnan(b), inf, r)
-        r = np.where(np.isnan(a) & ~np.isnan(b) & ~np.isnan(c) & (b != 0) & ~np.isinf(b)
-                     & ~np.isinf(c), np.where(sign, -np.abs(a), np.abs(a)), r)
-        return np.asarray(r, a.dtype)
+    """V_DIV_FIXUP_F32 (ISA pseudocode): a quotient estimate, b denominator, c numerator."""
+    a, b, c = (np.asarray(v, F32) for v in (a, b, c))
+    shape = np.broadcast(a, b, c).shape
+    a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+    sign = np.signbit(b) ^ np.signbit(c)
+    inf = np.where(sign, F32(-np.inf), F32(np.inf))
+    zero = np.where(sign, F32(-0.0), F32(0.0))
+    quiet = lambda v: (v.view(np.uint32) | np.uint32(0x400000)).view(F32)  # noqa: E731
+    qnan = np.array(0xFFC00000, np.uint32).view(F32)
+    mag = np.where(np.isnan(a), inf, np.where(sign, -np.abs(a), np.abs(a)))
+    conds = [np.isnan(c), np.isnan(b), (b == 0) & (c == 0), np.isinf(b) & np.isinf(c),
+             (b == 0) | np.isinf(c), np.isinf(b) | (c == 0),
+             _exponent(c) - _exponent(b) < -150]
+    choices = [quiet(c), quiet(b), np.broadcast_to(qnan, shape),
+               np.broadcast_to(qnan, shape), inf, zero, zero]
+    return np.select(conds, choices, mag).astype(F32)
 
 
 def _div_fmas(a: Any, b: Any, c: Any, vcc: Any) -> Any:
-    # scale by 2^64 (f32) when VCC is set: undoes v_div_scale's pre-scaling
-    r = fma_f32(a, b, c)
-    return np.where(vcc, np.ldexp(r.astype(np.float64), 64).astype(F32), r).astype(F32)
+    """V_DIV_FMAS_F32: fma, and where VCC is set the result scaled by 2^64 when
+    exponent(c) > 127 else by 2^-64 (undoing v_div_scale), rounded once."""
+    from hqval.emu.packed import fma_round
+
+    exact = fma_round(a, b, c, F64)  # round-to-odd in f64: a second rounding is exact
+    scale = np.where(_exponent(c) > 127, 64, -64)
+    scaled = np.where(vcc, np.ldexp(exact, scale), exact)
+    return scaled.astype(F32)
 
 
 OPS: dict[str, Op] = {
@@ -807,32 +819,28 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
         wr = _result_writer(d, "f32")
 
         def div_scale(st: WaveState, w: Sel) -> None:
-            # ISA V_DIV_SCALE_F32: scales s0 (which equals s1 or s2) by 2^+-64 when the
-            # quotient would lose precision; VCC tells v_div_fmas to undo it.
-            s0, s1, s2 = (g(st, w) for g in num)
-            s0 = np.broadcast_to(s0, (_n(st, w), nl)).astype(F32)
-            e1 = np.frexp(s1)[1]
-            e2 = np.frexp(s2)[1]
-            res = s0.copy()
-            vcc = np.zeros(res.shape, bool)
+            shape = (_n(st, w), nl)
+            s0, s1, s2 = (np.broadcast_to(g(st, w), shape).astype(F32) for g in num)
             with np.errstate(all="ignore"):
-                big = (e2 - e1) >= 96
-                c1 = big & np.broadcast_to(s0 == s1, res.shape)
-                res = np.where(c1, np.ldexp(s0.astype(F64), 64).astype(F32), res)
-                vcc |= big & ~c1
-                den_tiny = (np.abs(s1) < np.finfo(F32).tiny) & (s1 != 0)
-                res = np.where(np.broadcast_to(den_tiny, res.shape),
-                               np.ldexp(s0.astype(F64), 64).astype(F32), res)
-                big2 = (e1 - e2) >= 127
-                res = np.where(np.broadcast_to(big2 & (s0 == s2), res.shape) & ~c1,
-                               np.ldexp(s0.astype(F64), 64).astype(F32), res)
-                res = np.where(np.broadcast_to(big2, res.shape) & ~c1 & ~(s0 == s2),
-                               np.ldexp(s0.astype(F64), -64).astype(F32), res)
-                num_tiny = (e2 <= -126 + 23) & (s2 != 0)
-                vcc |= np.broadcast_to(num_tiny, res.shape)
-                res = np.where(np.broadcast_to(num_tiny & (s0 == s2), res.shape),
-                               np.ldexp(s0.astype(F64), 64).astype(F32), res)
-            wr(st, w, res, None)
+                e1, e2 = _exponent(s1), _exponent(s2)
+                tiny = np.finfo(F32).tiny
+                q = (s2.astype(F64) / s1.astype(F64)).astype(F32)
+                q_denorm = (np.abs(q) < tiny) & (q != 0)
+                s1_denorm = (np.abs(s1) < tiny) & (s1 != 0)
+                up = np.ldexp(s0.astype(F64), 64).astype(F32)
+                # ISA pseudocode, first matching case wins (1/S1 is never an f64 denormal
+                # for an f32 S1, so those two cases cannot occur)
+                c_nan = (s2 == 0) | (s1 == 0)
+                c_big = (e2 - e1) >= 96
+                c_s1d = s1_denorm
+                c_qd = q_denorm
+                c_tiny = e2 <= 23
+                res = np.select(
+                    [c_nan, c_big, c_s1d, c_qd, c_tiny],
+                    [np.full(shape, np.nan, F32), np.where(s0 == s1, up, s0), up,
+                     np.where(s0 == s2, up, s0), up], s0)
+                vcc = ~c_nan & (c_big | (~c_s1d & c_qd))
+            wr(st, w, res.astype(F32), None)
             swrite(st, w, sd.reg, st.pack(vcc & st.em[w]))
         return div_scale
     if name == "v_readfirstlane_b32":

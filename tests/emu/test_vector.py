@@ -1,0 +1,179 @@
+"""Vector ALU semantics, checked on compiled kernels against values worked out by hand or
+by exact arithmetic: fma single rounding, f16 conversion rounding, NaN compares,
+division sequences, cross-lane ops (ds_bpermute, ds_swizzle, DPP) and VOP3P."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from hqval.emu import Machine, Module
+from tests.emu.conftest import ARCHES
+
+Ops = Callable[[str], tuple[Machine, Module]]
+
+
+def buf(m: Machine, a: np.ndarray) -> int:
+    addr = m.alloc(a.nbytes)
+    m.write(addr, a)
+    return addr
+
+
+def f32(*xs: float) -> np.ndarray:
+    a = np.zeros(32, np.float32)
+    a[: len(xs)] = xs
+    return a
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_fma_f32_rounds_once(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    # (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 exactly; + 2^-70 puts it just above the midpoint
+    # between 1 + 2^-11 and its successor.  Rounding the f64 sum to f32 (double rounding)
+    # gives 1 + 2^-11; one rounding gives 1 + 2^-11 + 2^-23.
+    u = 1 + 2.0**-12
+    a = f32(u, 3.0, np.inf, 1e-30, -2.0)
+    b = f32(u, 1 / 3, 0.0, 1e-30, 0.5)
+    c = f32(2.0**-70, -1.0, 1.0, 0.0, 1.0)
+    out = m.alloc(128)
+    m.launch(mod, "fma_f32", (1, 1, 1), (32, 1, 1), [buf(m, a), buf(m, b), buf(m, c), out])
+    got = m.read(out, 128).view(np.float32)
+    assert got[0] == np.float32(1 + 2.0**-11 + 2.0**-23)
+    exact = Fraction(float(a[1])) * Fraction(float(b[1])) - 1
+    assert got[1] == np.float32(float(exact))  # the tiny residual, exactly rounded
+    assert np.isnan(got[2])  # inf * 0 + 1
+    assert got[3] == np.float32(1e-30 * 1e-30 + 0) or got[3] == 0  # underflow to denormal/0
+    assert got[4] == 0.0 and not np.signbit(got[4])  # -1 + 1 = +0
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_f32_add_mul_div_max(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal(32) * np.exp2(rng.integers(-60, 60, 32))).astype(np.float32)
+    b = (rng.standard_normal(32) * np.exp2(rng.integers(-60, 60, 32))).astype(np.float32)
+    a[:6] = [1.0, np.nan, 0.0, -0.0, 1e-40, 3.0]  # 1e-40: an f32 denormal
+    b[:6] = [3.0, 2.0, 0.0, 5.0, 3.0, np.inf]
+    out = m.alloc(4 * 128)
+    m.launch(mod, "arith_f32", (1, 1, 1), (32, 1, 1), [buf(m, a), buf(m, b), out])
+    got = m.read(out, 4 * 128).view(np.float32).reshape(32, 4)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got[:, 0], a + b)
+        np.testing.assert_array_equal(got[:, 1], a * b)
+        # the compiler's division sequence (div_scale/rcp/fma/div_fmas/div_fixup) is
+        # correctly rounded: bit-equal to IEEE division, NaN and denormals included
+        np.testing.assert_array_equal(got[:, 2], a / b)
+    assert got[1, 3] == 2.0  # max(NaN, 2) = 2 (IEEE maxNum)
+    assert got[0, 2] == np.float32(1 / 3)
+    assert got[4, 1] == np.float32(np.float32(1e-40) * np.float32(3.0))  # denormal kept
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_cvt_f16_rounds_to_nearest_even(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    h = 2.0**-10  # f16 ulp at 1.0
+    vals = f32(1 + h / 2,           # tie -> even (1.0)
+               1 + 3 * h / 2,       # tie -> even (1 + 2h)
+               1 + h / 2 + 2.0**-20,  # just above the tie -> up
+               65520.0,             # rounds to inf
+               65519.0,             # largest finite 65504
+               2.0**-25,            # half of the smallest denormal: tie -> 0
+               3 * 2.0**-26,        # 1.5 x smallest denormal... rounds to 2^-24
+               -0.0, np.nan, -np.inf, 6.1e-5)
+    o16, back = m.alloc(64), m.alloc(128)
+    m.launch(mod, "cvt_f16", (1, 1, 1), (32, 1, 1), [buf(m, vals), o16, back])
+    bits = m.read(o16, 64).view(np.uint16)
+    with np.errstate(over="ignore"):
+        want16 = vals.astype(np.float16)
+    want = want16.view(np.uint16)
+    nan = np.isnan(vals)
+    np.testing.assert_array_equal(bits[~nan], want[~nan])
+    assert bits[0] == 0x3C00 and bits[1] == 0x3C02 and bits[2] == 0x3C01
+    assert bits[3] == 0x7C00 and bits[4] == 0x7BFF and bits[5] == 0 and bits[6] == 0x0001
+    assert bits[7] == 0x8000 and (bits[8] & 0x7C00) == 0x7C00 and (bits[8] & 0x3FF)
+    np.testing.assert_array_equal(m.read(back, 128).view(np.float32)[~nan],
+                                  want16.astype(np.float32)[~nan])
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_float_compares_with_nan(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    a = f32(1.0, 2.0, np.nan, 1.0, -0.0, np.inf)
+    b = f32(2.0, 2.0, 1.0, np.nan, 0.0, np.inf)
+    out = m.alloc(128)
+    m.launch(mod, "cmp_f32", (1, 1, 1), (32, 1, 1), [buf(m, a), buf(m, b), out])
+    got = m.read(out, 128).view(np.uint32)
+    # bit0 <, bit1 ==, bit2 != (unordered-or-not-equal), bit3 >=, bit4 unordered
+    assert got[:6].tolist() == [0b00101, 0b01010, 0b10100, 0b10100, 0b01010, 0b01010]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_integer_division_sequences(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(1, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    b[:8] = [1, 2, 3, 7, 0xFFFFFFFF, 0x80000000, 65536, 12345]
+    a[:2] = [0xFFFFFFFF, 0x80000000]
+    b[8:16] >>= 20  # small divisors exercise the correction steps
+    b[b == 0] = 5
+    out = m.alloc(4 * 128)
+    m.launch(mod, "int_div", (1, 1, 1), (32, 1, 1), [buf(m, a), buf(m, b), out])
+    got = m.read(out, 4 * 128).view(np.uint32).reshape(32, 4)
+    np.testing.assert_array_equal(got[:, 0], a // b)
+    np.testing.assert_array_equal(got[:, 1], a % b)
+    sa, sb = a.view(np.int32).astype(np.int64), b.view(np.int32).astype(np.int64)
+    q = np.trunc(sa / sb).astype(np.int64)  # C truncating division
+    exact = sa - q * sb
+    fix = (exact != 0) & ((exact < 0) != (sa < 0))
+    q = np.where(fix, q + np.sign(exact) * np.sign(sb), q)
+    ok = ~((sa == -(2**31)) & (sb == -1))
+    np.testing.assert_array_equal(got[ok, 2].view(np.int32), q[ok].astype(np.int32))
+    np.testing.assert_array_equal(got[ok, 3].view(np.int32),
+                                  (sa - q * sb)[ok].astype(np.int32))
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_cross_lane_bpermute_swizzle_dpp(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    a = (np.arange(32, dtype=np.int32) + 1) * 10
+    out = m.alloc(4 * 5 * 32)
+    m.launch(mod, "cross_lane", (1, 1, 1), (32, 1, 1), [buf(m, a), out])
+    got = m.read(out, 4 * 5 * 32).view(np.int32).reshape(32, 5)
+    lane = np.arange(32)
+    np.testing.assert_array_equal(got[:, 0], a[lane ^ 5])                     # bpermute
+    np.testing.assert_array_equal(got[:, 1], a[(lane & ~3) + (3 - (lane & 3))])  # quad [3,2,1,0]
+    np.testing.assert_array_equal(got[:, 2], a[lane ^ 16])                    # bitmask xor 16
+    row_shr = np.where(lane % 16 == 0, 0, a[np.maximum(lane - 1, 0)])        # shifted-in: 0
+    np.testing.assert_array_equal(got[:, 3], row_shr)
+    np.testing.assert_array_equal(got[:, 4], a[lane ^ 1])                     # quad [1,0,3,2]
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1151", "gfx1201"])
+def test_vop3p_fma_mix_dot2_pk_fma(ops: Ops, arch: str) -> None:
+    m, mod = ops(arch)
+    rng = np.random.default_rng(5)
+    hh = rng.standard_normal((32, 2)).astype(np.float16)
+    gg = rng.standard_normal((32, 2)).astype(np.float16)
+    f = rng.standard_normal(32).astype(np.float32)
+    hh[0] = [np.float16(0.5), np.float16(-3.0)]
+    f[0] = 7.0
+    out, pk = m.alloc(4 * 64), m.alloc(128)
+    m.launch(mod, "vop3p", (1, 1, 1), (32, 1, 1),
+             [buf(m, hh.view(np.uint32).ravel()), buf(m, f), buf(m, gg.view(np.uint32).ravel()),
+              out, pk])
+    got = m.read(out, 4 * 64).view(np.float32).reshape(32, 2)
+    h64, g64, f64 = hh.astype(np.float64), gg.astype(np.float64), f.astype(np.float64)
+    # fma_mix: f16 lo * f32 + f16 hi, one rounding to f32 (exact in f64 here: <= 35 bits)
+    np.testing.assert_array_equal(got[:, 0], (h64[:, 0] * f64 + h64[:, 1]).astype(np.float32))
+    assert got[0, 0] == 0.5 * 7.0 - 3.0
+    # dot2 in the ISA pseudocode's order: (c + lo*lo) + hi*hi in f32, products exact
+    want = (f + (h64[:, 0] * g64[:, 0]).astype(np.float32)).astype(np.float32)
+    want = (want + (h64[:, 1] * g64[:, 1]).astype(np.float32)).astype(np.float32)
+    np.testing.assert_array_equal(got[:, 1], want)
+    # pk_fma_f16: per half h*g + h, single rounding to f16
+    p = m.read(pk, 128).view(np.float16).reshape(32, 2)
+    np.testing.assert_array_equal(p, (h64 * g64 + h64).astype(np.float16))
