@@ -46,6 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="extra preprocessor define for every timed kernel (e.g. "
                              "HQ_GEMV_UNROLL=8); recorded in the envelope")
+    parser.add_argument("--costs", metavar="FILE",
+                        help="instruction costs (from --predict --costs-out) for predictions "
+                             "beside measurements")
+    parser.add_argument("--predict", action="store_true",
+                        help="no hardware: print the cost model's v2/v1 predictions for the "
+                             "arch from emulator instruction counts")
+    parser.add_argument("--costs-out", metavar="FILE",
+                        help="with --predict: save the measured costs for a device run")
     parser.add_argument("--no-copy", action="store_true", help="skip the copy-bandwidth ceiling")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch.mv baseline")
 
@@ -92,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.arch or len(args.arch) != 1 or args.arch[0] == "all":
         raise UsageError("bench times one device: pass exactly one --arch (e.g. sm_90, gfx1100)")
     arch = args.arch[0]
+    if args.predict:
+        return predict_only(args, arch)
     if args.backend in ("auto", "emu"):
         raise UsageError("bench needs device events: pass --backend cuda or --backend hip "
                          "(the emulator has no clock; use `hqval emu --bench`)")
@@ -105,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         modes=list(MODES) if args.mode == "both" else [args.mode],
         rows=_rows(args, arch), candidates=candidates, config=config,
         max_reruns=args.max_reruns, copy=not args.no_copy, torch=not args.no_torch,
+        costs=_load_costs(args.costs),
     )
     try:
         backend = get(args.backend, arch)
@@ -131,6 +142,61 @@ def run(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(
             {"envelope": envelope, "rows": [r.to_dict() for r in rows]}, indent=1) + "\n")
     return 0 if all(r.status.ok for r in rows) else 1
+
+
+def _load_costs(path: str | None) -> Any:
+    from hqval.cli import UsageError
+    from hqval.timing.cost import load_costs
+
+    if not path:
+        return None
+    try:
+        return load_costs(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def predict_only(args: argparse.Namespace, arch: str) -> int:
+    """Cost-model predictions for an RDNA arch, no hardware: emulator counts x arches.yaml."""
+    from hqval.cli import UsageError
+    from hqval.manifest import load_manifest
+    from hqval.matrix import load_arches
+    from hqval.timing.bench import find_kernels
+    from hqval.timing.cost import ArchRates, measure_cost, predict_ratio, save_costs
+
+    arches = load_arches()
+    if arch not in arches:
+        raise UsageError(f"--predict needs an RDNA arch from arches.yaml (got {arch}); NVIDIA "
+                         "predictions come from a device run with --costs")
+    manifest = load_manifest(Path(args.manifest) if args.manifest else None)
+    rates = ArchRates.from_arch(arches[arch])
+    rows = _rows(args, arch)
+    candidates = [int(v) for v in args.candidates.split(",") if v.strip()]
+    modes = ["hot", "cold"] if args.mode == "both" else [args.mode]
+    saved = []
+    print(f"{'kernel':24} {'shape':12} {'mode':5} {'pred v2/v1':>10} {'us(v1)':>8} "
+          f"{'us(v2)':>8} {'bound':7} {'resident':8}")
+    for R in rows:
+        v1 = find_kernels(manifest, 1, R)
+        if v1 is None:
+            raise UsageError(f"no qt=1 GEMV kernel with rows_per_block {R} in the manifest")
+        c1 = measure_cost(v1, arch)
+        saved.append(c1)
+        for qt in candidates:
+            spec = find_kernels(manifest, qt, R)
+            if spec is None:
+                continue
+            c2 = measure_cost(spec, arch)
+            saved.append(c2)
+            for mode in modes:
+                for shape in _shapes(args):
+                    p = predict_ratio(c1, c2, shape, rates, mode, R)
+                    print(f"{spec.name:24} {shape.name:12} {mode:5} {p.ratio:10.4f} "
+                          f"{p.v1.t_us:8.2f} {p.v2.t_us:8.2f} {p.v2.bound:7} "
+                          f"{'yes' if p.v2.resident else 'no':8}")
+    if args.costs_out:
+        save_costs(saved, args.costs_out)
+    return 0
 
 
 def with_defines(manifest: Any, defines: list[str]) -> Any:

@@ -19,6 +19,7 @@ from hqval.backends.base import Backend
 from hqval.result import Row, Status
 from hqval.timing import stats
 from hqval.timing.baselines import Baseline, copy_bandwidth, torch_mv_bf16
+from hqval.timing.cost import ArchRates, KernelCost, predict_ratio
 from hqval.timing.gemv import GemvSetup, Shape, effective_gbps, gemv_bytes, setup_gemv
 from hqval.timing.harness import TimingConfig, filler_for, time_pair
 from hqval.timing.schedule import Mode
@@ -54,6 +55,9 @@ class BenchPlan:
     copy: bool = True
     torch: bool = True
     seed: int = 0
+    # Instruction costs per kernel name (hqval.timing.cost), for predictions beside
+    # measurements; None: no predictions.
+    costs: dict[str, KernelCost] | None = None
 
 
 def device_facts(backend: Backend, arch: str) -> DeviceFacts:
@@ -88,6 +92,21 @@ def device_facts(backend: Backend, arch: str) -> DeviceFacts:
     return DeviceFacts(float(peak), int(llc), source)
 
 
+def arch_rates(backend: Backend | None, arch: str) -> ArchRates | None:
+    """Rates for the cost model: arches.yaml for RDNA; the devices section plus the
+    device's reported SM clock for NVIDIA (None when neither is known)."""
+    from hqval.matrix import load_arches, load_devices
+
+    arches = load_arches()
+    if arch in arches:
+        return ArchRates.from_arch(arches[arch])
+    props = getattr(backend, "properties", None) or {}
+    devices = [d for d in load_devices().values() if d.arch == arch]
+    if devices and props.get("sm_clock_khz"):
+        return ArchRates.from_device(devices[0], props["sm_clock_khz"] / 1000.0)
+    return None
+
+
 def find_kernels(manifest: Any, qt: int, rows: int) -> Any:
     """The non-residual GEMV kernel of ``qt`` with ``rows`` rows per block."""
     for spec in manifest.kernels:
@@ -110,6 +129,7 @@ def run_bench(
 ) -> list[Row]:
     """Run every timing cell of ``plan``; rows are also passed to ``emit`` as produced."""
     facts = device_facts(backend, plan.arch)
+    rates = arch_rates(backend, plan.arch) if plan.costs else None
     filler = filler_for(backend)
     cfg = plan.config
     out: list[Row] = []
@@ -137,13 +157,14 @@ def run_bench(
         cands = [s for s in (find_kernels(manifest, qt, R) for qt in plan.candidates) if s]
         for mode in plan.modes:
             for shape in plan.shapes:
-                add(*_shape_cells(backend, plan, facts, filler, copy, v1_spec, cands, shape,
-                                  mode, progress))
+                add(*_shape_cells(backend, plan, facts, rates, filler, copy, v1_spec, cands,
+                                  shape, mode, progress))
     return out
 
 
 def _shape_cells(
-    backend: Backend, plan: BenchPlan, facts: DeviceFacts, filler: Any, copy: Baseline | None,
+    backend: Backend, plan: BenchPlan, facts: DeviceFacts, rates: ArchRates | None,
+    filler: Any, copy: Baseline | None,
     v1_spec: Any, cands: Sequence[Any], shape: Shape, mode: Mode,
     progress: Callable[[str], None],
 ) -> list[Row]:
@@ -223,6 +244,11 @@ def _shape_cells(
             if copy is not None:
                 details["copy_gbps"] = copy.gbps
                 details["frac_copy_b"] = gb_b / copy.gbps
+            if rates is not None and plan.costs is not None:
+                c1, c2 = plan.costs.get(a.spec.name), plan.costs.get(s.spec.name)
+                if c1 is not None and c2 is not None:
+                    details.update(predict_ratio(c1, c2, shape, rates, mode,
+                                                 s.spec.rows_per_block).to_dict())
             if torch_base is not None:
                 details["torch_us"] = torch_base.median_us
                 details["speedup_vs_torch_b"] = torch_base.median_us / med_b

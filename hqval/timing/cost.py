@@ -26,7 +26,8 @@ prediction records; the H200 checkpoint shows how far that proxy is off.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -185,3 +186,24 @@ def measure_cost(spec: Any, arch: str = "gfx1100", seed: int = 0) -> KernelCost:
     cost = KernelCost(spec.name, arch, per_gr, per_block)
     _CACHE[key] = cost
     return cost
+
+
+def save_costs(costs: list[KernelCost], path: str) -> None:
+    """Write measured costs as JSON (the device run reads them: no emulator there)."""
+    import json
+
+    Path(path).write_text(json.dumps([asdict(c) for c in costs], indent=1, sort_keys=True)
+                          + "\n")
+
+
+def load_costs(path: str) -> dict[str, KernelCost]:
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+        costs = [KernelCost(d["kernel"], d["arch"], dict(d["per_group_row"]),
+                            dict(d["per_block"])) for d in data]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a costs file written by `hqval bench --predict "
+                         f"--costs-out` ({exc})") from None
+    return {c.kernel: c for c in costs}
