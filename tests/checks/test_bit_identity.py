@@ -1,0 +1,72 @@
+"""bit_identity on the emulator: qt=44/45 kernels equal their v1 baseline bit for bit on
+every RDNA generation; wrong header decodes differ; the fixture's own proof is enforced."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from hqval import fixtures
+from hqval.checks import bit_identity
+from hqval.checks.cell import CheckContext, run_cell
+from hqval.result import Status
+
+from .conftest import ARCHES
+from .mutant_cases import mutants_killed_by
+
+Ctx = Callable[..., CheckContext]
+GOOD = list(zip(ARCHES, ("gemv_mq4c_r1", "gemv_mq4g256v2_qkv_r1", "gemm_mq4g256v2_wmma_gfx11",
+                         "gemv_mq4g256v2_residual_r2", "gemm_mq4c_wmma_gfx12"), strict=True))
+
+
+@pytest.mark.parametrize(("arch", "kernel"), GOOD)
+def test_real_kernels_are_bit_identical_to_v1(emu_ctx: Ctx, arch: str, kernel: str) -> None:
+    ctx = emu_ctx(arch)
+    row = run_cell(ctx, "bit_identity", ctx.kernel(kernel))
+    assert row.status == Status.PASS, row.message
+    assert row.measured == 0.0 and row.tolerance == 0.0
+    assert row.details["differing_words"] == 0
+    assert row.details["baseline"] == ctx.kernel(kernel).baseline
+
+
+def test_v1_kernels_and_inapplicable_arches_are_unsupported(emu_ctx: Ctx) -> None:
+    ctx = emu_ctx("gfx1030")
+    assert run_cell(ctx, "bit_identity", ctx.kernel("gemv_hfq4g256_r1")).status == \
+        Status.UNSUPPORTED
+    assert run_cell(ctx, "bit_identity", ctx.kernel("gemm_mq4g256v2_wmma_gfx11")).status == \
+        Status.UNSUPPORTED
+
+
+@pytest.mark.parametrize(("mutant", "arch"), mutants_killed_by("bit_identity"))
+def test_mutants_fail(emu_ctx: Ctx, mutant: str, arch: str) -> None:
+    ctx = emu_ctx(arch, mutants=True)
+    row = run_cell(ctx, "bit_identity", ctx.kernel(mutant))
+    assert row.status == Status.FAIL, row.message
+    assert row.measured is not None and row.measured > 0
+
+
+def test_fixture_that_is_not_bit_identical_is_an_error(
+    emu_ctx: Ctx, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Disjoint halves instead of equal halves: qt=44 and v1 bytes no longer decode alike,
+    # the fixture's own assertions fail, and the check must refuse to judge.
+    def not_equal(M: int, K: int, seed: int) -> fixtures.Fixture:
+        fx = fixtures.disjoint_halves(M, K, seed)
+        broken = fixtures.Assertion("decode_qt1_equals_qt44", False, "disjoint halves")
+        return fixtures.Fixture(fx.name, seed, M, K, fx.weights, fx.blobs,
+                                (*fx.assertions, broken))
+
+    monkeypatch.setattr(bit_identity.fixtures, "equal_halves", not_equal)
+    ctx = emu_ctx("gfx1100")
+    row = run_cell(ctx, "bit_identity", ctx.kernel("gemv_mq4g256v2_r1"))
+    assert row.status == Status.ERROR and "does not hold" in row.message
+
+
+def test_fixture_whose_misreads_do_not_move_the_output_is_an_error(
+    emu_ctx: Ctx, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(bit_identity, "DISCRIMINATION_FLOOR", float("inf"))
+    ctx = emu_ctx("gfx1100")
+    row = run_cell(ctx, "bit_identity", ctx.kernel("gemv_mq4g256v2_r1"))
+    assert row.status == Status.ERROR and "does not discriminate" in row.message
