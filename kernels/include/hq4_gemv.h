@@ -11,25 +11,56 @@
 #define HQ_GEMV_UNROLL 4  // groups in flight per lane: loads of all of them precede the math
 #endif
 
+// The activations of one group as one lane sees them (weights 8t..8t+7), prepared once per
+// group and shared by the R rows of a block.
 #if defined(HQ_CUDA)
-// NVIDIA only: int->float conversion (I2F) issues at a quarter of the FMA rate, and with
-// eight per payload dword it, not memory, limited this kernel on an H200 (1.4-1.7 TB/s of
-// 4.2 TB/s copy bandwidth).  A nibble q in [0, 15] ORed into the mantissa of 2^23 is the
-// float 2^23 + q exactly and subtracting 2^23 leaves q exactly, so every weight and every
-// rounding after it is bit-identical to hq4_dot8's; qt=1/44/45 still share this body.
-static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, hq_float4 x0, hq_float4 x1,
+// NVIDIA only.  Profiled on an H200 (ncu), the per-weight form below (extract, convert,
+// fma with scale and zero, fma with x: 5 instructions per weight) made the kernel
+// instruction-bound at 1.4-1.6 TB/s of 4.2 TB/s copy bandwidth.  Here:
+//   sum_j (q_j sc + zp) x_j = sc * sum_j q_j x_j + zp * S,   S = sum_j x_j,
+// and q_j becomes the float 16 + q_j exactly by placing the nibble in the top four
+// mantissa bits of 16.0f (one shift, one lop3; no int->float conversion), so
+//   sum_j q_j x_j = sum_j (16 + q_j) x_j - 16 S,
+// accumulated from -16 S in one fma chain.  3 instructions per weight plus 2 per
+// group-row; S is per group, shared by the R rows.  The rounding differs from
+// hq4_dot8's (one extra rounding of S, a cancellation against 16 S), within the
+// GEMV parity bound by orders of magnitude; qt=1/44/45 all use this same arithmetic, so
+// bit identity between them on equal halves is unchanged.
+struct GemvX {
+    hq_float4 a, b;
+    float s;      // S
+    float m16s;   // -16 S (exact given S)
+};
+static HQ_DEVICE GemvX gemv_x(hq_float4 a, hq_float4 b) {
+    const float s = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
+    return GemvX{a, b, s, -16.0f * s};
+}
+static HQ_DEVICE float gemv_q16(unsigned int v) {  // v: nibble at bits 19..22
+    return __uint_as_float((v & 0x00780000u) | 0x41800000u);  // 16 + nibble, exactly
+}
+static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, const GemvX& x,
                                  float acc) {
-    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-    #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        const float qf = __uint_as_float(((q >> (4 * j)) & 0xFu) | 0x4B000000u) - 8388608.0f;
-        const float w = qf * sc + zp;
-        acc = w * xs[j] + acc;
-    }
-    return acc;
+    float d = x.m16s;
+    d = gemv_q16(q << 19) * x.a.x + d;
+    d = gemv_q16(q << 15) * x.a.y + d;
+    d = gemv_q16(q << 11) * x.a.z + d;
+    d = gemv_q16(q << 7) * x.a.w + d;
+    d = gemv_q16(q << 3) * x.b.x + d;
+    d = gemv_q16(q >> 1) * x.b.y + d;
+    d = gemv_q16(q >> 5) * x.b.z + d;
+    d = gemv_q16(q >> 9) * x.b.w + d;
+    return sc * d + (zp * x.s + acc);
 }
 #else
-#define gemv_dot8 hq4_dot8  // AMD: v_cvt_f32_ubyte/v_bfe are full rate; code unchanged
+// AMD: the per-weight form (v_bfe/v_cvt are full rate there); this is hq4_dot8 unchanged.
+struct GemvX {
+    hq_float4 a, b;
+};
+static HQ_DEVICE GemvX gemv_x(hq_float4 a, hq_float4 b) { return GemvX{a, b}; }
+static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, const GemvX& x,
+                                 float acc) {
+    return hq4_dot8(q, sc, zp, x.a, x.b, acc);
+}
 #endif
 
 template <class Hdr, int R, bool Residual>
@@ -74,18 +105,19 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
         }
         #pragma unroll
         for (int u = 0; u < U; ++u) {
+            const GemvX xs = gemv_x(xa[u], xb[u]);
             #pragma unroll
             for (int r = 0; r < R; ++r) {
                 float sc, zp;
                 Hdr::decode(h[u][r], boff, sc, zp);
-                acc[r] = gemv_dot8(q[u][r], sc, zp, xa[u], xb[u], acc[r]);
+                acc[r] = gemv_dot8(q[u][r], sc, zp, xs, acc[r]);
             }
         }
     }
     for (; g < groups; ++g) {  // remainder: same arithmetic, one group at a time
         const float* xp = x + g * 256 + lane * 8;
-        const hq_float4 xa = *reinterpret_cast<const hq_float4*>(xp);
-        const hq_float4 xb = *reinterpret_cast<const hq_float4*>(xp + 4);
+        const GemvX xs = gemv_x(*reinterpret_cast<const hq_float4*>(xp),
+                                *reinterpret_cast<const hq_float4*>(xp + 4));
         #pragma unroll
         for (int r = 0; r < R; ++r) {
             const unsigned char* __restrict__ gp = wr[r] + g * GB;
@@ -94,7 +126,7 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
                 *reinterpret_cast<const unsigned int*>(gp + Hdr::kPayloadOffset + boff);
             float sc, zp;
             Hdr::decode(h, boff, sc, zp);
-            acc[r] = gemv_dot8(q, sc, zp, xa, xb, acc[r]);
+            acc[r] = gemv_dot8(q, sc, zp, xs, acc[r]);
         }
     }
 
