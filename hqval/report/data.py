@@ -98,8 +98,12 @@ class ReportData:
         return [r for r in self.rows if r.kind == kind]
 
     def checks_by_name(self) -> dict[str, list[Row]]:
+        """Check rows of the real kernels by check (mutants' cells are in the kill matrix)."""
+        mutants = self.mutant_kernels()
         out: dict[str, list[Row]] = {}
         for r in self.of_kind("check"):
+            if r.kernel in mutants:
+                continue
             out.setdefault(r.check, []).append(r)
         return dict(sorted(out.items()))
 
@@ -134,10 +138,30 @@ class ReportData:
             counts[str(c.status)] += 1
         return {k: v for k, v in counts.items() if v}
 
+    def mutant_kernels(self) -> set[str]:
+        names = {r.kernel for r in self.of_kind("mutant")}
+        for run in self.runs:
+            names |= {k for k, v in (run.envelope.get("kernels") or {}).items()
+                      if isinstance(v, dict) and v.get("mutant_of")}
+        return names
+
     def row_counts(self) -> dict[str, int]:
+        """Row statuses of the real kernels (a mutant's failing cells are kills, counted
+        by ``mutant_counts``) and of the pipeline steps."""
+        mutants = self.mutant_kernels()
         out: dict[str, int] = {}
         for r in self.rows:
+            if r.kernel in mutants or r.kind == "admit":
+                continue
             out[str(r.status)] = out.get(str(r.status), 0) + 1
+        return out
+
+    def mutant_counts(self) -> dict[str, int]:
+        label = {"pass": "killed", "fail": "survived", "unsupported": "not built"}
+        out: dict[str, int] = {}
+        for r in self.of_kind("mutant"):
+            key = label.get(str(r.status), str(r.status))
+            out[key] = out.get(key, 0) + 1
         return out
 
     def seeds(self) -> list[int]:

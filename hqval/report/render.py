@@ -76,7 +76,7 @@ def _max_ratio() -> float | None:
 
 
 def render_html(data: ReportData, title: str | None = None) -> str:
-    checks = [r for r in data.rows if r.kind == "check"]
+    checks = [r for rows in data.checks_by_name().values() for r in rows]
     return _env().get_template("report.html.j2").render(
         title=title or finding(data),
         version=hqval.__version__,
@@ -154,7 +154,10 @@ def render_checkpoint(data: ReportData, title: str | None = None,
         admission_table=admission_table,
         rejected_table=rejected_table,
         infrastructure=list(data.admission.infrastructure),
-        rows_table=md_table(["row status", "rows"], list(data.row_counts().items())),
+        rows_table=md_table(["row status (real kernels and steps)", "rows"],
+                            list(data.row_counts().items()))
+        + ("\n\n" + md_table(["mutant verdict", "mutants"], list(data.mutant_counts().items()))
+           if data.mutant_counts() else ""),
         checks_table=md_table(["check", "cells", "pass", "fail/error",
                                "worst measured / tolerance"], checks) if checks else "",
         timing_table=md_table(

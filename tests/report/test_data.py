@@ -65,3 +65,18 @@ def test_ratio_cells_and_device_baselines_are_told_apart() -> None:
     assert d.timing_baselines() == [copy]
     assert is_ratio_row(ratio) and not is_ratio_row(copy)
     assert d.timing()[0].gbps == 965.0
+
+
+def test_mutant_cells_are_kills_not_failures() -> None:
+    from hqval.results.store import Run
+
+    env = {"kernels": {"mut": {"qt": 44, "kind": "gemv", "mutant_of": "k"}}}
+    rows = (Row("check", "reference_parity", "mut", "gfx1100", "emu", Status.FAIL),
+            Row("check", "reference_parity", "k", "gfx1100", "emu", Status.PASS),
+            Row("mutant", "mutant", "mut", "gfx1100", "emu", Status.PASS))
+    from pathlib import Path
+
+    d = ReportData((Run(Path("r"), env, list(rows)),), rows, Admission((), (), 0))
+    assert d.row_counts() == {"pass": 1}
+    assert d.mutant_counts() == {"killed": 1}
+    assert [r.kernel for r in d.checks_by_name()["reference_parity"]] == ["k"]
