@@ -73,8 +73,10 @@ def test_fixture_where_misreads_land_close_is_an_error(
 ) -> None:
     # Every group identical: a 132 B stride or a +4 payload still reads the same kind of
     # bytes, so the misreads cannot be told apart; the check must not pass.
+    real = fixtures.padded_qt45
+
     def constant(M: int, K: int, seed: int) -> fixtures.Fixture:
-        fx = fixtures.padded_qt45(M, K, seed)
+        fx = real(M, K, seed)
         g = fx.blob(45).reshape(M, K // 256, 136).copy()
         g[:, :, :] = g[0, 0, :]
         g[:, :, 8:] = 0x00
