@@ -227,6 +227,11 @@ def not_claimed(data: ReportData) -> list[str]:
     if fb:
         out.append("Fallback cells claim per-token decode correctness only, no batched "
                    "prefill: " + ", ".join(fb) + ".")
+    wave64 = any(r.details.get("wave_size") == 64 or r.details.get("wavefront_size") == 64
+                 for r in data.rows)
+    if not wave64:
+        out.append("wave64: no kernel ran in wave64 mode, so the lanes 0-31 / 32-63 half "
+                   "split (design note section 9) is not verified; wave64 stays unsupported.")
     out.append("Codec MSE is not a model-quality (KLD) claim; no model-level quality was "
                "measured by this run.")
     return out

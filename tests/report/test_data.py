@@ -80,3 +80,10 @@ def test_mutant_cells_are_kills_not_failures() -> None:
     assert d.row_counts() == {"pass": 1}
     assert d.mutant_counts() == {"killed": 1}
     assert [r.kernel for r in d.checks_by_name()["reference_parity"]] == ["k"]
+
+
+def test_wave64_not_claimed_unless_a_wave64_row_exists() -> None:
+    assert any("wave64" in n for n in not_claimed(_data()))
+    w64 = Row("audit", "wave_size", "k", "gfx1100", "isa", Status.PASS,
+              details={"wave_size": 64})
+    assert not any("wave64" in n for n in not_claimed(_data(rows=(w64,))))
