@@ -17,8 +17,6 @@ pass, and admission then fails closed (exit 2).
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import sys
 import tempfile
 import time
@@ -461,10 +459,3 @@ def default_out(arch: Sequence[str]) -> Path:
     tag = "-".join(arch) if len(arch) <= 2 else f"{len(arch)}arches"
     return Path("runs") / f"{tag}-{stamp}"
 
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")
-
-
-def rows_json(rows: Iterable[Row]) -> str:
-    return json.dumps([r.to_dict() for r in rows], indent=1) + "\n"
