@@ -122,7 +122,7 @@ class Instruction:
     operands: str
     target: int | None = None  # branch destination, absolute address
 
-    @property
+    @functools.cached_property
     def klass(self) -> str:
         m = self.mnemonic
         if m.startswith(("s_load", "s_buffer_load")):
@@ -166,6 +166,13 @@ class Instruction:
             except ValueError:
                 return 0
         return 0
+
+    @functools.cached_property
+    def dst_src(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Registers written and read (heuristic: the first operand, or two for the
+        carry-out forms, is the destination; stores, compares and branches write none)."""
+        dst, src = _dst_src(self)
+        return tuple(dst), tuple(src)
 
     @property
     def wmma_a_regs(self) -> int:
@@ -220,9 +227,19 @@ class KernelCode:
     instructions: list[Instruction]
     notes: dict[str, Any]
     target_arch: str = ""
+    _loops: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
 
     def loops(self) -> list[tuple[int, int]]:
         """(first, last) instruction indexes of each loop, from backward branches."""
+        if self._loops is None:
+            self._loops = self._find_loops()
+        return self._loops
+
+    def main_loop_span(self) -> tuple[int, int] | None:
+        loops = self.loops()
+        return max(loops, key=lambda fl: fl[1] - fl[0]) if loops else None
+
+    def _find_loops(self) -> list[tuple[int, int]]:
         index = {ins.addr: i for i, ins in enumerate(self.instructions)}
         out = []
         for i, ins in enumerate(self.instructions):
@@ -234,11 +251,10 @@ class KernelCode:
 
     def main_loop(self) -> list[Instruction]:
         """The loop with the most instructions (the unrolled group loop); [] if none."""
-        loops = self.loops()
-        if not loops:
+        span = self.main_loop_span()
+        if span is None:
             return []
-        first, last = max(loops, key=lambda fl: fl[1] - fl[0])
-        return self.instructions[first:last + 1]
+        return self.instructions[span[0]:span[1] + 1]
 
     def histogram(self, body: list[Instruction] | None = None) -> Counter[str]:
         return Counter(ins.mnemonic for ins in (self.instructions if body is None else body))
@@ -277,7 +293,7 @@ def parse_notes(text: str) -> dict[str, Any]:
     end = block.find("\n...")
     if end >= 0:
         block = block[:end]
-    data = yaml.safe_load(block)
+    data = yaml.load(block, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     kernels = {k[".name"]: k for k in data.get("amdhsa.kernels", [])}
     return {"target": str(data.get("amdhsa.target", "")), "kernels": kernels}
 
@@ -337,10 +353,10 @@ def _dst_src(ins: Instruction) -> tuple[list[str], list[str]]:
 
 
 def pointer_origins(kc: KernelCode) -> dict[int, frozenset[str]]:
-    """For every memory load (by address): the kernel arguments its address derives from,
-    as ``arg@OFFSET`` tags.  The kernarg pointer is the base of the first scalar load;
-    origins flow through every instruction's sources to its destinations (two passes so
-    loop-carried pointers are seen)."""
+    """For every memory load up to the end of the group loop (by address): the kernel
+    arguments its address derives from, as ``arg@OFFSET`` tags.  The kernarg pointer is the
+    base of the first scalar load; origins flow from every instruction's sources to its
+    destinations."""
     ins_list = kc.instructions
     first_smem = next((i for i in ins_list if i.klass == "smem"), None)
     if first_smem is None:
@@ -348,18 +364,15 @@ def pointer_origins(kc: KernelCode) -> dict[int, frozenset[str]]:
     base_regs = _regs(first_smem.operands.split(",")[1])
     state: dict[str, frozenset[str]] = {r: frozenset({"kernarg"}) for r in base_regs}
     origins: dict[int, set[str]] = {}
-    loops = kc.loops()
-    loop_ends = {last for _, last in loops}
-    at_end: dict[int, dict[str, frozenset[str]]] = {}
-    for i, ins in enumerate(ins_list):
+    # Straight through up to the end of the group loop (what the rules read), then the loop
+    # body once more from its back-edge state, so loop-carried pointers are seen.
+    span = kc.main_loop_span()
+    end = span[1] + 1 if span is not None else len(ins_list)
+    for ins in ins_list[:end]:
         _flow(ins, state, origins)
-        if i in loop_ends:
-            at_end[i] = dict(state)
-    # Loop-carried pointers: run each loop body again from its state at the back edge.
-    for first, last in loops:
-        st = dict(at_end[last])
-        for ins in ins_list[first:last + 1]:
-            _flow(ins, st, origins)
+    if span is not None:
+        for ins in ins_list[span[0]:span[1] + 1]:
+            _flow(ins, state, origins)
     return {addr: frozenset(tags) for addr, tags in origins.items()}
 
 
@@ -374,7 +387,7 @@ def _flow(ins: Instruction, state: dict[str, frozenset[str]],
                 state[regs[0]] = frozenset().union(*(state.get(r, frozenset())
                                                      for r in regs[1:]))
         return
-    dst, src = _dst_src(ins)
+    dst, src = ins.dst_src
     src_tags: frozenset[str] = frozenset().union(*(state.get(r, frozenset()) for r in src))
     if ins.is_load:
         origins.setdefault(ins.addr, set()).update(src_tags)
