@@ -180,6 +180,7 @@ class CudaBackend(Backend):
         count = self._call("cuDeviceGetCount")
         if count <= device:
             raise BackendUnavailable(f"backend 'cuda': no CUDA device {device} ({count} present)")
+        self.device_index = device
         self.dev = self._call("cuDeviceGet", device)
         attr = self.cu.CUdevice_attribute
         major = self._attr(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)

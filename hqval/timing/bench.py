@@ -22,6 +22,7 @@ from hqval.timing.baselines import Baseline, copy_bandwidth, torch_mv_bf16
 from hqval.timing.cost import ArchRates, KernelCost, predict_ratio
 from hqval.timing.gemv import GemvSetup, Shape, effective_gbps, gemv_bytes, setup_gemv
 from hqval.timing.harness import TimingConfig, filler_for, time_pair
+from hqval.timing.lock import device_lock
 from hqval.timing.schedule import Mode
 
 GATE_DERIVATION = (
@@ -127,7 +128,20 @@ def run_bench(
     progress: Callable[[str], None] = lambda s: None,
     emit: Callable[[Iterable[Row]], object] = lambda rows: None,
 ) -> list[Row]:
-    """Run every timing cell of ``plan``; rows are also passed to ``emit`` as produced."""
+    """Run every timing cell of ``plan``; rows are also passed to ``emit`` as produced.
+    Holds the device's timing lock for the whole run (never two timing runs at once)."""
+    device = f"{backend.name}{getattr(backend, 'device_index', 0)}-{backend.device_name()}"
+    with device_lock(device):
+        return _run_bench(backend, manifest, plan, progress, emit)
+
+
+def _run_bench(
+    backend: Backend,
+    manifest: Any,
+    plan: BenchPlan,
+    progress: Callable[[str], None],
+    emit: Callable[[Iterable[Row]], object],
+) -> list[Row]:
     facts = device_facts(backend, plan.arch)
     rates = arch_rates(backend, plan.arch) if plan.costs else None
     filler = filler_for(backend)
