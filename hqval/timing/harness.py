@@ -15,9 +15,11 @@ still drained is reported (``queue_drained``), not silently trusted.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from hqval.backends.base import Backend, Buffer, Program
@@ -198,11 +200,62 @@ class CudaSpinFiller:
         return busy
 
 
+AMD_SPIN_SOURCE = r"""
+// Busy-waits for the given number of microseconds of the 100 MHz REALTIME counter
+// (s_memrealtime on gfx10, s_sendmsg_rtn REALTIME on gfx11/12), sleeping between reads.
+extern "C" __attribute__((global)) void hqval_spin(int microseconds) {
+    const unsigned long long t0 = __builtin_readsteadycounter();
+    while (__builtin_readsteadycounter() - t0 < 100ull * (unsigned long long)microseconds) {
+        __builtin_amdgcn_s_sleep(8);
+    }
+}
+"""
+
+
+def amd_spin_spec(root: Path | None = None) -> Any:
+    """A KernelSpec for the AMD spin kernel, its source written under the hqval cache so
+    the toolchain builds and caches it like any kernel."""
+    from hqval.manifest import KernelSpec
+
+    base = root or Path(os.environ.get("HQVAL_CACHE", Path.home() / ".cache" / "hqval"))
+    path = base / "timing" / "hqval_spin.hip"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text() != AMD_SPIN_SOURCE:
+        path.write_text(AMD_SPIN_SOURCE)
+    return KernelSpec(name="hqval_spin", source=path, symbol="hqval_spin", qt=0, kind="spin",
+                      block=1)
+
+
+class HipSpinFiller:
+    """QueueFiller for the HIP backend: the AMD spin kernel plus hipEventQuery."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.program = backend.load(amd_spin_spec())
+
+    def start(self, microseconds: int) -> Any:
+        self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [int(microseconds)])
+        return self.backend.record_event()
+
+    def still_busy(self, token: Any) -> bool:
+        hip = self.backend.hip
+        result = hip.hipEventQuery(token)
+        err = result[0] if isinstance(result, tuple) else result
+        busy = bool(err == hip.hipError_t.hipErrorNotReady)
+        if not busy and int(err) != 0:
+            raise RuntimeError(f"hipEventQuery failed: {err}")
+        hip.hipEventSynchronize(token)
+        hip.hipEventDestroy(token)
+        return busy
+
+
 def filler_for(backend: Backend) -> QueueFiller | None:
     """The queue filler for ``backend``, or None where it has none (then every run is
-    reported with ``queue_drained`` unknown-as-true, i.e. untrusted for short kernels)."""
+    reported with ``queue_drained`` true, i.e. not trusted)."""
     if backend.name == "cuda":
         return CudaSpinFiller(backend)
+    if backend.name == "hip":
+        return HipSpinFiller(backend)
     return None
 
 
