@@ -116,6 +116,7 @@ def test_config_validates() -> None:
 
 
 def test_amd_spin_kernel_builds_and_reads_the_realtime_counter(tmp_path: Any) -> None:
+    import shutil
     import subprocess
 
     from hqval.timing.harness import amd_spin_spec
@@ -125,6 +126,8 @@ def test_amd_spin_kernel_builds_and_reads_the_realtime_counter(tmp_path: Any) ->
         find_compiler()
     except ToolchainError as exc:
         pytest.skip(f"needs clang for amdgcn: {exc}")
+    if shutil.which("llvm-objdump-19") is None:
+        pytest.skip("needs llvm-objdump-19 to read the code object")
     spec = amd_spin_spec(tmp_path)
     for arch, reader in (("gfx1030", "s_memrealtime"), ("gfx1100", "REALTIME"),
                          ("gfx1201", "REALTIME")):
