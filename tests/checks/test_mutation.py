@@ -1,0 +1,46 @@
+"""Kill-matrix verdicts: killed only by a failing cell, never by an error; unsupported
+where the mutant is not built; expected killers reported."""
+
+from __future__ import annotations
+
+from hqval.checks.mutation import Built, expected_hit, killers, matrix_text, real_failures, verdicts
+from hqval.manifest import load_mutants
+from hqval.result import Row, Status
+
+MUTANT = load_mutants(None).kernels[0]
+
+
+def _row(check: str, status: Status, kernel: str = MUTANT.name, arch: str = "gfx1100") -> Row:
+    return Row(kind="check", check=check, kernel=kernel, arch=arch, backend="emu", status=status)
+
+
+def test_a_failing_cell_kills_an_error_does_not() -> None:
+    built = {(MUTANT.name, "gfx1100"): Built(True), (MUTANT.name, "gfx1030"): Built(True),
+             (MUTANT.name, "gfx1201"): Built(False, "requires wmma_gfx11")}
+    rows = [_row("bit_identity", Status.PASS), _row("reference_parity", Status.FAIL),
+            _row("reference_parity", Status.ERROR, arch="gfx1030"),
+            _row("bit_identity", Status.PASS, arch="gfx1030")]
+    v = {r.arch: r for r in verdicts([MUTANT], ["gfx1100", "gfx1030", "gfx1201"], "emu",
+                                     built, rows)}
+    assert v["gfx1100"].status == Status.PASS
+    assert v["gfx1100"].details["killed_by"] == ["reference_parity"]
+    assert v["gfx1030"].status == Status.FAIL and "SURVIVED" in v["gfx1030"].message
+    assert v["gfx1030"].details["errors"] == ["reference_parity"]
+    assert v["gfx1201"].status == Status.UNSUPPORTED
+    assert v["gfx1100"].identity == f"mutant[{MUTANT.name}|gfx1100|emu]"
+    text = matrix_text(list(v.values()), rows)
+    assert "SURVIVED" in text and "killed" in text and "not built" in text
+
+
+def test_expected_killer_spellings() -> None:
+    assert expected_hit("audit_header_scalar", ["audit_header_scalar"])
+    assert expected_hit("header_scalar", ["audit_header_scalar"])
+    assert expected_hit("audit:header_scalar", ["audit_header_scalar"])
+    assert expected_hit("bit_identity", ["bit_identity", "reference_parity"])
+    assert not expected_hit("padded_offset", ["bit_identity"])
+
+
+def test_killers_and_real_failures() -> None:
+    rows = [_row("a", Status.FAIL), _row("b", Status.ERROR), _row("c", Status.UNSUPPORTED)]
+    assert killers(rows) == ["a"]
+    assert [r.check for r in real_failures(rows)] == ["a", "b"]
