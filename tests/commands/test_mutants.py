@@ -1,0 +1,40 @@
+"""``hqval mutants``: every mutant killed on an arch with no WMMA (so only the GEMV mutants
+are built), and a run whose checks cannot kill them exits 1 naming the survivors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hqval.cli import main
+
+
+def test_every_mutant_is_killed_and_real_kernels_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "mutants.json"
+    code = main(["mutants", "--arch", "gfx1030", "--backend", "emu", "--workers", "0",
+                 "--json", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    rows = json.loads(out.read_text())
+    verdicts = [r for r in rows if r["kind"] == "mutant"]
+    built = [r for r in verdicts if r["status"] != "unsupported"]
+    assert built and all(r["status"] == "pass" for r in built)
+    assert all(r["details"]["killed_by"] for r in built)
+    # GEMM mutants need WMMA: not built on RDNA2.
+    assert all(r["status"] == "unsupported" for r in verdicts if r["kernel"].startswith("gemm_"))
+    assert "SURVIVED" not in text and "0 survived" in text
+    assert "real kernels: 0 failing or erroring cells" in text
+
+
+def test_survivors_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    # Only the fallback check runs: it applies to no GEMV mutant, so the mutants the audit
+    # rules do not catch survive, and the command must say so and exit 1.
+    code = main(["mutants", "--arch", "gfx1030", "--backend", "emu", "--workers", "0",
+                 "--check", "fallback"])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "SURVIVED mutant[gemv_mut_halves_swapped_r1|gfx1030|emu]" in text
