@@ -1,0 +1,72 @@
+"""Cells: the check registry, identities, and ``run_cell`` turning every outcome into a
+row (a memory fault or guard is the kernel's failure; anything else unresolved is an error)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from hqval.checks import cell
+from hqval.checks.cell import CHECKS, Cell, CheckContext, arch_caps, check_function, run_cell
+from hqval.checks.launch import gemv
+from hqval.manifest import KernelSpec
+from hqval.result import Row, Status
+
+Ctx = Callable[..., CheckContext]
+
+
+def test_registry_and_identity() -> None:
+    assert list(CHECKS) == ["bit_identity", "reference_parity", "padded_offset",
+                            "prefill_parity", "fallback"]
+    for name in CHECKS:
+        assert callable(check_function(name))
+    with pytest.raises(ValueError, match="choose one of bit_identity"):
+        check_function("nope")
+    c = Cell("bit_identity", "gemv_mq4g256v2_r1", "gfx1100", "emu")
+    assert c.identity == "bit_identity[gemv_mq4g256v2_r1|gfx1100|emu]"
+    assert arch_caps("sm_90").wmma == "none"
+    assert arch_caps("gfx1201").wmma == "gfx12"
+
+
+def _register(monkeypatch: pytest.MonkeyPatch, fn: Callable[[CheckContext, KernelSpec], Row]
+              ) -> None:
+    monkeypatch.setattr(cell, "check_function", lambda name: fn)
+
+
+def test_out_of_bounds_read_is_a_failure(emu_ctx: Ctx, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = emu_ctx("gfx1100")
+    spec = ctx.kernel("gemv_hfq4g256_r1")
+
+    def short_weights(c: CheckContext, s: KernelSpec) -> Row:
+        # The kernel is told K=1024 but W holds one 256-group per row: it reads past W.
+        blob = np.zeros((4, 136), np.uint8)
+        gemv(c.backend, c.program(s), s, blob, np.zeros(1024, np.float32), None)
+        return c.row("probe", s, Status.PASS)
+
+    _register(monkeypatch, short_weights)
+    row = run_cell(ctx, "probe", spec)
+    assert row.status == Status.FAIL, row.message
+    assert row.message.startswith(("memory fault", "guard"))
+
+
+def test_other_exceptions_are_errors_never_passes(emu_ctx: Ctx,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = emu_ctx("gfx1100")
+
+    def broken(c: CheckContext, s: KernelSpec) -> Row:
+        raise KeyError("no such fixture")
+
+    _register(monkeypatch, broken)
+    row = run_cell(ctx, "probe", ctx.kernel("gemv_hfq4g256_r1"))
+    assert row.status == Status.ERROR and "could not reach a verdict" in row.message
+
+
+def test_uncompilable_kernel_is_an_error(emu_ctx: Ctx) -> None:
+    ctx = emu_ctx("gfx1100")
+    bad = dataclasses.replace(ctx.kernel("gemv_mq4g256v2_r1"), name="broken_define",
+                              defines=(("HQ_GEMV_UNROLL", "this is not C"),))
+    row = run_cell(ctx, "reference_parity", bad)
+    assert row.status == Status.ERROR and "does not compile" in row.message
