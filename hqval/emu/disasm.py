@@ -93,13 +93,15 @@ def parse_text(text: str, addr: int = 0, words: list[int] | None = None) -> Inst
                        operands=operands, modifiers=modifiers)
 
 
-def disassemble(raw: bytes, arch: str) -> dict[str, list[Instruction]]:
-    """Disassemble every function symbol: ``{symbol: [Instruction, ...]}``."""
+def disassemble(raw: bytes, arch: str, symbols: list[str] | None = None
+                ) -> dict[str, list[Instruction]]:
+    """Disassemble the function symbols (all, or ``symbols``): ``{symbol: [Instruction]}``."""
     objdump = find_objdump()
+    only = [f"--disassemble-symbols={','.join(symbols)}"] if symbols else []
     with tempfile.NamedTemporaryFile(suffix=".co") as f:
         f.write(raw)
         f.flush()
-        proc = subprocess.run([objdump, "-d", f"--mcpu={arch}", f.name],
+        proc = subprocess.run([objdump, "-d", *only, f"--mcpu={arch}", f.name],
                               capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
         raise EmuError(f"llvm-objdump failed on the code object for {arch}: "

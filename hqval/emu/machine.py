@@ -64,12 +64,28 @@ class Program:
 
 @dataclass
 class Module:
+    """A loaded code object.  Kernels are disassembled and translated on first launch
+    (a translation unit may hold dozens of instantiations; a test launches one)."""
+
     code_object: CodeObject
     arch: str
-    kernels: dict[str, Program]
+    _programs: dict[str, Program] = field(default_factory=dict)
 
     def symbols(self) -> list[str]:
-        return sorted(self.kernels)
+        return sorted(self.code_object.kernels)
+
+    def program(self, symbol: str) -> Program:
+        if symbol not in self._programs:
+            if symbol not in self.code_object.kernels:
+                raise EmuError(f"kernel {symbol!r} not in module "
+                               f"(has: {', '.join(self.symbols())})")
+            info = self.code_object.kernels[symbol]
+            listing = disassemble(self.code_object.raw, self.arch, [symbol])
+            if symbol not in listing:
+                raise EmuError(f"kernel {symbol!r} has no code in the disassembly")
+            self._programs[symbol] = translate_kernel(info, listing[symbol], self.arch,
+                                                      info.wavefront_size)
+        return self._programs[symbol]
 
 
 def _unsupported(ins: Instruction, cx: Ctx, why: str) -> Callable[[WaveState, Any], Any]:
@@ -145,17 +161,12 @@ class Machine:
         if target and target != self.arch:
             raise EmuError(f"code object is for {target}, this machine models {self.arch}: "
                            f"compile with --offload-arch={self.arch}")
-        listing = disassemble(code_object, self.arch)
-        kernels = {}
         for name, info in co.kernels.items():
-            if name not in listing:
-                raise EmuError(f"kernel {name!r} has no code in the disassembly")
             nl = info.wavefront_size
             if nl != 32:
                 raise EmuError(f"kernel {name!r} is wave{nl}: the emulator runs wave32 "
                                f"(compile without -mwavefrontsize64)")
-            kernels[name] = translate_kernel(info, listing[name], self.arch, nl)
-        mod = Module(code_object=co, arch=self.arch, kernels=kernels)
+        mod = Module(code_object=co, arch=self.arch)
         self._modules[key] = mod
         return mod
 
@@ -164,9 +175,7 @@ class Machine:
                args: Sequence[int], dynamic_lds: int = 0) -> LaunchStats:
         import time
 
-        if symbol not in module.kernels:
-            raise EmuError(f"kernel {symbol!r} not in module (has: {', '.join(module.symbols())})")
-        prog = module.kernels[symbol]
+        prog = module.program(symbol)
         info = prog.info
         gx, gy, gz = (list(grid) + [1, 1])[:3]
         bx, by, bz = (list(block) + [1, 1])[:3]
