@@ -15,9 +15,8 @@ NT_AMDGPU_METADATA = 32
 def unpack_msgpack(data: bytes) -> Any:
     """Decode one msgpack value (the subset the AMDGPU metadata note uses, plus floats)."""
     value, end = _unpack(data, 0)
-    if end != len(data):
-        # notes are padded to 4 bytes with zeros
-        if any(data[end:]):
+    # notes are padded to 4 bytes with zeros
+    if end != len(data) and any(data[end:]):
             raise EmuError(f"msgpack metadata has {len(data) - end} trailing bytes")
     return value
 

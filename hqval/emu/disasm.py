@@ -46,7 +46,9 @@ def find_objdump() -> str:
 
 def split_top(s: str, sep: str = ",") -> list[str]:
     """Split on ``sep`` outside brackets and parentheses."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s:
         if ch in "[(":
             depth += 1

@@ -177,8 +177,8 @@ class Machine:
 
         prog = module.program(symbol)
         info = prog.info
-        gx, gy, gz = (list(grid) + [1, 1])[:3]
-        bx, by, bz = (list(block) + [1, 1])[:3]
+        gx, gy, gz = [*list(grid), 1, 1][:3]
+        bx, by, bz = [*list(block), 1, 1][:3]
         if min(gx, gy, gz, bx, by, bz) < 1:
             raise EmuError(f"grid {tuple(grid)} and block {tuple(block)} must be positive")
         threads = bx * by * bz
@@ -191,17 +191,17 @@ class Machine:
         kd = info.descriptor
         nvgpr = int(info.metadata.get(".vgpr_count", 256))
         st = WaveState(nw, max(nvgpr, 8), nl)
-        st.mem = self.mem  # type: ignore[attr-defined]
-        st.denorm32 = kd.float_denorm_mode_32 != 0  # type: ignore[attr-defined]
+        st.mem = self.mem
+        st.denorm32 = kd.float_denorm_mode_32 != 0
         lds_size = int(info.metadata.get(".group_segment_fixed_size",
                                          kd.group_segment_fixed_size)) + dynamic_lds
-        st.lds_size = lds_size  # type: ignore[attr-defined]
-        st.lds = np.zeros(max(nwg * lds_size, 4) + 16, np.uint8)  # type: ignore[attr-defined]
+        st.lds_size = lds_size
+        st.lds = np.zeros(max(nwg * lds_size, 4) + 16, np.uint8)
 
         wave = np.arange(nw)
         wg = wave // waves_per_wg
         wave_in_wg = wave % waves_per_wg
-        st.lds_base = (wg * lds_size).astype(np.int64)  # type: ignore[attr-defined]
+        st.lds_base = (wg * lds_size).astype(np.int64)
         wgx, wgy, wgz = wg % gx, (wg // gx) % gy, wg // (gx * gy)
 
         kernarg = self._kernargs(info, args, (gx, gy, gz), (bx, by, bz), dynamic_lds)

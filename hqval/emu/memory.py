@@ -88,11 +88,11 @@ class Memory:
         """uint32 words [len(off), ceil(nbytes/4)] (sub-dword: zero-extended)."""
         if nbytes % 4 == 0 and not (off & 3).any():
             words = self.data.view(np.uint32)
-            return words[(off >> 2)[:, None] + np.arange(nbytes // 4)]
+            return np.asarray(words[(off >> 2)[:, None] + np.arange(nbytes // 4)], np.uint32)
         b = self.data[off[:, None] + np.arange(nbytes)]
         if nbytes % 4:
             b = np.concatenate([b, np.zeros((len(off), 4 - nbytes % 4), np.uint8)], axis=1)
-        return np.ascontiguousarray(b).view("<u4").astype(np.uint32)
+        return np.asarray(np.ascontiguousarray(b).view("<u4"), np.uint32)
 
     def scatter(self, off: np.ndarray, nbytes: int, words: np.ndarray) -> None:
         if nbytes % 4 == 0 and not (off & 3).any():
@@ -112,7 +112,8 @@ ALIASES = {
 _SIZES = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "b256": 32, "b512": 64, "u8": 1,
           "i8": 1, "u16": 2, "i16": 2, "b8": 1, "b16": 2, "d16_b16": 2, "d16_hi_b16": 2,
           "d16_u8": 1, "d16_i8": 1, "d16_hi_u8": 1, "d16_hi_i8": 1, "d16_hi_b8": 1}
-DS_ALIASES = {"ds_read_": "ds_load_", "ds_write_": "ds_store_", "ds_read2st64_": "ds_load_2addr_stride64_",
+DS_ALIASES = {"ds_read_": "ds_load_", "ds_write_": "ds_store_",
+              "ds_read2st64_": "ds_load_2addr_stride64_",
               "ds_write2st64_": "ds_store_2addr_stride64_", "ds_read2_": "ds_load_2addr_",
               "ds_write2_": "ds_store_2addr_"}
 
@@ -120,7 +121,6 @@ DS_ALIASES = {"ds_read_": "ds_load_", "ds_write_": "ds_store_", "ds_read2st64_":
 def _norm(name: str) -> str:
     for prefix in ("global_", "flat_", "s_", "scratch_"):
         if name.startswith(prefix):
-            head, _, tail = name.rpartition("_")
             for suffix, repl in ALIASES.items():
                 if name.endswith("_" + suffix):
                     return name[: -len(suffix)] + repl
@@ -131,7 +131,7 @@ def _norm(name: str) -> str:
 def _sext(words: np.ndarray, nbytes: int) -> np.ndarray:
     bits = 8 * nbytes
     v = words.astype(np.int64) & ((1 << bits) - 1)
-    return (((v ^ (1 << (bits - 1))) - (1 << (bits - 1))) & 0xFFFFFFFF).astype(np.uint32)
+    return np.asarray((((v ^ (1 << (bits - 1))) - (1 << (bits - 1))) & 0xFFFFFFFF), np.uint32)
 
 
 def _n(st: WaveState, w: Sel) -> int:
@@ -161,9 +161,10 @@ def _smem(name: str, ins: Instruction, what: Any) -> Fn:
     ops = [parse_operand(o) for o in ins.operands]
     dst, base = ops[0], ops[1]
     kind = name[len("s_load_"):]
-    nbytes = _SIZES.get(kind)
-    if nbytes is None:
+    size = _SIZES.get(kind)
+    if size is None:
         raise UnsupportedInstruction(ins.mnemonic, ins.addr, what()[1], what()[2])
+    nbytes = size
     imm = 0
     soff: int | None = None
     for extra in ops[2:]:
@@ -198,11 +199,12 @@ def _lane_addresses(st: WaveState, w: Sel, vaddr: Operand, saddr: Operand | None
     if saddr is not None and saddr.kind == "s" and saddr.reg != NULL:
         s = saddr.reg
         base = st.S[s][w].astype(np.int64) | (st.S[s + 1][w].astype(np.int64) << 32)
-        return base[:, None] + st.V[vaddr.reg][w].astype(np.int64) + imm
+        return np.asarray(base[:, None] + st.V[vaddr.reg][w].astype(np.int64) + imm, np.int64)
     if vaddr.kind != "v":
         raise EmuError(f"global address operand {vaddr} is not a VGPR")
     r = vaddr.reg
-    return (st.V[r][w].astype(np.int64) | (st.V[r + 1][w].astype(np.int64) << 32)) + imm
+    return np.asarray((st.V[r][w].astype(np.int64)
+                       | (st.V[r + 1][w].astype(np.int64) << 32)) + imm, np.int64)
 
 
 def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
@@ -212,9 +214,10 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
     op = name.split("_", 1)[1]  # load_b32, store_b32, atomic_add_u32
     if op.startswith("load_"):
         kind = op[len("load_"):]
-        nbytes = _SIZES.get(kind)
-        if nbytes is None:
+        size = _SIZES.get(kind)
+        if size is None:
             return None
+        nbytes = size
         dst, vaddr = ops[0], ops[1]
         saddr = None if is_flat else ops[2] if len(ops) > 2 else None
         nwords = max(1, nbytes // 4)
@@ -241,9 +244,10 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         return gload
     if op.startswith("store_"):
         kind = op[len("store_"):]
-        nbytes = _SIZES.get(kind)
-        if nbytes is None:
+        size = _SIZES.get(kind)
+        if size is None:
             return None
+        nbytes = size
         vaddr, data = ops[0], ops[1]
         saddr = None if is_flat else ops[2] if len(ops) > 2 else None
         nwords = max(1, nbytes // 4)
@@ -343,11 +347,12 @@ def _lds_check(st: WaveState, addr: np.ndarray, nbytes: int, what: Any) -> None:
 
 def _lds_gather(st: WaveState, flat: np.ndarray, nbytes: int) -> np.ndarray:
     if nbytes % 4 == 0 and not (flat & 3).any():
-        return st.lds.view(np.uint32)[(flat >> 2)[:, None] + np.arange(nbytes // 4)]
+        return np.asarray(st.lds.view(np.uint32)[(flat >> 2)[:, None] + np.arange(nbytes // 4)],
+                          np.uint32)
     b = st.lds[flat[:, None] + np.arange(nbytes)]
     if nbytes % 4:
         b = np.concatenate([b, np.zeros((len(flat), 4 - nbytes % 4), np.uint8)], axis=1)
-    return np.ascontiguousarray(b).view("<u4").astype(np.uint32)
+    return np.asarray(np.ascontiguousarray(b).view("<u4"), np.uint32)
 
 
 def _lds_scatter(st: WaveState, flat: np.ndarray, nbytes: int, words: np.ndarray) -> None:
@@ -417,7 +422,8 @@ def _ds(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         em = st.em[w]
         act = a[em]
         _lds_check(st, act, nbytes, what)
-        return act + np.broadcast_to(st.lds_base[w][:, None], em.shape)[em]
+        return np.asarray(act + np.broadcast_to(st.lds_base[w][:, None], em.shape)[em],
+                          np.int64)
 
     if name.startswith("ds_load_2addr") or name.startswith("ds_store_2addr"):
         kind = name.rsplit("_", 1)[1]
@@ -451,9 +457,10 @@ def _ds(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         return store2
     if name.startswith("ds_load_"):
         kind = name[len("ds_load_"):]
-        nbytes = _SIZES.get(kind)
-        if nbytes is None:
+        ds_size = _SIZES.get(kind)
+        if ds_size is None:
             return None
+        nbytes = ds_size
         dst, addr_op = ops[0], ops[1]
         nwords = max(1, nbytes // 4)
 
@@ -477,9 +484,10 @@ def _ds(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         return dload
     if name.startswith("ds_store_"):
         kind = name[len("ds_store_"):]
-        nbytes = _SIZES.get(kind)
-        if nbytes is None:
+        ds_size = _SIZES.get(kind)
+        if ds_size is None:
             return None
+        nbytes = ds_size
         addr_op, data = ops[0], ops[1]
         nwords = max(1, nbytes // 4)
         hi = "hi" in kind

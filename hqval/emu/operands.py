@@ -107,6 +107,12 @@ class WaveState:
         self.em = np.zeros((nwaves, nlanes), bool)  # exec as a lane mask
         self.lane_bits = (np.uint32(1) << np.arange(nlanes, dtype=np.uint32)).astype(np.uint32)
         self.lane_id = np.arange(nlanes, dtype=np.uint32)
+        # set by the machine for a launch
+        self.mem: Any = None  # hqval.emu.memory.Memory
+        self.lds = np.zeros(4, np.uint8)  # every workgroup's LDS, back to back
+        self.lds_size = 0
+        self.lds_base = np.zeros(nwaves, np.int64)  # per wave: its workgroup's LDS offset
+        self.denorm32 = True
 
     def set_exec(self, w: Sel) -> None:
         self.em[w] = (self.S[EXEC][w][:, None] & self.lane_bits) != 0

@@ -271,8 +271,9 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
                             & np.uint64(1)) == want)), "SALU"
             return (lambda st, w: _set_scc(
                 st, w, ((_u(a(st, w)) >> (_u(b(st, w)) & 31)) & 1) == want)), "SALU"
-        cmp = _CMP.get(parts[2])
-        if cmp is not None:
+        cmpf = _CMP.get(parts[2])
+        if cmpf is not None:
+            cmp = cmpf
             kind = parts[3]
             if kind == "u64":
                 return (lambda st, w: _set_scc(st, w, cmp(a(st, w), b(st, w)))), "SALU"

@@ -75,7 +75,7 @@ def _ldexp(a: Any, b: Any) -> Any:
 
 
 def _frexp_exp(a: Any) -> Any:
-    m, e = np.frexp(a)
+    _, e = np.frexp(a)
     return np.where(np.isfinite(a), e, 0).astype(np.int64)
 
 
@@ -100,10 +100,12 @@ def _perm(a: Any, b: Any, sel: Any) -> Any:
     # bytes 0-3 from src1, 4-7 from src0; 8-11 sign fill; 12 zero; 13+ 0xff
     data = (np.asarray(b, np.int64) & M32) | ((np.asarray(a, np.int64) & M32) << 32)
     out = np.zeros(np.broadcast(data, sel).shape, np.int64)
+
+    def signbyte(i: int) -> Any:
+        return np.where((data >> (8 * i + 7)) & 1, 0xFF, 0)
     for k in range(4):
         s = (sel >> (8 * k)) & 0xFF
         byte = (data >> (8 * np.minimum(s, 7))) & 0xFF
-        signbyte = lambda i: np.where((data >> (8 * i + 7)) & 1, 0xFF, 0)  # noqa: E731
         byte = np.where(s == 8, signbyte(1), byte)
         byte = np.where(s == 9, signbyte(3), byte)
         byte = np.where(s == 10, signbyte(5), byte)
@@ -131,7 +133,9 @@ def _div_fixup(a: Any, b: Any, c: Any) -> Any:
     sign = np.signbit(b) ^ np.signbit(c)
     inf = np.where(sign, F32(-np.inf), F32(np.inf))
     zero = np.where(sign, F32(-0.0), F32(0.0))
-    quiet = lambda v: (v.view(np.uint32) | np.uint32(0x400000)).view(F32)  # noqa: E731
+
+    def quiet(v: Any) -> Any:
+        return (v.view(np.uint32) | np.uint32(0x400000)).view(F32)
     qnan = np.array(0xFFC00000, np.uint32).view(F32)
     mag = np.where(np.isnan(a), inf, np.where(sign, -np.abs(a), np.abs(a)))
     conds = [np.isnan(c), np.isnan(b), (b == 0) & (c == 0), np.isinf(b) & np.isinf(c),
@@ -500,7 +504,7 @@ def _dpp_lanes(mods: dict[str, str], nl: int) -> tuple[np.ndarray, np.ndarray]:
 def _dpp_source(raw: Fn, mods: dict[str, str], nl: int) -> tuple[Fn, Fn]:
     """Wrap src0 with the DPP swizzle; also return the lane-write mask modifier."""
     src, valid = _dpp_lanes(mods, nl)
-    bound_ctrl = mods.get("bound_ctrl", None) in ("0", "1", "")
+    bound_ctrl = mods.get("bound_ctrl") in ("0", "1", "")
     fi = mods.get("fi", "0") == "1"
     row_mask = int(mods.get("row_mask", "0xf"), 0)
     bank_mask = int(mods.get("bank_mask", "0xf"), 0)
@@ -725,12 +729,12 @@ def _vopc(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx, dpp: boo
     if not cmpx and sdst is None:
         sdst = Operand("s", VCC)
     getters = []
-    for k, (t, op) in enumerate(zip(types, srcs, strict=True)):
+    for k, (t, operand) in enumerate(zip(types, srcs, strict=True)):
         width = 64 if t in ("f64", "b64") else 32
-        raw = _vsrc32(op, width, t.startswith("f"))
+        raw = _vsrc32(operand, width, t.startswith("f"))
         if dpp and k == 0:
             raw, _ = _dpp_source(raw, mods, nl)
-        g = _typed(raw, t, op)
+        g = _typed(raw, t, operand)
         if typ == "i64" and t == "b64":
             g = (lambda gg: (lambda st, w: np.asarray(gg(st, w), np.uint64).view(np.int64)))(g)
         if typ in ("u16", "i16"):
@@ -801,10 +805,9 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
 
         def mad64(st: WaveState, w: Sel) -> None:
             x, y = np.asarray(a(st, w), np.int64), np.asarray(b(st, w), np.int64)
-            if signed:
-                p = (x * y).astype(np.uint64)  # |x*y| < 2^62: exact in int64
-            else:
-                p = x.astype(np.uint64) * y.astype(np.uint64)
+            # signed: |x*y| < 2^62 is exact in int64, then reinterpreted mod 2^64
+            p = (x * y).astype(np.uint64) if signed else \
+                x.astype(np.uint64) * y.astype(np.uint64)
             cc = np.asarray(c(st, w), np.uint64)
             r = p + cc
             carry = r < cc

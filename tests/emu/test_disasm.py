@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from hqval.emu.disasm import disassemble, parse_text, split_top
@@ -37,5 +38,5 @@ def test_disassembly_of_a_real_code_object(build: Callable[[str, str], bytes]) -
     addrs = [i.addr for i in body]
     assert addrs == sorted(addrs)
     # sizes come from the encoding words: consecutive instructions abut
-    for a, b in zip(body, body[1:], strict=False):
+    for a, b in itertools.pairwise(body):
         assert a.addr + a.size == b.addr
