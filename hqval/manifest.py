@@ -149,9 +149,11 @@ def _suggest(key: str, known: Mapping[str, Any] | tuple[str, ...]) -> str:
     return f"did you mean '{hint[0]}'?" if hint else f"known keys: {', '.join(known)}"
 
 
-def load_manifest(path: str | Path | None = None, *, mutants: bool = False) -> Manifest:
+def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None) -> Manifest:
     """Load and validate a kernel manifest (default: the suite's ``kernels/kernels.yaml``;
-    with ``mutants=True`` and no path, ``kernels/mutants/mutants.yaml``)."""
+    with ``mutants=True`` and no path, ``kernels/mutants/mutants.yaml``).  ``mutants=None``
+    decides from the file: a manifest whose first entry has ``mutant_of`` is a mutant
+    manifest, and then every entry needs the mutant keys."""
     if path is None:
         path = DEFAULT_MUTANTS if mutants else DEFAULT_MANIFEST
     path = Path(path).resolve()
@@ -185,6 +187,9 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool = False) -> M
                     "give a list of kernel entries (name, source, qt, kind, requires)")
     seq = nodes["kernels"][1]
     assert isinstance(seq, yaml.SequenceNode)
+    if mutants is None:
+        first = data["kernels"][0]
+        mutants = isinstance(first, dict) and "mutant_of" in first
     specs: list[KernelSpec] = []
     seen: dict[str, int] = {}
     for knode, entry in zip(seq.value, data["kernels"], strict=True):

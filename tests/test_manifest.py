@@ -132,8 +132,18 @@ def test_mutant_keys_are_required_in_a_mutant_manifest(tmp_path: Path) -> None:
     path = write_tree(tmp_path, GOOD_ENTRY + "    mutant_of: k0\n    mutation: broken\n")
     with pytest.raises(ManifestError, match="key 'expected_killer': missing"):
         load_manifest(path, mutants=True)
-    with pytest.raises(ManifestError, match="key 'mutant_of': unknown key"):
+    # Detected from the first entry when not said.
+    with pytest.raises(ManifestError, match="key 'expected_killer': missing"):
         load_manifest(path)
+    with pytest.raises(ManifestError, match="key 'mutant_of': unknown key"):
+        load_manifest(path, mutants=False)
+
+
+def test_the_mutant_manifest_loads_by_path_alone() -> None:
+    from hqval.manifest import DEFAULT_MUTANTS
+
+    m = load_manifest(DEFAULT_MUTANTS)
+    assert m.kernels and all(k.is_mutant for k in m.kernels)
 
 
 def test_applies_to_accepts_anything_with_wmma() -> None:
