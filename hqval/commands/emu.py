@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         names = args.kernel
         for arch in arches:
             specs = ([manifest.by_name(n) for n in names] if names else
-                     [s for s in manifest.kernels if s.kind in ("gemv", "gemm")
+                     [s for s in manifest.kernels if s.kind in ("gemv", "gemv_qkv", "gemm")
                       and s.applies_to(arch) and not s.is_mutant])
             for spec in specs:
                 try:

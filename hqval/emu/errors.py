@@ -7,6 +7,10 @@ class EmuError(RuntimeError):
     """Base class: the emulator cannot run this launch (bad code object, bad arguments)."""
 
 
+class UnknownArch(EmuError, ValueError):
+    """The emulator has no model of this gfx target."""
+
+
 class UnsupportedInstruction(EmuError):
     """An instruction the interpreter does not implement.  Never skipped silently."""
 

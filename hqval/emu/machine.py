@@ -18,7 +18,7 @@ import numpy as np
 from hqval.emu import memory, scalar, vector
 from hqval.emu.codeobject import CodeObject, KernelInfo
 from hqval.emu.disasm import Instruction, disassemble
-from hqval.emu.errors import EmuError, UnsupportedInstruction
+from hqval.emu.errors import EmuError, UnknownArch, UnsupportedInstruction
 from hqval.emu.memory import Memory
 from hqval.emu.operands import EXEC, TTMP0, Ctx, WaveState
 
@@ -128,7 +128,7 @@ class Machine:
 
     def __init__(self, arch: str) -> None:
         if arch not in ARCH_GEN:
-            raise EmuError(f"unknown arch {arch!r}: the emulator models "
+            raise UnknownArch(f"unknown arch {arch!r}: the emulator models "
                            f"{', '.join(sorted(ARCH_GEN))}")
         self.arch = arch
         self.gen = ARCH_GEN[arch]

@@ -84,6 +84,35 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
         tol = (K / 32 + 7) * 2.0**-24
         derivation = f"f32 fma chain of K/32={K // 32} terms + 5 butterfly adds: (K/32+7)*2^-24"
         shape: tuple[int, ...] = (M, K)
+    elif kind == "gemv_qkv":
+        # fused QKV ABI (docs/ARCHITECTURE.md): three matrices, one x, one launch
+        M = M or 40
+        ms = (M, M // 2 + 3, M // 4 + 5)
+        r = spec.rows_per_block
+        x = rng.standard_normal(K).astype(np.float32)
+        xa = machine.alloc(x.nbytes)
+        machine.write(xa, x)
+        wptrs, yptrs, refs, scales = [], [], [], []
+        for mi in ms:
+            w = (rng.standard_normal((mi, K)) * 0.02).astype(np.float32)
+            blob = fmt.encode(w)
+            deq = fmt.decode(blob, K)
+            wa, ya = machine.alloc(blob.nbytes), machine.alloc(4 * mi)
+            machine.write(wa, blob)
+            wptrs.append(wa)
+            yptrs.append(ya)
+            refs.append(deq.astype(np.float64) @ x.astype(np.float64))
+            scales.append(_oracle_scale(deq, x[None, :])[:, 0])
+        grid_x = sum(-(-mi // r) for mi in ms)
+        stats = machine.launch(module, spec.symbol, (grid_x, 1, 1), (32, 1, 1),
+                               [*wptrs, xa, *yptrs, *ms, K])
+        y = np.concatenate([machine.read(ya, 4 * mi).view(np.float32)
+                            for ya, mi in zip(yptrs, ms, strict=True)])
+        ref = np.concatenate(refs)
+        scale = np.concatenate(scales)
+        tol = (K / 32 + 7) * 2.0**-24
+        derivation = f"f32 fma chain of K/32={K // 32} terms + 5 butterfly adds: (K/32+7)*2^-24"
+        shape = (*ms, K)
     elif kind == "gemm":
         M = M or 32
         w = (rng.standard_normal((M, K)) * 0.02).astype(np.float32)
@@ -111,7 +140,8 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
         derivation = f"exact f16 products, K/16={K // 16} f32 WMMA roundings: (K/16+2)*2^-24"
         shape = (M, K, N)
     else:
-        raise ValueError(f"{spec.name}: kind {kind!r} has no emulator runner (gemv, gemm)")
+        raise ValueError(f"{spec.name}: kind {kind!r} has no emulator runner "
+                         f"(gemv, gemv_qkv, gemm)")
     nonfinite = int((~np.isfinite(y)).sum())
     err = float(np.max(np.abs(y - ref) / np.maximum(scale, 1e-30))) if nonfinite == 0 \
         else float("inf")

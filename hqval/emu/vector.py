@@ -19,6 +19,7 @@ from hqval.emu.fparith import (
     fma_f16,
     fma_f32,
     fma_f64,
+    flush_f32,
 )
 from hqval.emu.operands import (
     NULL,
@@ -624,9 +625,21 @@ def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str]
         dst = Operand(dst.kind, dst.reg, dst.count, high=True)
     write = _result_writer(dst, dtype)
 
+    f32_srcs = [t in ("f32", "dst_f32") for t in spec.srcs]
+    f32_out = dtype == "f32"
+
     def compute(st: WaveState, w: Sel) -> Any:
         with np.errstate(all="ignore"):
-            r = fn(*[g(st, w) for g in getters])
+            vals = [g(st, w) for g in getters]
+            if not st.denorm32:
+                # FLOAT_DENORM_MODE_32 = 0: f32 denormal inputs and results are flushed
+                vals = [flush_f32(v) if is_f else v
+                        for v, is_f in zip(vals, f32_srcs, strict=False)]
+                r = fn(*vals)
+                if f32_out:
+                    r = flush_f32(r)
+            else:
+                r = fn(*vals)
             if scale != 1.0:
                 r = r * r.dtype.type(scale)
             if clamp and dtype.startswith("f"):

@@ -20,20 +20,20 @@ def _clang() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], bytes]:
+def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., bytes]:
     clang = _clang()
     if clang is None or shutil.which("llvm-objdump-19") is None:
         pytest.skip("needs clang-19 and llvm-objdump-19 (apt-get install clang-19 llvm-19)")
     out = tmp_path_factory.mktemp("emu_kernels")
-    cache: dict[tuple[str, str], bytes] = {}
+    cache: dict[tuple[str, ...], bytes] = {}
 
-    def compile_source(name: str, arch: str) -> bytes:
-        key = (name, arch)
+    def compile_source(name: str, arch: str, *flags: str) -> bytes:
+        key = (name, arch, *flags)
         if key not in cache:
-            co = out / f"{name}_{arch}.co"
+            co = out / f"{name}_{arch}_{len(cache)}.co"
             subprocess.run(
                 [clang, "-x", "hip", f"--offload-arch={arch}", "-nogpulib", "-nogpuinc",
-                 "--cuda-device-only", "--no-gpu-bundle-output", "-O3",
+                 "--cuda-device-only", "--no-gpu-bundle-output", "-O3", *flags,
                  str(KERNELS / f"{name}.hip"), "-o", str(co)],
                 check=True, capture_output=True, timeout=300)
             cache[key] = co.read_bytes()
@@ -42,7 +42,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], byte
 
 
 @pytest.fixture(scope="session")
-def ops(build: Callable[[str, str], bytes]) -> Callable[[str], tuple[Machine, Module]]:
+def ops(build: Callable[..., bytes]) -> Callable[[str], tuple[Machine, Module]]:
     """A fresh Machine with tests/emu/kernels/ops.hip loaded, for one arch."""
     def load(arch: str) -> tuple[Machine, Module]:
         m = Machine(arch)

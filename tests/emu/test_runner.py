@@ -18,7 +18,7 @@ _ARCH = load_arches()
 
 def _cells(mutants: bool) -> list[tuple[str, str]]:
     man = load_manifest(None, mutants=mutants)
-    return [(s.name, a) for s in man.kernels if s.kind in ("gemv", "gemm")
+    return [(s.name, a) for s in man.kernels if s.kind in ("gemv", "gemv_qkv", "gemm")
             for a in ARCHES if s.applies_to(_ARCH[a])]
 
 

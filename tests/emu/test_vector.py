@@ -177,3 +177,19 @@ def test_vop3p_fma_mix_dot2_pk_fma(ops: Ops, arch: str) -> None:
     # pk_fma_f16: per half h*g + h, single rounding to f16
     p = m.read(pk, 128).view(np.float16).reshape(32, 2)
     np.testing.assert_array_equal(p, (h64 * g64 + h64).astype(np.float16))
+
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1201"])
+def test_flush_denormals_mode_from_the_kernel_descriptor(build: Callable[..., bytes],
+                                                         arch: str) -> None:
+    m = Machine(arch)
+    mod = m.load(build("ops", arch, "-fgpu-flush-denormals-to-zero"))
+    a = f32(1e-40, 2e-38, 1.0)
+    b = f32(1.0, 0.25, 3.0)
+    out = m.alloc(4 * 128)
+    m.launch(mod, "arith_f32", (1, 1, 1), (32, 1, 1), [buf(m, a), buf(m, b), out])
+    got = m.read(out, 4 * 128).view(np.float32).reshape(32, 4)
+    assert got[0, 0] == 1.0 and got[0, 1] == 0.0  # denormal input flushed
+    assert got[1, 1] == 0.0  # 2e-38 * 0.25 = 5e-39 is a denormal result: flushed
+    assert got[1, 2] == np.float32(8e-38)  # division is still correctly rounded
+    assert got[2, 2] == np.float32(1 / 3)

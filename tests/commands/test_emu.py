@@ -1,0 +1,38 @@
+"""``hqval emu``: one kernel on the interpreter through the CLI, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hqval.cli import main
+
+needs_clang = pytest.mark.skipif(shutil.which("clang-19") is None, reason="needs clang-19")
+
+
+@needs_clang
+def test_runs_a_kernel_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "emu.json"
+    rc = main(["emu", "--arch", "gfx1100", "--kernel", "gemv_mq4g256v2_r1", "-M", "8",
+               "-K", "512", "--json", str(out)])
+    assert rc == 0
+    assert "PASS" in capsys.readouterr().out
+    (res,) = json.loads(out.read_text())["results"]
+    assert res["kernel"] == "gemv_mq4g256v2_r1" and res["arch"] == "gfx1100" and res["ok"]
+    assert res["error"] <= res["tolerance"]
+    assert res["counts"]["VALU"] > 0 and res["per_wave"]["VMEM"] > 0
+
+
+def test_bad_k_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emu", "--arch", "gfx1100", "-K", "300"]) == 2
+    assert "multiple of 256" in capsys.readouterr().err
+
+
+def test_missing_arch_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HQVAL_ARCH", raising=False)
+    assert main(["emu"]) == 2
+    assert "--arch" in capsys.readouterr().err
