@@ -16,10 +16,10 @@ from hqval.emu.errors import EmuError
 from hqval.emu.fparith import (
     cvt_f32_to_i32,
     cvt_f32_to_u32,
+    flush_f32,
     fma_f16,
     fma_f32,
     fma_f64,
-    flush_f32,
 )
 from hqval.emu.operands import (
     NULL,
