@@ -193,3 +193,115 @@ def test_flush_denormals_mode_from_the_kernel_descriptor(build: Callable[..., by
     assert got[1, 1] == 0.0  # 2e-38 * 0.25 = 5e-39 is a denormal result: flushed
     assert got[1, 2] == np.float32(8e-38)  # division is still correctly rounded
     assert got[2, 2] == np.float32(1 / 3)
+
+
+# ---- single instructions with hand-worked values (tests/emu/instr.py harness)
+
+def test_inactive_lanes_keep_their_values() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state(exec_mask=0x0000000F)
+    st.V[1] = 5
+    st.V[2] = 7
+    st.V[0] = 99
+    execute("v_add_nc_u32_e32 v0, v1, v2", st)
+    assert st.V[0, 0, :4].tolist() == [12] * 4 and (st.V[0, 0, 4:] == 99).all()
+
+
+def test_cndmask_selects_per_lane() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.V[1] = 10
+    st.V[2] = 20
+    st.S[106] = 0xAAAAAAAA  # vcc_lo: odd lanes
+    execute("v_cndmask_b32_e32 v0, v1, v2, vcc_lo", st)
+    assert st.V[0, 0, :4].tolist() == [10, 20, 10, 20]
+
+
+def test_vopd_halves_read_before_either_writes() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.V[0] = 1
+    st.V[1] = 2
+    execute("v_dual_mov_b32 v0, v1 :: v_dual_mov_b32 v1, v0", st)
+    assert st.V[0, 0, 0] == 2 and st.V[1, 0, 0] == 1
+
+
+def test_carry_chain_for_64_bit_vector_add() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.V[0] = 0xFFFFFFFF
+    st.V[1] = 0
+    st.V[2] = np.arange(32, dtype=np.uint32)
+    execute("v_add_co_u32 v3, vcc_lo, v0, v2", st)
+    execute("v_add_co_ci_u32_e32 v4, vcc_lo, 0, v1, vcc_lo", st)
+    lo, hi = st.V[3, 0], st.V[4, 0]
+    total = lo.astype(np.uint64) | (hi.astype(np.uint64) << np.uint64(32))
+    assert total.tolist() == [0xFFFFFFFF + k for k in range(32)]
+
+
+def test_compare_class_and_nan_handling() -> None:
+    from tests.emu.instr import execute, f32bits, state
+
+    st = state()
+    vals = [np.nan, -np.inf, -1.0, -1e-40, -0.0, 0.0, 1e-40, 1.0, np.inf] + [2.0] * 23
+    st.V[0] = f32bits(*vals)
+    st.V[1] = 0x3  # classes 0, 1: NaNs
+    execute("v_cmp_class_f32_e64 s0, v0, v1", st)
+    assert st.S[0, 0] == 0b1
+    st.V[1] = (1 << 4) | (1 << 7)  # negative and positive denormals
+    execute("v_cmp_class_f32_e64 s0, v0, v1", st)
+    assert st.S[0, 0] == (1 << 3) | (1 << 6)
+    st.V[1] = f32bits(*([1.0] * 32))
+    execute("v_max_f32_e32 v2, v0, v1", st)
+    assert st.V[2, 0, 0] == f32bits(1.0)[0]  # max(NaN, 1) = 1
+    execute("v_cmp_neq_f32_e32 vcc_lo, v0, v1", st)  # unordered or not equal
+    execute("v_cmp_lg_f32_e64 s1, v0, v1", st)       # ordered and not equal
+    assert st.S[106, 0] & 1 == 1 and st.S[1, 0] & 1 == 0
+
+
+def test_perm_and_pack_rtz() -> None:
+    from tests.emu.instr import execute, f32bits, state
+
+    st = state()
+    st.V[0] = 0x11223344
+    st.V[1] = 0xAABBCCDD
+    execute("v_perm_b32 v2, v0, v1, 0x0c070400", st)  # bytes: src1[0], src0[0], src0[3], 0
+    assert st.V[2, 0, 0] == 0x001144DD
+    st.V[3] = f32bits(*([1 + 2.0**-11 + 2.0**-20] * 32))  # just above a tie: RNE rounds up
+    execute("v_cvt_pk_rtz_f16_f32 v4, v3, v3", st)
+    assert st.V[4, 0, 0] == 0x3C003C00  # toward zero: 1.0 in both halves
+    execute("v_cvt_f16_f32_e32 v5, v3", st)
+    assert st.V[5, 0, 0] == 0x3C01
+
+
+def test_dpp_row_mask_leaves_disabled_rows_unwritten() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.V[1] = np.arange(32, dtype=np.uint32)
+    st.V[0] = 1000
+    execute("v_mov_b32_dpp v0, v1 quad_perm:[3,2,1,0] row_mask:0x1 bank_mask:0xf", st)
+    assert st.V[0, 0, :4].tolist() == [3, 2, 1, 0]
+    assert (st.V[0, 0, 16:] == 1000).all()  # row 1 disabled by row_mask
+
+
+def test_mad_u64_u32_and_ldexp_frexp() -> None:
+    from tests.emu.instr import execute, f32bits, state
+
+    st = state()
+    st.V[0] = 0xFFFFFFFF
+    st.V[1] = 0xFFFFFFFF
+    st.V[2] = 1
+    st.V[3] = 0
+    execute("v_mad_u64_u32 v[4:5], null, v0, v1, v[2:3]", st)
+    assert (st.V[4, 0, 0], st.V[5, 0, 0]) == (2, 0xFFFFFFFE)  # (2^32-1)^2 + 1
+    st.V[6] = f32bits(*([3.0] * 32))
+    execute("v_ldexp_f32 v7, v6, -3", st)
+    assert st.V[7, 0, 0] == f32bits(0.375)[0]
+    execute("v_frexp_exp_i32_f32_e32 v8, v6", st)
+    execute("v_frexp_mant_f32_e32 v9, v6", st)
+    assert st.V[8, 0, 0] == 2 and st.V[9, 0, 0] == f32bits(0.75)[0]
