@@ -46,6 +46,14 @@ static HQ_DEVICE float hq_wave_sum(float v) {
 #elif defined(__HIP__) && defined(__AMDGCN__)
 // ======================= AMD branch (HIP headers or bare clang) ==============
 #define HQ_AMD 1
+// ROCm's HIP headers when the compiler set them up (clang pre-includes its HIP wrapper
+// unless -nogpuinc): a HIP-header build then sees exactly what a HIP program sees.
+#if defined(__CLANG_HIP_RUNTIME_WRAPPER_H__) && defined(__has_include)
+#if __has_include(<hip/hip_runtime.h>)
+#include <hip/hip_runtime.h>
+#define HQ_HIP_HEADERS 1
+#endif
+#endif
 // With ROCm's headers these keywords are macros already; bare clang (-nogpuinc) gets
 // the attributes they expand to.
 #ifndef __global__
