@@ -60,6 +60,8 @@ class Program:
     instructions: list[Instruction]
     fns: list[Callable[[WaveState, Any], Any]]
     classes: list[int]
+    # instructions without semantics: (mnemonic, address, why); they raise only if executed
+    unsupported: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -73,6 +75,11 @@ class Module:
 
     def symbols(self) -> list[str]:
         return sorted(self.code_object.kernels)
+
+    def unsupported(self, symbol: str) -> list[tuple[str, int, str]]:
+        """Instructions of ``symbol`` the interpreter has no semantics for (mnemonic,
+        address, why).  A launch that reaches one raises UnsupportedInstruction."""
+        return list(self.program(symbol).unsupported)
 
     def program(self, symbol: str) -> Program:
         if symbol not in self._programs:
@@ -99,28 +106,29 @@ def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
     index_of = {ins.addr: k for k, ins in enumerate(instrs)}
     cx = Ctx(arch=arch, kernel=info.name, gen=ARCH_GEN.get(arch, 11), index_of=index_of)
     fns, classes = [], []
+    missing: list[tuple[str, int, str]] = []
     for ins in instrs:
         try:
             res = (scalar.translate(ins, cx) or memory.translate(ins, cx)
                    or vector.translate(ins, cx, nlanes))
         except UnsupportedInstruction as exc:
-            fns.append(_unsupported(ins, cx, exc.why))
-            classes.append(CLASSES.index("other"))
-            continue
+            res, why = None, exc.why
         except (EmuError, ValueError, KeyError, IndexError) as exc:
-            fns.append(_unsupported(ins, cx, f"cannot translate {ins.text!r}: {exc}"))
-            classes.append(CLASSES.index("other"))
-            continue
+            res, why = None, f"cannot translate {ins.text!r}: {exc}"
+        else:
+            why = f"no semantics for {ins.text!r}"
         if res is None:
-            # Only reached if executed: a kernel may contain code it never runs on
-            # this launch (traps, error paths); executing it is the error.
-            fns.append(_unsupported(ins, cx, f"no semantics for {ins.text!r}"))
+            # Raised only if executed: a kernel may contain code it never runs on this
+            # launch (traps, error paths); executing it is the error.
+            fns.append(_unsupported(ins, cx, why))
             classes.append(CLASSES.index("other"))
+            missing.append((ins.mnemonic, ins.addr, why))
             continue
         fn, cls = res
         fns.append(fn)
         classes.append(CLASSES.index(cls))
-    return Program(info=info, instructions=instrs, fns=fns, classes=classes)
+    return Program(info=info, instructions=instrs, fns=fns, classes=classes,
+                   unsupported=missing)
 
 
 class Machine:

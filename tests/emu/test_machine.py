@@ -131,6 +131,12 @@ def test_unsupported_instruction_names_mnemonic_address_kernel_arch(
     assert e.address > 0 and f"0x{e.address:x}" in str(e)
     # nothing was skipped: the store after the trap never ran
     assert not m.read(out, 128).any()
+    assert [u[0] for u in mod.unsupported("uses_trap")][0] == "s_trap"
+
+
+def test_real_kernels_have_no_unsupported_instructions(ops: Ops) -> None:
+    _, mod = ops("gfx1201")
+    assert {s: mod.unsupported(s) for s in mod.symbols() if mod.unsupported(s)} == {}
 
 
 def test_per_wave_counts_sum_to_launch_counts(ops: Ops) -> None:
