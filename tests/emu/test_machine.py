@@ -131,7 +131,7 @@ def test_unsupported_instruction_names_mnemonic_address_kernel_arch(
     assert e.address > 0 and f"0x{e.address:x}" in str(e)
     # nothing was skipped: the store after the trap never ran
     assert not m.read(out, 128).any()
-    assert [u[0] for u in mod.unsupported("uses_trap")][0] == "s_trap"
+    assert mod.unsupported("uses_trap")[0][0] == "s_trap"
 
 
 def test_real_kernels_have_no_unsupported_instructions(ops: Ops) -> None:
