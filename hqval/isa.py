@@ -215,6 +215,9 @@ def parse_disassembly(text: str) -> dict[str, list[Instruction]]:
                 base = current[0].addr if current else int(m.group(3), 16)
                 target = base + (int(off, 16) if off else 0)
             current.append(Instruction(int(m.group(3), 16), m.group(1), m.group(2), target))
+    for ins in kernels.values():  # drop the alignment padding after the last s_endpgm
+        while ins and ins[-1].mnemonic in ("s_nop", "s_code_end"):
+            ins.pop()
     return kernels
 
 
@@ -500,7 +503,13 @@ def rule_vgpr_budget(a: Audit) -> Row:
     ev = {"vgpr_count": vgprs, "sgpr_count": int(n.get(".sgpr_count", 0)),
           "lds_bytes": int(n.get(".group_segment_fixed_size", 0)), "wavefront_size": wave,
           "max_flat_workgroup_size": flat, "vgpr_file": vgpr_file(a.arch),
-          "occupancy_waves_per_simd": occupancy(a.arch, vgprs)}
+          "occupancy_waves_per_simd": occupancy(a.arch, vgprs),
+          "sgpr_spill_count": int(n.get(".sgpr_spill_count", 0)),
+          "vgpr_spill_count": int(n.get(".vgpr_spill_count", 0)),
+          "scratch_bytes": int(n.get(".private_segment_fixed_size", 0)),
+          "classes": dict(a.code.classes()),
+          "loop_classes": dict(a.code.classes(a.code.main_loop())),
+          "histogram": dict(a.code.histogram().most_common())}
     deriv = (f"min(256, {vgpr_file(a.arch)} VGPRs / {per_simd} waves per SIMD for launch "
              f"bounds {flat})")
     problems = []
