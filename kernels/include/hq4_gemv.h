@@ -51,6 +51,209 @@ static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, const GemvX
     d = gemv_q16(q >> 9) * x.b.w + d;
     return sc * d + (zp * x.s + acc);
 }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// NVIDIA sm_80+, R = 8 only: the group dot products on the tensor cores.  The per-weight
+// path above stays issue-bound (ncu on the H200: ~56 warp instructions per group-row
+// against a budget of ~45 at 75% of copy bandwidth); here one warp turns 8 rows x 256
+// weights into 8 mma.sync.m16n8k16 (f16 x f16 -> f32) instead of 2048 fmas.
+//
+// Operands of mma m16n8k16 (.row.col), lane = 4g + t:
+//   A (16x16, weights): a0 = A[g][2t,2t+1]   a1 = A[g+8][2t,2t+1]
+//                       a2 = A[g][2t+8,2t+9] a3 = A[g+8][2t+8,2t+9]
+//     A row g = block row g, weights of half 0 (payload bytes 0..63); A row g+8 = the same
+//     row, half 1 (bytes 64..127).  So each lane decodes only its own row g.
+//   B (16x8, activations): b0 = B[2t,2t+1][g], b1 = B[2t+8,2t+9][g]
+//     column 0 = hi(x) of half 0, 1 = lo'(x) of half 0, 2 = hi(x) of half 1,
+//     3 = lo'(x) of half 1, columns 4..7 repeat 0..3 (lane g reads column g & 3).
+//   C (16x8): d0,d1 = C[g][2t,2t+1], d2,d3 = C[g+8][2t,2t+1]; the useful entries are
+//     C[g][0..1] (row g, half 0; lanes t = 0, 2) and C[g+8][2..3] (half 1; t = 1, 3).
+//     The other entries pair one half's weights with the other half's x and are dropped.
+// Nibbles q in 0..15 are exact in fp16: lop3 puts a nibble pair into the mantissas of
+// half2(1024, 1024), one f16x2 fma takes 1024 (or 64 after a 1/16 scale) off again.
+// x = hi + 2^-11 lo' with hi = f16(x), lo' = f16(2^11 (x - hi)) (x - hi is exact; the
+// 2^11 keeps lo' out of the fp16 subnormals, so the split is good to ~2^-22 relative down
+// to |x| ~ 2^-14 and to ~2^-35 absolute below); the products q*hi, q*lo' are exact and
+// summed in f32 by the tensor core.
+// A dot product does not care about k order, so the tile k order is a permutation chosen
+// for the loads: lane t holds payload bytes [8t, 8t+8) and [32+8t, 32+8t+8) of each half
+// (two 8-byte loads per half; 136 B groups are only 8-byte aligned), i.e. words
+// i = 0..3 with weights base_i(t) + 0..7 of the half, base_i(t) = 64(i>>1) + 16t + 8(i&1).
+// mma m (0..7) takes word i = m>>1: a0/a1 the nibble pair (j, j+4) with j = 2(m&1),
+// a2/a3 the pair (j+1, j+5); B carries x of the same weights, built once per group by
+// the whole warp and passed through shared memory (a 32-thread block needs only
+// __syncwarp).  Per group and half h the lane that owns C[.][h] adds
+//   sc_h * P_h + zp_h * S_h,  P_h = sum q x over the half,  S_h = sum x over the half,
+// with (sc_h, zp_h) from Hdr::decode(raw, 64 h): the half is the payload byte offset of
+// the tile's weights, the same layout rule as the per-weight path.  qt=1/44/45 share
+// every instruction except Hdr::load/decode, so equal halves stay bit-identical.
+#define HQ_GEMV_TC 1
+#ifndef HQ_GEMV_TC_GROUPS
+#define HQ_GEMV_TC_GROUPS 4  // groups per chunk: weight loads of all of them precede the math
+#endif
+
+static HQ_DEVICE unsigned int gemv_tc_pack_f16x2(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+static HQ_DEVICE void gemv_tc_unpack_f16x2(unsigned int v, float& lo, float& hi) {
+    unsigned short a, b;
+    asm("mov.b32 {%0, %1}, %2;" : "=h"(a), "=h"(b) : "r"(v));
+    lo = hq_half_to_float(a);
+    hi = hq_half_to_float(b);
+}
+static HQ_DEVICE unsigned int gemv_tc_hfma2(unsigned int a, unsigned int b, unsigned int c) {
+    unsigned int r;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+// Nibbles (j, j+4) of w for j = 0 (sel 0) or j = 1 (sel 1) as an exact half2 (q_j, q_j+4).
+// magic = 0x64006400 (half2(1024, 1024)), passed in so it stays in one register.
+static HQ_DEVICE unsigned int gemv_tc_q01(unsigned int w, int sel, unsigned int magic) {
+    unsigned int v;
+    if (sel == 0) {  // 1024 + q
+        asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;" : "=r"(v) : "r"(w), "r"(magic));
+        return gemv_tc_hfma2(v, 0x3C003C00u, 0xE400E400u);        // v * 1 - 1024
+    }
+    asm("lop3.b32 %0, %1, 0x00F000F0, %2, 0xEA;" : "=r"(v) : "r"(w), "r"(magic));  // 1024 + 16 q
+    return gemv_tc_hfma2(v, 0x2C002C00u, 0xD400D400u);            // v / 16 - 64
+}
+static HQ_DEVICE void gemv_tc_mma(float& d0, float& d1, float& d2, float& d3, unsigned int a0,
+                                  unsigned int a1, unsigned int a2, unsigned int a3,
+                                  unsigned int b0, unsigned int b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// Weight loads as volatile asm: the compiler otherwise sinks each load next to its mma,
+// leaving one group's bytes in flight per warp instead of the chunk's.
+static HQ_DEVICE uint2 gemv_tc_ld64(const unsigned char* __restrict__ p) {
+    uint2 r;
+    asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+
+// x of N groups starting at group g0 -> shared slots xs[0..N) in the B fragment layout,
+// and S of both halves per group (s[u]: lanes 0..15 half 0, 16..31 half 1).  Lane L
+// owns x[8L, 8L+8) of the group: half c = L >> 4, L' = L & 15 = 8(i>>1) + 2t + (i&1).
+// Slot layout: 16 blocks b = 4 role + t (role = 2c + part, part 0 = hi, 1 = lo') of four
+// uint4 (word i = chunk k), chunk k of block b stored at uint4 b*4 + ((k + (b>>1)) & 3)
+// so the readers' 128-bit loads (8 lanes per phase, blocks b..b+7) hit distinct banks.
+template <int N>
+HQ_DEVICE void gemv_tc_prep_x(const float* __restrict__ x, int g0, unsigned int lane,
+                              uint4 (*xs)[64], float* s) {
+    const unsigned int c = lane >> 4, lp = lane & 15u;
+    const unsigned int i = ((lp >> 3) << 1) | (lp & 1u), t = (lp >> 1) & 3u;
+    hq_float4 va[N], vb[N];
+    #pragma unroll
+    for (int u = 0; u < N; ++u) {
+        const float* xp = x + (g0 + u) * 256 + lane * 8;
+        va[u] = *reinterpret_cast<const hq_float4*>(xp);
+        vb[u] = *reinterpret_cast<const hq_float4*>(xp + 4);
+    }
+    #pragma unroll
+    for (int u = 0; u < N; ++u) {
+        const float v[8] = {va[u].x, va[u].y, va[u].z, va[u].w, vb[u].x, vb[u].y, vb[u].z, vb[u].w};
+        unsigned int hi[4], lo[4];
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {  // pair (j, j+4): order b0(m even), b1, b0(m odd), b1
+            hi[j] = gemv_tc_pack_f16x2(v[j], v[j + 4]);
+            float h0, h1;
+            gemv_tc_unpack_f16x2(hi[j], h0, h1);
+            lo[j] = gemv_tc_pack_f16x2((v[j] - h0) * 2048.0f, (v[j + 4] - h1) * 2048.0f);
+        }
+        const unsigned int bh = (2u * c) * 4u + t, bl = (2u * c + 1u) * 4u + t;
+        xs[u][bh * 4u + ((i + (bh >> 1)) & 3u)] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        xs[u][bl * 4u + ((i + (bl >> 1)) & 3u)] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        float sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+        #pragma unroll
+        for (int off = 1; off < 16; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        s[u] = sum;
+    }
+}
+
+// N groups of the 8 rows: weight loads first, then x, then the mma and the scale step.
+template <class Hdr, int N>
+HQ_DEVICE float gemv_tc_chunk(const unsigned char* __restrict__ wr, const float* __restrict__ x,
+                              int g0, unsigned int lane, uint4 (*xs)[64], float acc) {
+    constexpr unsigned int GB = Hdr::kGroupBytes;
+    const unsigned int g = lane >> 2, t = lane & 3u, half = t & 1u;
+    const unsigned int magic = 0x64006400u;
+    Hq4Raw h[N];
+    uint2 w[N][4];  // words: [0..1] half 0, [2..3] half 1
+    #pragma unroll
+    for (int u = 0; u < N; ++u) {
+        const unsigned char* __restrict__ gp = wr + (g0 + u) * GB;
+        const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
+        h[u] = Hdr::load(gp, half * 64u);
+        w[u][0] = gemv_tc_ld64(pp);
+        w[u][1] = gemv_tc_ld64(pp + 32);
+        w[u][2] = gemv_tc_ld64(pp + 64);
+        w[u][3] = gemv_tc_ld64(pp + 96);
+    }
+    float s[N];
+    gemv_tc_prep_x<N>(x, g0, lane, xs, s);
+    __syncwarp();
+    const unsigned int b = (g & 3u) * 4u + t;
+    #pragma unroll
+    for (int u = 0; u < N; ++u) {
+        uint4 xb[4];
+        #pragma unroll
+        for (int k = 0; k < 4; ++k) xb[k] = xs[u][b * 4u + ((k + (b >> 1)) & 3u)];
+        const unsigned int wh0[4] = {w[u][0].x, w[u][0].y, w[u][1].x, w[u][1].y};
+        const unsigned int wh1[4] = {w[u][2].x, w[u][2].y, w[u][3].x, w[u][3].y};
+        float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const unsigned int xw[4] = {xb[i].x, xb[i].y, xb[i].z, xb[i].w};
+            const unsigned int p0 = wh0[i] >> 8, p1 = wh1[i] >> 8;
+            // m = 2i: pairs (0,4) and (1,5);  m = 2i+1: pairs (2,6) and (3,7)
+            gemv_tc_mma(d0, d1, d2, d3, gemv_tc_q01(wh0[i], 0, magic), gemv_tc_q01(wh1[i], 0, magic),
+                        gemv_tc_q01(wh0[i], 1, magic), gemv_tc_q01(wh1[i], 1, magic), xw[0], xw[1]);
+            gemv_tc_mma(d0, d1, d2, d3, gemv_tc_q01(p0, 0, magic), gemv_tc_q01(p1, 0, magic),
+                        gemv_tc_q01(p0, 1, magic), gemv_tc_q01(p1, 1, magic), xw[2], xw[3]);
+        }
+        const float p = half ? (d2 + d3 * 0x1p-11f) : (d0 + d1 * 0x1p-11f);
+        const float sh = __shfl_sync(0xffffffffu, s[u], half * 16u);
+        float sc, zp;
+        Hdr::decode(h[u], half * 64u, sc, zp);
+        acc = sc * p + (zp * sh + acc);
+    }
+    __syncwarp();  // the slots are rewritten by the next chunk
+    return acc;
+}
+
+template <class Hdr, bool Residual>
+HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* __restrict__ x,
+                             float* __restrict__ y, int M, int K, unsigned int block) {
+    constexpr int U = HQ_GEMV_TC_GROUPS;
+    __shared__ uint4 xs[U][64];
+    const unsigned int lane = hq_lane();
+    const int groups = K >> 8;
+    const unsigned long long row_bytes = static_cast<unsigned long long>(groups) * Hdr::kGroupBytes;
+    const int row = static_cast<int>(block) * 8 + static_cast<int>(lane >> 2);
+    const int lrow = row < M ? row : M - 1;  // tail rows re-read the last row; never stored
+    const unsigned char* __restrict__ wr = W + static_cast<unsigned long long>(lrow) * row_bytes;
+    float acc = 0.0f;
+    int g = 0;
+    for (; g + U <= groups; g += U) {
+        // The compiler issues each weight load just before its mma, so this warp alone
+        // keeps little in flight; the next chunk of its row (U * 136 contiguous bytes) is
+        // pulled into L2 now, 128 B lines at 128 t and 512 + 32 t (lane t of the row).
+        if (g + 2 * U <= groups) {
+            const unsigned char* __restrict__ nx = wr + (g + U) * Hdr::kGroupBytes;
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(nx + 128u * (lane & 3u)));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(nx + U * Hdr::kGroupBytes - 32u + 8u * (lane & 3u)));
+        }
+        acc = gemv_tc_chunk<Hdr, U>(wr, x, g, lane, xs, acc);
+    }
+    for (; g < groups; ++g) acc = gemv_tc_chunk<Hdr, 1>(wr, x, g, lane, xs, acc);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
+    if ((lane & 3u) == 0 && row < M) y[row] = Residual ? y[row] + acc : acc;
+}
+#endif  // __CUDA_ARCH__ >= 800
 #else
 // AMD: the per-weight form (v_bfe/v_cvt are full rate there); this is hq4_dot8 unchanged.
 struct GemvX {
@@ -66,6 +269,12 @@ static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, const GemvX
 template <class Hdr, int R, bool Residual>
 HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __restrict__ x,
                          float* __restrict__ y, int M, int K, unsigned int block) {
+#if defined(HQ_GEMV_TC)
+    if constexpr (R == 8) {  // NVIDIA sm_80+: tensor cores (above)
+        gemv_rows_tc8<Hdr, Residual>(W, x, y, M, K, block);
+        return;
+    }
+#endif
     constexpr int U = HQ_GEMV_UNROLL;
     constexpr unsigned int GB = Hdr::kGroupBytes;
     const unsigned int lane = hq_lane();
