@@ -54,6 +54,16 @@ def arch_names(raw: list[str] | None) -> list[str]:
     return resolved + names
 
 
+def check_names(names: list[str] | None) -> None:
+    from hqval.checks.cell import CHECKS
+    from hqval.cli import UsageError
+
+    unknown = [n for n in names or [] if n not in CHECKS]
+    if unknown:
+        raise UsageError(f"unknown check(s) {', '.join(unknown)}; choose from "
+                         f"{', '.join(CHECKS)}")
+
+
 def open_backends(backend: str, arches: list[str]) -> dict[str, str]:
     """arch -> the backend's selection line; raises UsageError-like exit via SystemExit."""
     from hqval.backends import BackendUnavailable, get
@@ -135,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     from hqval.result import Status
 
     arches = arch_names(args.arch)
+    check_names(args.check)
     manifest = Path(args.manifest) if args.manifest else DEFAULT_MANIFEST
     try:
         load_manifest(manifest)

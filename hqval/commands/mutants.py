@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from hqval.result import Status
 
     arches = check_command.arch_names(args.arch)
+    check_command.check_names(args.check)
     real_path = Path(args.manifest) if args.manifest else DEFAULT_MANIFEST
     mutants_path = Path(args.mutants) if args.mutants else DEFAULT_MUTANTS
     try:

@@ -50,6 +50,8 @@ def test_bad_input_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["check", "--arch", "gfx9999", "--backend", "emu"]) == 2
     assert "unknown arch gfx9999" in capsys.readouterr().err
     assert main(["check", "--backend", "emu"]) == 2
+    assert main(["check", "--arch", "gfx1100", "--backend", "emu", "--check", "nope"]) == 2
+    assert "unknown check(s) nope" in capsys.readouterr().err
     missing = tmp_path / "nope.yaml"
     assert main(["check", "--arch", "gfx1100", "--backend", "emu",
                  "--manifest", str(missing)]) == 2
