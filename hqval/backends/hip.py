@@ -44,6 +44,7 @@ HIP_CALLS: dict[str, tuple[str, ...]] = {
     "hipEventRecord": ("event", "stream"),
     "hipEventSynchronize": ("event",),
     "hipEventElapsedTime": ("start", "stop"),
+    "hipEventDestroy": ("event",),
 }
 
 
@@ -177,8 +178,13 @@ class HipBackend(Backend):
         return event
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Milliseconds between two recorded events; each pair is read once and released
+        (the timing harness records one pair per sample)."""
         self._call("hipEventSynchronize", end)
-        return float(self._call("hipEventElapsedTime", start, end))
+        ms = float(self._call("hipEventElapsedTime", start, end))
+        self._call("hipEventDestroy", start)
+        self._call("hipEventDestroy", end)
+        return ms
 
     def copy_device(self, dst: Buffer, src: Buffer, nbytes: int) -> None:
         self._call("hipMemcpyDtoD", dst.handle, src.handle, nbytes)
