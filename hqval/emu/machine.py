@@ -104,7 +104,8 @@ def _unsupported(ins: Instruction, cx: Ctx, why: str) -> Callable[[WaveState, An
 def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
                      nlanes: int) -> Program:
     index_of = {ins.addr: k for k, ins in enumerate(instrs)}
-    cx = Ctx(arch=arch, kernel=info.name, gen=ARCH_GEN.get(arch, 11), index_of=index_of)
+    cx = Ctx(arch=arch, kernel=info.name, gen=ARCH_GEN.get(arch, 11), index_of=index_of,
+             lanes=nlanes)
     fns, classes = [], []
     missing: list[tuple[str, int, str]] = []
     for ins in instrs:
@@ -171,9 +172,9 @@ class Machine:
                            f"compile with --offload-arch={self.arch}")
         for name, info in co.kernels.items():
             nl = info.wavefront_size
-            if nl != 32:
-                raise EmuError(f"kernel {name!r} is wave{nl}: the emulator runs wave32 "
-                               f"(compile without -mwavefrontsize64)")
+            if nl not in (32, 64):
+                raise EmuError(f"kernel {name!r} has wavefront size {nl}: RDNA runs wave32 "
+                               f"or wave64")
         mod = Module(code_object=co, arch=self.arch)
         self._modules[key] = mod
         return mod
@@ -192,7 +193,7 @@ class Machine:
         threads = bx * by * bz
         if threads > 1024:
             raise EmuError(f"block of {threads} threads exceeds 1024")
-        nl = 32
+        nl = info.wavefront_size
         waves_per_wg = -(-threads // nl)
         nwg = gx * gy * gz
         nw = nwg * waves_per_wg
@@ -226,7 +227,10 @@ class Machine:
             if st.V.shape[0] > 2:
                 st.V[1] = ty.astype(np.uint32)
                 st.V[2] = tz.astype(np.uint32)
-        st.S[EXEC] = st.pack(live)
+        words = st.pack(live)
+        st.S[EXEC] = words[:, 0]
+        if nl == 64:
+            st.S[EXEC + 1] = words[:, 1]
         st.set_exec(slice(None))
 
         t0 = time.perf_counter()

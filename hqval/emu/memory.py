@@ -384,8 +384,10 @@ def _ds(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         forward = name == "ds_permute_b32"
 
         def permute(st: WaveState, w: Sel) -> None:
-            nl = st.lanes
-            idx = ((st.V[addr_op.reg][w].astype(np.int64) + off16) >> 2) % nl
+            # the lane index is taken mod 32: in wave64 each 32-lane half permutes within
+            # itself (ISA pseudocode: "destination lane is MOD 32 regardless of wave size")
+            half = np.arange(st.lanes) & 32
+            idx = half + ((st.V[addr_op.reg][w].astype(np.int64) + off16) >> 2) % 32
             em = st.em[w]
             src = st.V[data.reg][w]
             rows = np.arange(em.shape[0])[:, None]

@@ -105,7 +105,9 @@ class WaveState:
         self.S = np.zeros((256, nwaves), np.uint32)
         self.V = np.zeros((max(nvgpr, 1), nwaves, nlanes), np.uint32)
         self.em = np.zeros((nwaves, nlanes), bool)  # exec as a lane mask
-        self.lane_bits = (np.uint32(1) << np.arange(nlanes, dtype=np.uint32)).astype(np.uint32)
+        # bit of each lane in its 32-bit mask word (wave64 masks are SGPR pairs)
+        self.lane_bits = (np.uint32(1) << (np.arange(nlanes, dtype=np.uint32) & np.uint32(31))
+                          ).astype(np.uint32)
         self.lane_id = np.arange(nlanes, dtype=np.uint32)
         # set by the machine for a launch
         self.mem: Any = None  # hqval.emu.memory.Memory
@@ -115,11 +117,31 @@ class WaveState:
         self.denorm32 = True
 
     def set_exec(self, w: Sel) -> None:
-        self.em[w] = (self.S[EXEC][w][:, None] & self.lane_bits) != 0
+        self.em[w] = self.read_mask(w, EXEC)
+
+    def read_mask(self, w: Sel, reg: int) -> np.ndarray:
+        """A lane mask held in SGPR ``reg`` (wave64: the pair reg, reg+1): bool[n, lanes]."""
+        if self.lanes == 32:
+            return np.asarray((self.S[reg][w][:, None] & self.lane_bits) != 0)
+        words = np.stack([self.S[reg][w], self.S[reg + 1][w]], axis=1)  # [n, 2]
+        return np.asarray((np.repeat(words, 32, axis=1) & self.lane_bits) != 0)
+
+    def mask_nonzero(self, w: Sel, reg: int) -> np.ndarray:
+        """Per wave: is any lane bit of the mask in ``reg`` (and reg+1 in wave64) set."""
+        nz = self.S[reg][w] != 0
+        if self.lanes == 64:
+            nz = nz | (self.S[reg + 1][w] != 0)
+        return np.asarray(nz)
+
+    def write_mask(self, w: Sel, reg: int, lanes: np.ndarray) -> None:
+        words = self.pack(lanes)
+        swrite(self, w, reg, words[:, 0])
+        if self.lanes == 64 and reg != NULL:
+            swrite(self, w, reg + 1, words[:, 1])
 
     def pack(self, lanes: np.ndarray) -> np.ndarray:
-        """bool[n, 32] -> uint32[n] mask."""
-        return np.packbits(lanes, axis=1, bitorder="little").view("<u4")[:, 0].astype(np.uint32)
+        """bool[n, lanes] -> uint32[n, lanes // 32] mask words."""
+        return np.asarray(np.packbits(lanes, axis=1, bitorder="little").view("<u4"), np.uint32)
 
 
 def vwrite(st: WaveState, w: Sel, reg: int, val: Any, lanes: np.ndarray | None = None) -> None:
@@ -137,7 +159,7 @@ def swrite(st: WaveState, w: Sel, reg: int, val: Any) -> None:
     if reg == NULL:
         return
     st.S[reg][w] = val
-    if reg == EXEC:
+    if reg == EXEC or (reg == EXEC + 1 and st.lanes == 64):
         st.set_exec(w)
 
 
@@ -149,6 +171,7 @@ class Ctx:
     kernel: str
     gen: int  # 10, 11 or 12 (RDNA1/2, RDNA3/3.5, RDNA4)
     index_of: dict[int, int]  # instruction address -> index
+    lanes: int = 32  # wavefront size
 
 
 def sreader(op: Operand, width: int = 32, is_float: bool = False) -> Any:

@@ -206,10 +206,10 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
     conds: dict[str, Callable[[WaveState, Sel], Any]] = {
         "s_cbranch_scc0": lambda st, w: st.S[SCC][w] == 0,
         "s_cbranch_scc1": lambda st, w: st.S[SCC][w] != 0,
-        "s_cbranch_vccz": lambda st, w: st.S[VCC][w] == 0,
-        "s_cbranch_vccnz": lambda st, w: st.S[VCC][w] != 0,
-        "s_cbranch_execz": lambda st, w: st.S[EXEC][w] == 0,
-        "s_cbranch_execnz": lambda st, w: st.S[EXEC][w] != 0,
+        "s_cbranch_vccz": lambda st, w: ~st.mask_nonzero(w, VCC),
+        "s_cbranch_vccnz": lambda st, w: st.mask_nonzero(w, VCC),
+        "s_cbranch_execz": lambda st, w: ~st.mask_nonzero(w, EXEC),
+        "s_cbranch_execnz": lambda st, w: st.mask_nonzero(w, EXEC),
     }
     if name in conds:
         return _cond_branch(_branch_target(ins, cx), conds[name]), "BRANCH"
@@ -420,21 +420,24 @@ _SAVEEXEC = {
 
 
 def _sop1(name: str, ops: list[Any], ins: Instruction) -> tuple[Fn, str] | None:
-    if name.endswith(("_saveexec_b32", "_wrexec_b32")):
+    if name.endswith(("_saveexec_b32", "_wrexec_b32", "_saveexec_b64", "_wrexec_b64")):
         kind = name[2:].rsplit("_", 2)[0]
         op = _SAVEEXEC.get(kind)
         if op is None:
             return None
-        d, a = swriter(ops[0]), sreader(ops[1])
-        wr = name.endswith("_wrexec_b32")
+        wide = name.endswith("_b64")
+        dtype = np.uint64 if wide else np.uint32
+        d, a = swriter(ops[0], 64 if wide else 32), sreader(ops[1], 64 if wide else 32)
+        exec_r = sreader(parse_operand("exec" if wide else "exec_lo"), 64 if wide else 32)
+        exec_w = swriter(parse_operand("exec" if wide else "exec_lo"), 64 if wide else 32)
+        wr = "_wrexec_" in name
 
         def saveexec(st: WaveState, w: Sel) -> None:
-            old = st.S[EXEC][w].copy()
-            new = np.asarray(op(np.asarray(a(st, w), np.uint32), old), np.uint32)
+            old = np.asarray(exec_r(st, w), dtype).copy()
+            new = np.asarray(op(np.asarray(a(st, w), dtype), old), dtype)
             if not wr:
                 d(st, w, old)
-            st.S[EXEC][w] = new
-            st.set_exec(w)
+            exec_w(st, w, new)
             _set_scc(st, w, new != 0)
             if wr:
                 d(st, w, new)

@@ -22,6 +22,7 @@ from hqval.emu.fparith import (
     fma_f64,
 )
 from hqval.emu.operands import (
+    EXEC,
     NULL,
     VCC,
     Ctx,
@@ -429,7 +430,7 @@ def _mask_src(op: Operand) -> Fn:
     if op.kind != "s":
         raise EmuError(f"lane mask operand must be an SGPR, got {op}")
     r = op.reg
-    return lambda st, w: (st.S[r][w][:, None] & st.lane_bits) != 0
+    return lambda st, w: st.read_mask(w, r)
 
 
 def _result_writer(dst: Operand, t: str) -> Callable[[WaveState, Sel, Any, Any], None]:
@@ -597,7 +598,7 @@ def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str]
             vi += 1
             continue
         if t == "vcc":
-            getters.append(lambda st, w: (st.S[VCC][w][:, None] & st.lane_bits) != 0)
+            getters.append(lambda st, w: st.read_mask(w, VCC))
             continue
         if t.startswith("dst_"):
             getters.append(_typed(_vsrc32(dst), t, dst))
@@ -760,11 +761,10 @@ def _vopc(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx, dpp: boo
         with np.errstate(invalid="ignore"):
             res = cmp(getters[0](st, w), getters[1](st, w))
         res = np.broadcast_to(res, (_n(st, w), nl)) & st.em[w]
-        bits = st.pack(res)
         if sreg is not None:
-            swrite(st, w, sreg, bits)
+            st.write_mask(w, sreg, res)
         if cmpx:
-            swrite(st, w, 126, bits)
+            st.write_mask(w, EXEC, res)
     return run
 
 
@@ -787,7 +787,7 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
                 r, c = y - x, y < x
             c = np.broadcast_to(c, (_n(st, w), nl)) & st.em[w]
             wr(st, w, np.broadcast_to(r, (_n(st, w), nl)), None)
-            swrite(st, w, sd.reg, st.pack(c))
+            st.write_mask(w, sd.reg, c)
         return addco
     if name in ("v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32", "v_addc_co_u32"):
         d, sd = ops[0], ops[1]
@@ -806,7 +806,7 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
                 r, c = y - x - ci, y < x + ci
             c = np.broadcast_to(c, (_n(st, w), nl)) & st.em[w]
             wr(st, w, np.broadcast_to(r, (_n(st, w), nl)), None)
-            swrite(st, w, sd.reg, st.pack(c))
+            st.write_mask(w, sd.reg, c)
         return addci
     if name in ("v_mad_u64_u32", "v_mad_i64_i32"):
         d, sd = ops[0], ops[1]
@@ -826,8 +826,7 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
             carry = r < cc
             wr(st, w, np.broadcast_to(r, (_n(st, w), nl)), None)
             if sd.reg != NULL:
-                swrite(st, w, sd.reg, st.pack(np.broadcast_to(carry, (_n(st, w), nl))
-                                              & st.em[w]))
+                st.write_mask(w, sd.reg, np.broadcast_to(carry, (_n(st, w), nl)) & st.em[w])
         return mad64
     if name == "v_div_scale_f32":
         d, sd = ops[0], ops[1]
@@ -857,7 +856,7 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
                      np.where(s0 == s2, up, s0), up], s0)
                 vcc = ~c_nan & (c_big | (~c_s1d & c_qd))
             wr(st, w, res.astype(F32), None)
-            swrite(st, w, sd.reg, st.pack(vcc & st.em[w]))
+            st.write_mask(w, sd.reg, vcc & st.em[w])
         return div_scale
     if name == "v_readfirstlane_b32":
         sd, src = ops[0], _vsrc32(ops[1])

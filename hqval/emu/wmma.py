@@ -40,6 +40,9 @@ def translate_wmma(name: str, ins: Instruction, cx: Ctx) -> Fn:
     if name not in ("v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"):
         raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch,
                                      "only the f32-accumulating f16/bf16 WMMA is modelled")
+    if cx.lanes != 32:
+        raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch,
+                                     "the wave64 WMMA layout is not modelled")
     if cx.gen not in (11, 12):
         raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch,
                                      "WMMA exists on gfx11 and gfx12 only")

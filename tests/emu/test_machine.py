@@ -149,3 +149,60 @@ def test_per_wave_counts_sum_to_launch_counts(ops: Ops) -> None:
     assert stats.wave_instructions == sum(stats.counts.values())
     # wave 1 (values -8..23) loops more than wave 0 (-40..-9 & 15 trips too) - both ran
     assert all(n > 10 for n in np.sum([stats.per_wave_counts[c] for c in stats.counts], 0))
+
+
+# ---- wave64 (-mwavefrontsize64): exec/VCC are SGPR pairs, lanes 32-63 are live
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1201"])
+def test_wave64_exec_masking_lds_and_cross_lane(build: Callable[..., bytes], arch: str) -> None:
+    m = Machine(arch)
+    mod = m.load(build("ops", arch, "-mwavefrontsize64"))
+    a = np.array([5, -9, 0, -3, 12, -6, 1, 31] * 16, np.int32)  # 128 lanes: 2 waves of 64
+    out = m.alloc(8 * a.size)
+    stats = m.launch(mod, "diverge", (2, 1, 1), (64, 1, 1), [buf(m, a), out])
+    got = m.read(out, 8 * a.size).view(np.int32).reshape(-1, 2)
+    np.testing.assert_array_equal(got[:, 0], np.where(a > 0, a * 3, np.where(a < -5, -a, 7)))
+    np.testing.assert_array_equal(got[:, 1], [_loop(int(v)) for v in a])
+    assert stats.waves == 2
+    v = (np.arange(64, dtype=np.int32) + 1) * 10
+    out2 = m.alloc(4 * 5 * 64)
+    m.launch(mod, "cross_lane", (1, 1, 1), (64, 1, 1), [buf(m, v), out2])
+    got2 = m.read(out2, 4 * 5 * 64).view(np.int32).reshape(64, 5)
+    lane = np.arange(64)
+    np.testing.assert_array_equal(got2[:, 0], v[(lane & 32) + ((lane & 31) ^ 5)])
+    np.testing.assert_array_equal(got2[:, 4], v[lane ^ 1])  # DPP quad perm, every row
+    r = np.random.default_rng(3).integers(-1000, 1000, 2 * 128).astype(np.float32)
+    out3 = m.alloc(8)
+    stats = m.launch(mod, "lds_reduce", (2, 1, 1), (128, 1, 1), [buf(m, r), out3])
+    np.testing.assert_array_equal(m.read(out3, 8).view(np.float32), r.reshape(2, 128).sum(1))
+    assert stats.waves == 4
+
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1151", "gfx1201"])
+def test_wave64_half_split_of_section_9(build: Callable[..., bytes], arch: str) -> None:
+    """The offset-derived half select matches the oracle on wave64; the lane-id select
+    (lane < 32) applies the wrong scale to half of every group and is caught."""
+    from hqval.formats import by_qt
+
+    m = Machine(arch)
+    mod = m.load(build("wave64", arch, "-mwavefrontsize64"))
+    M, K = 6, 1024
+    rng = np.random.default_rng(9)
+    fmt = by_qt(44)
+    w = (rng.standard_normal((M, K)) * 0.02).astype(np.float32)
+    w[:, 128:256] *= 8  # halves with different scales: a wrong select is visible
+    blob = fmt.encode(w)
+    deq = fmt.decode(blob, K).astype(np.float64)
+    x = rng.standard_normal(K).astype(np.float32)
+    ref = deq @ x
+    scale = np.abs(deq) @ np.abs(x.astype(np.float64))
+    pw, px = buf(m, blob), buf(m, x)
+    errs = {}
+    for sym in ("gemv_w64_offset_select", "gemv_w64_lane_select"):
+        py = m.alloc(4 * M)
+        m.launch(mod, sym, (M, 1, 1), (64, 1, 1), [pw, px, py, M, K])
+        y = m.read(py, 4 * M).view(np.float32)
+        errs[sym] = float(np.max(np.abs(y - ref) / scale))
+    tol = (K / 64 + 64) * 2.0**-24  # per-lane fma chain, then a 64-term serial sum
+    assert errs["gemv_w64_offset_select"] <= tol
+    assert errs["gemv_w64_lane_select"] > 100 * tol

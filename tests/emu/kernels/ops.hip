@@ -8,8 +8,10 @@ typedef _Float16 half16 __attribute__((ext_vector_type(16)));
 typedef _Float16 half8 __attribute__((ext_vector_type(8)));
 typedef float float8 __attribute__((ext_vector_type(8)));
 
+// one wave per workgroup: 32 threads, or 64 when built with -mwavefrontsize64
+#define WAVE __AMDGCN_WAVEFRONT_SIZE
 static __attribute__((device)) inline u32 gid() {
-  return __builtin_amdgcn_workgroup_id_x() * 32u + __builtin_amdgcn_workitem_id_x();
+  return __builtin_amdgcn_workgroup_id_x() * WAVE + __builtin_amdgcn_workitem_id_x();
 }
 static __attribute__((device)) inline void sync_block() {
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
@@ -106,7 +108,7 @@ KERNEL void atomic_ret(u32* counter, u32* out) {
 // DPP row_shr:1 (bound_ctrl: shifted-in lanes read 0) and quad_perm [1,0,3,2]
 KERNEL void cross_lane(const int* a, int* out) {
   u32 i = gid();
-  u32 lane = __builtin_amdgcn_workitem_id_x() & 31;
+  u32 lane = __builtin_amdgcn_workitem_id_x() & 31;  // bpermute indexes within 32 lanes
   int v = a[i];
   out[5 * i + 0] = __builtin_amdgcn_ds_bpermute((int)((lane ^ 5) << 2), v);
   out[5 * i + 1] = __builtin_amdgcn_ds_swizzle(v, 0x801B);
@@ -131,7 +133,7 @@ KERNEL void vop3p(const u32* h, const float* f, const u32* g, float* out, u32* p
 }
 #endif
 
-#if defined(__gfx1100__) || defined(__gfx1151__)
+#if (defined(__gfx1100__) || defined(__gfx1151__)) && WAVE == 32
 // A[16][16] f16 row-major, B[16][16] (k, n) f16 row-major, C/D f32 [16][16]
 KERNEL void wmma_gfx11(const _Float16* A, const _Float16* B, const float* C, float* D) {
   u32 l = __builtin_amdgcn_workitem_id_x();
@@ -147,7 +149,7 @@ KERNEL void wmma_gfx11(const _Float16* A, const _Float16* B, const float* C, flo
 }
 #endif
 
-#if defined(__gfx1201__)
+#if defined(__gfx1201__) && WAVE == 32
 KERNEL void wmma_gfx12(const _Float16* A, const _Float16* B, const float* C, float* D) {
   u32 l = __builtin_amdgcn_workitem_id_x();
   half8 a, b;
