@@ -3,6 +3,11 @@ where the mutant is not built; expected killers reported."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+
+from hqval.checks.cell import CHECKS, CheckContext, run_cell
 from hqval.checks.mutation import Built, expected_hit, killers, matrix_text, real_failures, verdicts
 from hqval.manifest import load_mutants
 from hqval.result import Row, Status
@@ -44,3 +49,28 @@ def test_killers_and_real_failures() -> None:
     rows = [_row("a", Status.FAIL), _row("b", Status.ERROR), _row("c", Status.UNSUPPORTED)]
     assert killers(rows) == ["a"]
     assert [r.check for r in real_failures(rows)] == ["a", "b"]
+
+
+def _mutants_for(arch: str) -> list[str]:
+    from hqval.matrix import load_arches
+
+    a = load_arches()[arch]
+    return [m.name for m in load_mutants(None).kernels if m.applies_to(a)]
+
+
+@pytest.mark.parametrize("mutant", _mutants_for("gfx1201"))
+def test_every_mutant_is_killed_on_rdna4(emu_ctx: Callable[..., CheckContext],
+                                         mutant: str) -> None:
+    """Each mutant built for gfx1201 is failed by a check or, for the ones with the right
+    numbers (vector header load, extra work), by the ISA audit rule named for it."""
+    from hqval.isa import audit_matrix
+    from hqval.toolchain import compile_kernel
+
+    ctx = emu_ctx("gfx1201", mutants=True)
+    spec = ctx.kernel(mutant)
+    rows = [run_cell(ctx, check, spec) for check in CHECKS]
+    if spec.expected_killer.startswith("audit_"):
+        rows += audit_matrix([(spec, compile_kernel(spec, "gfx1201"))], ctx.arch)
+    found = killers(rows)
+    assert found, {r.check: (str(r.status), r.message) for r in rows}
+    assert expected_hit(spec.expected_killer, found), found
