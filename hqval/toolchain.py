@@ -260,7 +260,12 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
         compiler = compiler or find_compiler()
     except ToolchainError as exc:
         return CompileResult(False, None, str(exc), False, time.perf_counter() - t0)
-    key = cache_key(spec, arch, compiler)
+    try:
+        key = cache_key(spec, arch, compiler)
+    except OSError as exc:
+        return CompileResult(False, None, f"cannot read {exc.filename}: {exc.strerror}; fix the "
+                             "manifest's source path or restore the file", False,
+                             time.perf_counter() - t0)
     root = cache_root(cache_dir)
     co, meta = _entry(root, key)
     cmd = (compiler.path, *compiler.flags(arch),
@@ -362,7 +367,11 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[ArchLike],
     # One representative per key compiles first; the rest then hit the cache.
     by_key: dict[str, list[tuple[KernelSpec, str]]] = {}
     for spec, arch_name in cells:
-        by_key.setdefault(cache_key(spec, arch_name, compiler), []).append((spec, arch_name))
+        try:
+            key = cache_key(spec, arch_name, compiler)
+        except OSError:
+            key = f"unreadable:{spec.name}:{arch_name}"  # compile_kernel reports it
+        by_key.setdefault(key, []).append((spec, arch_name))
     workers = max(1, jobs or os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         firsts = {k: pool.submit(compile_kernel, group[0][0], group[0][1], cache_dir, compiler)

@@ -222,3 +222,12 @@ def test_every_kernel_and_mutant_compiles_for_the_ci_arches(
     assert per_arch["gfx1010"] == per_arch["gfx1030"] == gemv
     assert per_arch["gfx1100"] == per_arch["gfx1151"] > gemv
     assert per_arch["gfx1201"] > gemv
+
+
+def test_a_vanished_source_is_a_failed_cell_not_a_crash(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path)
+    (tmp_path / "tiny.hip").unlink()
+    r = compile_kernel(spec, "gfx1100", tmp_path / "cache")
+    assert not r.ok and "tiny.hip" in r.message and "source path" in r.message
+    cells = compile_matrix([spec], [load_arches()["gfx1100"]], cache_dir=tmp_path / "cache")
+    assert [c.row().status for c in cells] == [Status.FAIL]
