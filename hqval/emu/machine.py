@@ -207,6 +207,8 @@ class Machine:
         st.lds_size = lds_size
         st.lds = np.zeros(max(nwg * lds_size, 4) + 16, np.uint8)
 
+        st.private_size = kd.private_segment_fixed_size
+        st.private = np.zeros(max(nw * nl * st.private_size, 4), np.uint8)
         wave = np.arange(nw)
         wg = wave // waves_per_wg
         wave_in_wg = wave % waves_per_wg

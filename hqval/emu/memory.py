@@ -154,7 +154,74 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
     if name.startswith("ds_"):
         fn = _ds(name, ins, cx, what)
         return (fn, "LDS") if fn is not None else None
+    if name.startswith("scratch_"):
+        fn = _scratch(name, ins, cx, what)
+        return (fn, "VMEM") if fn is not None else None
     return None
+
+
+def _scratch(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
+    """gfx11+ architected flat scratch: each lane's private segment, addressed from 0 by
+    vaddr + saddr + offset.  (gfx10 reaches scratch through a buffer resource instead,
+    which is not modelled.)"""
+    if cx.gen < 11:
+        return None
+    ops = [parse_operand(o) for o in ins.operands]
+    imm = int(ins.modifiers.get("offset", "0"), 0)
+    op = name[len("scratch_"):]
+    load = op.startswith("load_")
+    kind = op.split("_", 1)[1]
+    size = _SIZES.get(kind)
+    if size is None or not (load or op.startswith("store_")):
+        return None
+    nbytes = size
+    nwords = max(1, nbytes // 4)
+    if load:
+        dst, vaddr, saddr = ops[0], ops[1], ops[2]
+    else:
+        vaddr, data, saddr = ops[0], ops[1], ops[2]
+
+    def lane_flat(st: WaveState, w: Sel) -> np.ndarray:
+        em = st.em[w]
+        a = np.full(em.shape, imm, np.int64)
+        if vaddr.kind == "v":
+            a = a + st.V[vaddr.reg][w].astype(np.int64)
+        if saddr.kind == "s" and saddr.reg != NULL:
+            a = a + st.S[saddr.reg][w].astype(np.int64)[:, None]
+        act = a[em]
+        if act.size and ((act < 0) | (act + nbytes > st.private_size)).any():
+            bad = int(act[np.argmax((act < 0) | (act + nbytes > st.private_size))])
+            i, k, ar = what()
+            raise OutOfBounds(bad, nbytes, i, k, ar,
+                              f"private (scratch: {st.private_size} bytes per lane)")
+        waves = np.arange(st.n)[w] if not isinstance(w, slice) else np.arange(st.n)
+        lane_base = ((waves[:, None] * st.lanes + np.arange(st.lanes)[None, :])
+                     * st.private_size)
+        return np.asarray(act + lane_base[em], np.int64)
+
+    if load:
+        def sload(st: WaveState, w: Sel) -> None:
+            em = st.em[w]
+            flat = lane_flat(st, w)
+            b = st.private[flat[:, None] + np.arange(nbytes)]
+            if nbytes % 4:
+                b = np.concatenate([b, np.zeros((len(flat), 4 - nbytes % 4), np.uint8)], 1)
+            words = np.ascontiguousarray(b).view("<u4").astype(np.uint32)
+            if kind in ("i8", "i16"):
+                words = _sext(words, nbytes)
+            full = np.zeros((*em.shape, nwords), np.uint32)
+            full[em] = words
+            for k in range(nwords):
+                vwrite(st, w, dst.reg + k, full[..., k])
+        return sload
+
+    def sstore(st: WaveState, w: Sel) -> None:
+        em = st.em[w]
+        flat = lane_flat(st, w)
+        words = np.stack([st.V[data.reg + k][w][em] for k in range(nwords)], axis=1)
+        b = np.ascontiguousarray(words.astype("<u4")).view(np.uint8)[:, :nbytes]
+        st.private[flat[:, None] + np.arange(nbytes)] = b
+    return sstore
 
 
 def _smem(name: str, ins: Instruction, what: Any) -> Fn:

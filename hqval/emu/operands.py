@@ -115,6 +115,8 @@ class WaveState:
         self.lds_size = 0
         self.lds_base = np.zeros(nwaves, np.int64)  # per wave: its workgroup's LDS offset
         self.denorm32 = True
+        self.private = np.zeros(4, np.uint8)  # scratch: every lane's private segment
+        self.private_size = 0  # bytes per lane
 
     def set_exec(self, w: Sel) -> None:
         self.em[w] = self.read_mask(w, EXEC)

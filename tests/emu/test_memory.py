@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -47,3 +49,32 @@ def test_growth_keeps_contents_and_free_revokes() -> None:
         mem.region(a, 16)
     with pytest.raises(OutOfBounds):
         mem.check(np.array([a - BASE]), 4, what)
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1151", "gfx1201"])
+def test_scratch_private_segment_per_lane(build: Callable[..., bytes], arch: str) -> None:
+    from hqval.emu import Machine
+
+    m = Machine(arch)
+    mod = m.load(build("private", arch))
+    idx = np.arange(32, dtype=np.int32) * 3 + 1
+    pi, po = m.alloc(128), m.alloc(128)
+    m.write(pi, idx)
+    m.launch(mod, "priv", (1, 1, 1), (32, 1, 1), [pi, po])
+    got = m.read(po, 128).view(np.float32)
+    t = np.arange(32)
+    arr = (np.arange(40)[None, :] * t[:, None]).astype(np.float32)
+    arr[t, idx % 40] += 1
+    np.testing.assert_array_equal(got, arr[t, (idx * 7) % 40])
+
+
+def test_gfx10_scratch_through_a_buffer_resource_fails_closed(build: Callable[..., bytes]
+                                                              ) -> None:
+    from hqval.emu import Machine, UnsupportedInstruction
+
+    m = Machine("gfx1010")
+    mod = m.load(build("private", "gfx1010"))
+    assert any(u[0].startswith("buffer_") for u in mod.unsupported("priv"))
+    pi, po = m.alloc(128), m.alloc(128)
+    with pytest.raises(UnsupportedInstruction, match="buffer_store"):
+        m.launch(mod, "priv", (1, 1, 1), (32, 1, 1), [pi, po])
