@@ -578,6 +578,11 @@ def rule_wmma(a: Audit) -> Row:
 
 
 def rule_payload_offset(a: Audit, group_bytes: int = 136, payload_offset: int = 8) -> Row:
+    """Loads of W in the group loop (found by pointer origin) must use immediate offsets
+    that land in [8, 136) of a group, one of them at +8.  A static reading: it relies on
+    the compiler keeping the group base in the register and the +8 in the immediate, as
+    clang 19 does for every kernel here; a compiler that folds +8 into the base would fail
+    it falsely (the padded_offset and parity checks are the dynamic authority)."""
     loop = a.code.main_loop()
     origins = pointer_origins(a.code)
     wargs = weight_args(a.spec)
