@@ -291,6 +291,58 @@ OPS: dict[str, Op] = {
     "v_ldexp_f16": Op("f16", ("f16", "i32"), _ldexp),
     "v_rcp_f16": Op("f16z", ("f16",), lambda a: (1.0 / a.astype(F32)).astype(F16)),
     "v_sqrt_f16": Op("f16z", ("f16",), lambda a: np.sqrt(a.astype(F32)).astype(F16)),
+    # 16-bit integer (result in the low half; gfx10+ keeps the high half)
+    "v_add_nc_u16": Op("b16", ("u16", "u16"), lambda a, b: a + b),
+    "v_sub_nc_u16": Op("b16", ("u16", "u16"), lambda a, b: a - b),
+    "v_add_nc_i16": Op("b16", ("i16", "i16"), lambda a, b: a + b),
+    "v_sub_nc_i16": Op("b16", ("i16", "i16"), lambda a, b: a - b),
+    "v_mul_lo_u16": Op("b16", ("u16", "u16"), lambda a, b: a * b),
+    "v_lshlrev_b16": Op("b16", ("u16", "u16"), lambda a, b: b << (a & 15)),
+    "v_lshrrev_b16": Op("b16", ("u16", "u16"), lambda a, b: b >> (a & 15)),
+    "v_ashrrev_i16": Op("b16", ("u16", "i16"), lambda a, b: b >> (a & 15)),
+    "v_max_u16": Op("b16", ("u16", "u16"), np.maximum),
+    "v_min_u16": Op("b16", ("u16", "u16"), np.minimum),
+    "v_max_i16": Op("b16", ("i16", "i16"), np.maximum),
+    "v_min_i16": Op("b16", ("i16", "i16"), np.minimum),
+    "v_mad_u16": Op("b16", ("u16", "u16", "u16"), lambda a, b, c: a * b + c),
+    "v_cvt_f16_u16": Op("f16z", ("u16",), lambda a: a.astype(F16)),
+    "v_cvt_f16_i16": Op("f16z", ("i16",), lambda a: a.astype(F16)),
+    "v_cvt_u16_f16": Op("b16", ("f16",), lambda a: np.clip(np.nan_to_num(np.trunc(
+        a.astype(F32)), nan=0), 0, 65535).astype(np.int64)),
+    "v_cvt_i16_f16": Op("b16", ("f16",), lambda a: np.clip(np.nan_to_num(np.trunc(
+        a.astype(F32)), nan=0), -32768, 32767).astype(np.int64)),
+    "v_cvt_f32_f16_hi": Op("f32", ("f16",), lambda a: a.astype(F32)),
+    "v_div_fixup_f16": Op("f16", ("f16", "f16", "f16"), lambda a, b, c: _div_fixup_f16(a, b, c)),
+    "v_floor_f16": Op("f16z", ("f16",), np.floor),
+    "v_ceil_f16": Op("f16z", ("f16",), np.ceil),
+    "v_trunc_f16": Op("f16z", ("f16",), np.trunc),
+    "v_rndne_f16": Op("f16z", ("f16",), np.rint),
+    "v_exp_f16": Op("f16z", ("f16",), lambda a: np.exp2(a.astype(F32)).astype(F16)),
+    "v_log_f16": Op("f16z", ("f16",), lambda a: np.log2(a.astype(F32)).astype(F16)),
+    "v_rsq_f16": Op("f16z", ("f16",), lambda a: (1 / np.sqrt(a.astype(F32))).astype(F16)),
+    # f64 extras, incl. the division sequence
+    "v_ldexp_f64": Op("f64", ("f64", "i32"), _ldexp),
+    "v_rsq_f64": Op("f64", ("f64",), lambda a: 1.0 / np.sqrt(a)),
+    "v_sqrt_f64": Op("f64", ("f64",), np.sqrt),
+    "v_floor_f64": Op("f64", ("f64",), np.floor),
+    "v_ceil_f64": Op("f64", ("f64",), np.ceil),
+    "v_trunc_f64": Op("f64", ("f64",), np.trunc),
+    "v_rndne_f64": Op("f64", ("f64",), np.rint),
+    "v_fract_f64": Op("f64", ("f64",), lambda a: np.where(
+        np.isinf(a), np.nan, np.minimum(a - np.floor(a), np.nextafter(1.0, 0.0)))),
+    "v_frexp_exp_i32_f64": Op("b32", ("f64",), _frexp_exp),
+    "v_frexp_mant_f64": Op("f64", ("f64",), _frexp_mant),
+    "v_cvt_i32_f64": Op("u32raw", ("f64",), lambda a: _cvt_f64_int(a, -(2.0**31), 2.0**31 - 1)),
+    "v_cvt_u32_f64": Op("u32raw", ("f64",), lambda a: _cvt_f64_int(a, 0.0, 2.0**32 - 1)),
+    "v_div_fixup_f64": Op("f64", ("f64", "f64", "f64"), lambda a, b, c: _div_fixup_f64(a, b, c)),
+    "v_div_fmas_f64": Op("f64", ("f64", "f64", "f64", "vcc"), lambda a, b, c, v: _div_fmas_f64(
+        a, b, c, v)),
+    "v_cvt_floor_i32_f32": Op("u32raw", ("f32",), lambda a: cvt_f32_to_i32(np.floor(a))),
+    "v_cvt_flr_i32_f32": Op("u32raw", ("f32",), lambda a: cvt_f32_to_i32(np.floor(a))),
+    "v_cvt_nearest_i32_f32": Op("u32raw", ("f32",),
+                                lambda a: cvt_f32_to_i32(np.floor(a + F32(0.5)))),
+    "v_cvt_rpi_i32_f32": Op("u32raw", ("f32",),
+                            lambda a: cvt_f32_to_i32(np.floor(a + F32(0.5)))),
     # f64
     "v_add_f64": Op("f64", ("f64", "f64"), lambda a, b: a + b),
     "v_mul_f64": Op("f64", ("f64", "f64"), lambda a, b: a * b),
@@ -307,6 +359,55 @@ OPS: dict[str, Op] = {
                          lambda a, s, c: (a << (np.uint64(s) & np.uint64(7))) + c),
     "v_add_nc_u64": Op("b64", ("b64", "b64"), lambda a, b: a + b),
 }
+
+
+def _cvt_f64_int(a: Any, lo: float, hi: float) -> Any:
+    r = np.trunc(np.nan_to_num(np.asarray(a, F64), nan=0.0, posinf=hi, neginf=lo))
+    return np.clip(r, lo, hi).astype(np.int64).astype(np.uint32)
+
+
+def _exponent64(x: Any) -> Any:
+    return (np.asarray(x, F64).view(np.uint64) >> np.uint64(52)).astype(np.int64) & 0x7FF
+
+
+def _div_fixup_f64(a: Any, b: Any, c: Any) -> Any:
+    """V_DIV_FIXUP_F64 (ISA pseudocode)."""
+    a, b, c = (np.asarray(v, F64) for v in (a, b, c))
+    shape = np.broadcast(a, b, c).shape
+    a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+    sign = np.signbit(b) ^ np.signbit(c)
+    inf = np.where(sign, -np.inf, np.inf)
+    zero = np.where(sign, -0.0, 0.0)
+    qnan = np.array(0xFFF8000000000000, np.uint64).view(F64)
+    mag = np.where(np.isnan(a), inf, np.where(sign, -np.abs(a), np.abs(a)))
+    conds = [np.isnan(c), np.isnan(b), (b == 0) & (c == 0), np.isinf(b) & np.isinf(c),
+             (b == 0) | np.isinf(c), np.isinf(b) | (c == 0),
+             _exponent64(c) - _exponent64(b) < -1075]
+    choices = [c, b, np.broadcast_to(qnan, shape), np.broadcast_to(qnan, shape), inf, zero,
+               zero]
+    return np.select(conds, choices, mag).astype(F64)
+
+
+def _div_fmas_f64(a: Any, b: Any, c: Any, vcc: Any) -> Any:
+    r = fma_f64(a, b, c)
+    scale = np.where(_exponent64(c) > 1023, 128, -128)
+    return np.where(vcc, np.ldexp(r, scale), r).astype(F64)
+
+
+def _div_fixup_f16(a: Any, b: Any, c: Any) -> Any:
+    """V_DIV_FIXUP_F16 (ISA pseudocode; no underflow/overflow cases)."""
+    a, b, c = (np.asarray(v, F16) for v in (a, b, c))
+    shape = np.broadcast(a, b, c).shape
+    a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+    sign = np.signbit(b) ^ np.signbit(c)
+    inf = np.where(sign, F16(-np.inf), F16(np.inf))
+    zero = np.where(sign, F16(-0.0), F16(0.0))
+    qnan = np.array(0xFE00, np.uint16).view(F16)
+    mag = np.where(sign, -np.abs(a), np.abs(a))
+    conds = [np.isnan(c), np.isnan(b), (b == 0) & (c == 0), np.isinf(b) & np.isinf(c),
+             (b == 0) | np.isinf(c), np.isinf(b) | (c == 0)]
+    choices = [c, b, np.broadcast_to(qnan, shape), np.broadcast_to(qnan, shape), inf, zero]
+    return np.select(conds, choices, mag).astype(F16)
 
 
 def _h16(a: Any) -> Any:
@@ -408,9 +509,20 @@ def _typed(raw: Fn, t: str, op: Operand, opsel_hi: bool = False) -> Fn:
         def g64(st: WaveState, w: Sel) -> Any:
             return np.asarray(raw(st, w), np.uint64).view(F64)
         base = g64
+    elif t == "u16":
+        return lambda st, w: _bits16(np.asarray(raw(st, w), np.uint32), high).astype(np.int64)
+    elif t == "i16":
+        return lambda st, w: ((_bits16(np.asarray(raw(st, w), np.uint32), high).astype(np.int64)
+                               ^ 0x8000) - 0x8000)
     elif t == "i32":
         return lambda st, w: _s32(raw(st, w))
     elif t == "b32":
+        if ab or neg:
+            # VOP3 abs/neg on a 32-bit move-like source (v_cndmask_b32 |v1|) act on the
+            # sign bit, as for f32
+            clear = M32 if not ab else np.int64(0x7FFFFFFF)
+            flip = np.int64(0x80000000) if neg else np.int64(0)
+            return lambda st, w: (_u32(raw(st, w)) & clear) ^ flip
         return lambda st, w: _u32(raw(st, w))
     elif t == "b64":
         return lambda st, w: np.asarray(raw(st, w), np.uint64)
@@ -442,12 +554,15 @@ def _result_writer(dst: Operand, t: str) -> Callable[[WaveState, Sel, Any, Any],
     if t in ("b32", "u32raw"):
         return lambda st, w, val, lanes: vwrite(st, w, r, np.asarray(val, np.int64) & M32
                                                 if t == "b32" else val, lanes)
-    if t in ("f16", "f16z"):
+    if t in ("f16", "f16z", "b16"):
         zero_hi = t == "f16z"
         high = dst.high
 
         def w16(st: WaveState, w: Sel, val: Any, lanes: Any) -> None:
-            bits = np.asarray(val, F16).view(np.uint16).astype(np.uint32)
+            if t == "b16":
+                bits = (np.asarray(val, np.int64) & 0xFFFF).astype(np.uint32)
+            else:
+                bits = np.asarray(val, F16).view(np.uint16).astype(np.uint32)
             if zero_hi and not high:
                 vwrite(st, w, r, bits, lanes)
                 return
@@ -606,8 +721,8 @@ def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str]
         if vi >= len(srcs):
             raise EmuError(f"{name}: expected more operands than {len(srcs)}")
         op = srcs[vi]
-        width = 64 if t in ("f64", "b64") else (16 if t == "f16" and op.kind != "v"
-                                                and op.kind != "s" else 32)
+        width = 64 if t in ("f64", "b64") else (16 if t in ("f16", "u16", "i16")
+                                                and op.kind not in ("v", "s") else 32)
         raw = _vsrc32(op, width, t.startswith("f"))
         if dpp and vi == 0:
             raw, lanes_fn = _dpp_source(raw, mods, nl)
@@ -622,7 +737,7 @@ def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str]
         if k in mods:
             scale = table[mods[k]]
     dtype = spec.dst
-    if len(opsel) > 3 and opsel[3] and dtype.startswith("f16"):
+    if len(opsel) > 3 and opsel[3] and dtype in ("f16", "f16z", "b16"):
         dst = Operand(dst.kind, dst.reg, dst.count, high=True)
     write = _result_writer(dst, dtype)
 
@@ -858,6 +973,61 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
             wr(st, w, res.astype(F32), None)
             st.write_mask(w, sd.reg, vcc & st.em[w])
         return div_scale
+    if name == "v_div_scale_f64":
+        d, sd = ops[0], ops[1]
+        num = [_typed(_vsrc32(o, 64, True), "f64", o) for o in ops[2:5]]
+        wr = _result_writer(d, "f64")
+
+        def div_scale64(st: WaveState, w: Sel) -> None:
+            shape = (_n(st, w), nl)
+            s0, s1, s2 = (np.broadcast_to(g(st, w), shape).astype(F64) for g in num)
+            with np.errstate(all="ignore"):
+                e1, e2 = _exponent64(s1), _exponent64(s2)
+                tiny = np.finfo(F64).tiny
+                q = s2 / s1
+                q_denorm = (np.abs(q) < tiny) & (q != 0)
+                s1_denorm = (np.abs(s1) < tiny) & (s1 != 0)
+                r1 = 1.0 / s1
+                r1_denorm = (np.abs(r1) < tiny) & (r1 != 0)
+                up = np.ldexp(s0, 128)
+                down = np.ldexp(s0, -128)
+                c_nan = (s2 == 0) | (s1 == 0)
+                c_big = (e2 - e1) >= 768
+                c_both = r1_denorm & q_denorm
+                res = np.select(
+                    [c_nan, c_big, s1_denorm, c_both, r1_denorm, q_denorm, e2 <= 53],
+                    [np.full(shape, np.nan), np.where(s0 == s1, up, s0), up,
+                     np.where(s0 == s1, up, s0), down, np.where(s0 == s2, up, s0), up], s0)
+                vcc = ~c_nan & (c_big | (~s1_denorm & (c_both | (~r1_denorm & q_denorm))))
+            wr(st, w, res, None)
+            st.write_mask(w, sd.reg, vcc & st.em[w])
+        return div_scale64
+    if name == "v_swap_b32":
+        ra, rb = ops[0].reg, ops[1].reg
+
+        def swap(st: WaveState, w: Sel) -> None:
+            va, vb = st.V[ra][w].copy(), st.V[rb][w].copy()
+            vwrite(st, w, ra, vb)
+            vwrite(st, w, rb, va)
+        return swap
+    if name in ("v_movrels_b32", "v_movreld_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"):
+        # indexed register access: M0 holds the (per wave) register offset
+        d, s0 = ops[0], ops[1]
+
+        def movrel(st: WaveState, w: Sel) -> None:
+            m0 = st.S[124][w].astype(np.int64)
+            if not (m0 == m0[0]).all():
+                raise EmuError(f"{name}: waves with different M0 in one batch")
+            k = int(m0[0]) if m0.size else 0
+            src = s0.reg + (k if name != "v_movreld_b32" else 0)
+            dst = d.reg + (k if name in ("v_movreld_b32", "v_movrelsd_b32") else 0)
+            if s0.kind != "v":
+                src = s0.reg
+            if dst >= st.V.shape[0] or src >= st.V.shape[0]:
+                raise EmuError(f"{name}: register index past the kernel's VGPRs")
+            vwrite(st, w, dst, st.V[src][w].copy() if s0.kind == "v" else
+                   st.S[s0.reg][w][:, None])
+        return movrel
     if name == "v_readfirstlane_b32":
         sd, src = ops[0], _vsrc32(ops[1])
 

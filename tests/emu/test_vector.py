@@ -305,3 +305,81 @@ def test_mad_u64_u32_and_ldexp_frexp() -> None:
     execute("v_frexp_exp_i32_f32_e32 v8, v6", st)
     execute("v_frexp_mant_f32_e32 v9, v6", st)
     assert st.V[8, 0, 0] == 2 and st.V[9, 0, 0] == f32bits(0.75)[0]
+
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1201"])
+def test_f64_division_sequence_and_fma(build: Callable[..., bytes], arch: str) -> None:
+    m = Machine(arch)
+    mod = m.load(build("more", arch))
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(32) * np.exp2(rng.integers(-300, 300, 32))
+    b = rng.standard_normal(32) * np.exp2(rng.integers(-300, 300, 32))
+    a[:4] = [1.0, 0.0, np.inf, 5e-324]
+    b[:4] = [3.0, 0.0, 2.0, 3.0]
+    out = m.alloc(8 * 128)
+    m.launch(mod, "f64ops", (1, 1, 1), (32, 1, 1), [buf(m, a), buf(m, b), out])
+    got = m.read(out, 8 * 128).view(np.float64).reshape(32, 4)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got[:, 0], a / b)  # correctly rounded, like IEEE
+        want_fma = np.array([float(Fraction(x) * Fraction(y) + 1) if np.isfinite(x * y)
+                             else x * y + 1 for x, y in zip(a, b, strict=True)])
+        np.testing.assert_array_equal(got[:, 1], want_fma)
+        np.testing.assert_array_equal(got[:, 2], np.sqrt(np.abs(a)))
+        ints = np.trunc(np.clip(np.nan_to_num(a, posinf=2**31 - 1), -(2**31), 2**31 - 1))
+        np.testing.assert_array_equal(got[:, 3], ints)
+
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1201"])
+def test_16_bit_integers_and_indexed_registers(build: Callable[..., bytes], arch: str) -> None:
+    m = Machine(arch)
+    mod = m.load(build("more", arch))
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 65536, 32).astype(np.uint16)
+    y = rng.integers(0, 65536, 32).astype(np.uint16)
+    out = m.alloc(2 * 6 * 32)
+    m.launch(mod, "i16ops", (1, 1, 1), (32, 1, 1), [buf(m, x), buf(m, y), out])
+    got = m.read(out, 2 * 6 * 32).view(np.uint16).reshape(32, 6).astype(np.int64)
+    xi, yi = x.astype(np.int64), y.astype(np.int64)
+    sx, sy = x.view(np.int16).astype(np.int64), y.view(np.int16).astype(np.int64)
+    np.testing.assert_array_equal(got[:, 0], (xi + yi) & 0xFFFF)
+    np.testing.assert_array_equal(got[:, 1], (xi * yi) & 0xFFFF)
+    np.testing.assert_array_equal(got[:, 2], (xi << (yi & 15)) & 0xFFFF)
+    np.testing.assert_array_equal(got[:, 3], (sx >> (yi & 15)) & 0xFFFF)
+    np.testing.assert_array_equal(got[:, 4], np.maximum(xi, yi))
+    np.testing.assert_array_equal(got[:, 5], np.where(sx < sy, xi, yi))
+    a = rng.integers(-1000, 1000, 32).astype(np.int32)
+    out2 = m.alloc(128)
+    m.launch(mod, "regidx", (1, 1, 1), (32, 1, 1), [buf(m, a), out2])
+    np.testing.assert_array_equal(m.read(out2, 128).view(np.int32), a * ((a & 7) + 1))
+
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1201"])
+def test_f16_arithmetic_and_f32_library_calls(build: Callable[..., bytes], arch: str) -> None:
+    m = Machine(arch)
+    mod = m.load(build("more", arch))
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(32).astype(np.float16)
+    y = (rng.standard_normal(32) + 3).astype(np.float16)
+    out = m.alloc(2 * 4 * 32)
+    m.launch(mod, "halfops", (1, 1, 1), (32, 1, 1), [buf(m, x), buf(m, y), out])
+    got = m.read(out, 2 * 4 * 32).view(np.float16).reshape(32, 4)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    np.testing.assert_array_equal(got[:, 0], (x64 + y64).astype(np.float16))
+    np.testing.assert_array_equal(got[:, 1], (x64 * y64).astype(np.float16))
+    # f16 division goes through an f32 reciprocal and v_div_fixup_f16: within 1 f16 ulp
+    q = (x64 / y64).astype(np.float16)
+    ulp = np.abs(np.spacing(q)).astype(np.float64)
+    assert np.all(np.abs(got[:, 2].astype(np.float64) - q) <= ulp)
+    np.testing.assert_array_equal(got[:, 3], (x64 * y64 + x64).astype(np.float16))
+    v = (rng.standard_normal(32) * 10).astype(np.float32)
+    fo, io = m.alloc(4 * 4 * 32), m.alloc(4 * 2 * 32)
+    m.launch(mod, "floatmisc", (1, 1, 1), (32, 1, 1), [buf(m, v), fo, io])
+    f = m.read(fo, 4 * 4 * 32).view(np.float32).reshape(32, 4)
+    i = m.read(io, 4 * 2 * 32).view(np.int32).reshape(32, 2)
+    np.testing.assert_array_equal(f[:, 0], np.floor(v))
+    np.testing.assert_array_equal(f[:, 1], np.sqrt(np.abs(v)))
+    # expf/logf are library sequences over v_exp_f32/v_log_f32 (hardware: ~1 ulp)
+    np.testing.assert_allclose(f[:, 2], np.exp(v.astype(np.float64)), rtol=4e-7)
+    np.testing.assert_allclose(f[:, 3], np.log(np.abs(v.astype(np.float64)) + 1), rtol=4e-7)
+    np.testing.assert_array_equal(i[:, 0], np.rint(v).astype(np.int32))
+    np.testing.assert_array_equal(i[:, 1], np.abs(v).astype(np.uint32).astype(np.int32))
