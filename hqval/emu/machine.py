@@ -260,6 +260,10 @@ class Machine:
             if sz not in (1, 2, 4, 8):
                 raise EmuError(f"argument at offset {off} has size {sz}: only scalars and "
                                f"pointers can be passed")
+            if not -(1 << (8 * sz - 1)) <= v < (1 << (8 * sz)):
+                name = meta.get(".name", f"#{explicit.index(meta)}")
+                raise EmuError(f"argument {name} of {info.name!r} is {sz} bytes but the value "
+                               f"{v:#x} does not fit (a pointer passed for an int?)")
             buf[off:off + sz] = (v & ((1 << (8 * sz)) - 1)).to_bytes(sz, "little")
         hidden = {
             "hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1],

@@ -109,6 +109,13 @@ def test_wrong_argument_count_is_an_error(ops: Ops) -> None:
         m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [0, 0])
 
 
+def test_argument_that_does_not_fit_is_an_error(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    a, out = m.alloc(128), m.alloc(128)
+    with pytest.raises(EmuError, match="does not fit"):
+        m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, a])  # pointer as int off
+
+
 def test_code_object_for_another_arch_is_refused(build: Callable[[str, str], bytes]) -> None:
     with pytest.raises(EmuError, match="gfx1201"):
         Machine("gfx1100").load(build("ops", "gfx1201"))
