@@ -88,9 +88,6 @@ static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, const GemvX
 // the tile's weights, the same layout rule as the per-weight path.  qt=1/44/45 share
 // every instruction except Hdr::load/decode, so equal halves stay bit-identical.
 #define HQ_GEMV_TC 1
-#ifndef HQ_GEMV_TC_GROUPS
-#define HQ_GEMV_TC_GROUPS 4  // groups per chunk: weight loads of all of them precede the math
-#endif
 
 static HQ_DEVICE unsigned int gemv_tc_pack_f16x2(float lo, float hi) {
     unsigned int r;
@@ -135,121 +132,181 @@ static HQ_DEVICE uint2 gemv_tc_ld64(const unsigned char* __restrict__ p) {
     return r;
 }
 
-// x of N groups starting at group g0 -> shared slots xs[0..N) in the B fragment layout,
-// and S of both halves per group (s[u]: lanes 0..15 half 0, 16..31 half 1).  Lane L
-// owns x[8L, 8L+8) of the group: half c = L >> 4, L' = L & 15 = 8(i>>1) + 2t + (i&1).
-// Slot layout: 16 blocks b = 4 role + t (role = 2c + part, part 0 = hi, 1 = lo') of four
-// uint4 (word i = chunk k), chunk k of block b stored at uint4 b*4 + ((k + (b>>1)) & 3)
-// so the readers' 128-bit loads (8 lanes per phase, blocks b..b+7) hit distinct banks.
-template <int N>
-HQ_DEVICE void gemv_tc_prep_x(const float* __restrict__ x, int g0, unsigned int lane,
-                              uint4 (*xs)[64], float* s) {
+// The activations of one group, x[8L, 8L+8) in lane L, split into the B fragment layout
+// of shared slot xsu, and S of the lane's half (lanes 0..15 half 0, 16..31 half 1).
+// Lane L: half c = L >> 4, L' = L & 15 = 8(i>>1) + 2t + (i&1).  Slot layout: 16 blocks
+// b = 4 role + t (role = 2c + part, part 0 = hi, 1 = lo') of four uint4 (word i = chunk
+// k), chunk k of block b stored at uint4 b*4 + ((k + (b>>1)) & 3) so the readers' 128-bit
+// loads (8 lanes per phase, blocks b..b+7) hit distinct banks.
+static HQ_DEVICE float gemv_tc_split_x(hq_float4 va, hq_float4 vb, unsigned int lane,
+                                       uint4* xsu) {
     const unsigned int c = lane >> 4, lp = lane & 15u;
     const unsigned int i = ((lp >> 3) << 1) | (lp & 1u), t = (lp >> 1) & 3u;
-    hq_float4 va[N], vb[N];
+    const float v[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
+    unsigned int hi[4], lo[4];
     #pragma unroll
-    for (int u = 0; u < N; ++u) {
-        const float* xp = x + (g0 + u) * 256 + lane * 8;
-        va[u] = *reinterpret_cast<const hq_float4*>(xp);
-        vb[u] = *reinterpret_cast<const hq_float4*>(xp + 4);
+    for (int j = 0; j < 4; ++j) {  // pair (j, j+4): order b0(m even), b1, b0(m odd), b1
+        hi[j] = gemv_tc_pack_f16x2(v[j], v[j + 4]);
+        float h0, h1;
+        gemv_tc_unpack_f16x2(hi[j], h0, h1);
+        lo[j] = gemv_tc_pack_f16x2((v[j] - h0) * 2048.0f, (v[j + 4] - h1) * 2048.0f);
     }
+    const unsigned int bh = (2u * c) * 4u + t, bl = (2u * c + 1u) * 4u + t;
+    xsu[bh * 4u + ((i + (bh >> 1)) & 3u)] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    xsu[bl * 4u + ((i + (bl >> 1)) & 3u)] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    float sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
     #pragma unroll
-    for (int u = 0; u < N; ++u) {
-        const float v[8] = {va[u].x, va[u].y, va[u].z, va[u].w, vb[u].x, vb[u].y, vb[u].z, vb[u].w};
-        unsigned int hi[4], lo[4];
-        #pragma unroll
-        for (int j = 0; j < 4; ++j) {  // pair (j, j+4): order b0(m even), b1, b0(m odd), b1
-            hi[j] = gemv_tc_pack_f16x2(v[j], v[j + 4]);
-            float h0, h1;
-            gemv_tc_unpack_f16x2(hi[j], h0, h1);
-            lo[j] = gemv_tc_pack_f16x2((v[j] - h0) * 2048.0f, (v[j + 4] - h1) * 2048.0f);
-        }
-        const unsigned int bh = (2u * c) * 4u + t, bl = (2u * c + 1u) * 4u + t;
-        xs[u][bh * 4u + ((i + (bh >> 1)) & 3u)] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-        xs[u][bl * 4u + ((i + (bl >> 1)) & 3u)] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-        float sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-        #pragma unroll
-        for (int off = 1; off < 16; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-        s[u] = sum;
-    }
+    for (int off = 1; off < 16; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    return sum;
 }
 
-// N groups of the 8 rows: weight loads first, then x, then the mma and the scale step.
-template <class Hdr, int N>
-HQ_DEVICE float gemv_tc_chunk(const unsigned char* __restrict__ wr, const float* __restrict__ x,
-                              int g0, unsigned int lane, uint4 (*xs)[64], float acc) {
-    constexpr unsigned int GB = Hdr::kGroupBytes;
+// One group of the 8 rows once its x split is in xsu: 8 mma, then the scale step.
+// wd = the lane's payload words (bytes 8t, 8t+4, 32+8t, 32+8t+4 of half 0, then half 1).
+template <class Hdr>
+HQ_DEVICE float gemv_tc_group(Hq4Raw h, uint4 wlo, uint4 whi, const uint4* xsu, float s,
+                              unsigned int lane, float acc) {
     const unsigned int g = lane >> 2, t = lane & 3u, half = t & 1u;
     const unsigned int magic = 0x64006400u;
-    Hq4Raw h[N];
-    uint2 w[N][4];  // words: [0..1] half 0, [2..3] half 1
-    #pragma unroll
-    for (int u = 0; u < N; ++u) {
-        const unsigned char* __restrict__ gp = wr + (g0 + u) * GB;
-        const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
-        h[u] = Hdr::load(gp, half * 64u);
-        w[u][0] = gemv_tc_ld64(pp);
-        w[u][1] = gemv_tc_ld64(pp + 32);
-        w[u][2] = gemv_tc_ld64(pp + 64);
-        w[u][3] = gemv_tc_ld64(pp + 96);
-    }
-    float s[N];
-    gemv_tc_prep_x<N>(x, g0, lane, xs, s);
-    __syncwarp();
     const unsigned int b = (g & 3u) * 4u + t;
+    uint4 xb[4];
     #pragma unroll
-    for (int u = 0; u < N; ++u) {
-        uint4 xb[4];
-        #pragma unroll
-        for (int k = 0; k < 4; ++k) xb[k] = xs[u][b * 4u + ((k + (b >> 1)) & 3u)];
-        const unsigned int wh0[4] = {w[u][0].x, w[u][0].y, w[u][1].x, w[u][1].y};
-        const unsigned int wh1[4] = {w[u][2].x, w[u][2].y, w[u][3].x, w[u][3].y};
-        float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const unsigned int xw[4] = {xb[i].x, xb[i].y, xb[i].z, xb[i].w};
-            const unsigned int p0 = wh0[i] >> 8, p1 = wh1[i] >> 8;
-            // m = 2i: pairs (0,4) and (1,5);  m = 2i+1: pairs (2,6) and (3,7)
-            gemv_tc_mma(d0, d1, d2, d3, gemv_tc_q01(wh0[i], 0, magic), gemv_tc_q01(wh1[i], 0, magic),
-                        gemv_tc_q01(wh0[i], 1, magic), gemv_tc_q01(wh1[i], 1, magic), xw[0], xw[1]);
-            gemv_tc_mma(d0, d1, d2, d3, gemv_tc_q01(p0, 0, magic), gemv_tc_q01(p1, 0, magic),
-                        gemv_tc_q01(p0, 1, magic), gemv_tc_q01(p1, 1, magic), xw[2], xw[3]);
-        }
-        const float p = half ? (d2 + d3 * 0x1p-11f) : (d0 + d1 * 0x1p-11f);
-        const float sh = __shfl_sync(0xffffffffu, s[u], half * 16u);
-        float sc, zp;
-        Hdr::decode(h[u], half * 64u, sc, zp);
-        acc = sc * p + (zp * sh + acc);
+    for (int k = 0; k < 4; ++k) xb[k] = xsu[b * 4u + ((k + (b >> 1)) & 3u)];
+    const unsigned int wh0[4] = {wlo.x, wlo.y, wlo.z, wlo.w};
+    const unsigned int wh1[4] = {whi.x, whi.y, whi.z, whi.w};
+    float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const unsigned int xw[4] = {xb[i].x, xb[i].y, xb[i].z, xb[i].w};
+        const unsigned int p0 = wh0[i] >> 8, p1 = wh1[i] >> 8;
+        // m = 2i: pairs (0,4) and (1,5);  m = 2i+1: pairs (2,6) and (3,7)
+        gemv_tc_mma(d0, d1, d2, d3, gemv_tc_q01(wh0[i], 0, magic), gemv_tc_q01(wh1[i], 0, magic),
+                    gemv_tc_q01(wh0[i], 1, magic), gemv_tc_q01(wh1[i], 1, magic), xw[0], xw[1]);
+        gemv_tc_mma(d0, d1, d2, d3, gemv_tc_q01(p0, 0, magic), gemv_tc_q01(p1, 0, magic),
+                    gemv_tc_q01(p0, 1, magic), gemv_tc_q01(p1, 1, magic), xw[2], xw[3]);
     }
-    __syncwarp();  // the slots are rewritten by the next chunk
+    const float p = half ? (d2 + d3 * 0x1p-11f) : (d0 + d1 * 0x1p-11f);
+    const float sh = __shfl_sync(0xffffffffu, s, half * 16u);
+    float sc, zp;
+    Hdr::decode(h, half * 64u, sc, zp);
+    return sc * p + (zp * sh + acc);
+}
+
+// One group straight from global memory (the groups past the last full chunk).
+template <class Hdr>
+HQ_DEVICE float gemv_tc_direct(const unsigned char* __restrict__ wr, const float* __restrict__ x,
+                               int gi, unsigned int lane, uint4* xsu, float acc) {
+    const unsigned int t = lane & 3u;
+    const unsigned char* __restrict__ gp = wr + gi * Hdr::kGroupBytes;
+    const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
+    const Hq4Raw h = Hdr::load(gp, (t & 1u) * 64u);
+    const uint2 w0 = gemv_tc_ld64(pp), w1 = gemv_tc_ld64(pp + 32);
+    const uint2 w2 = gemv_tc_ld64(pp + 64), w3 = gemv_tc_ld64(pp + 96);
+    const float* xp = x + gi * 256 + lane * 8;
+    const float s = gemv_tc_split_x(*reinterpret_cast<const hq_float4*>(xp),
+                                    *reinterpret_cast<const hq_float4*>(xp + 4), lane, xsu);
+    __syncwarp();
+    acc = gemv_tc_group<Hdr>(h, make_uint4(w0.x, w0.y, w1.x, w1.y),
+                             make_uint4(w2.x, w2.y, w3.x, w3.y), xsu, s, lane, acc);
+    __syncwarp();  // xsu is rewritten by the next group
     return acc;
+}
+
+// cp.async (sm_80+): global -> shared without registers, so the loads of the next chunks
+// are in flight while this one is computed, whatever order the compiler schedules the math
+// in (it sinks plain loads next to their use, which left one group in flight per warp:
+// 27.7 us at 17408x5120 on the H200, 40% of copy bandwidth).
+static HQ_DEVICE void gemv_tc_cp8(void* dst, const void* src) {
+    const unsigned int d = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+}
+static HQ_DEVICE void gemv_tc_cp16(void* dst, const void* src) {
+    const unsigned int d = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+static HQ_DEVICE void gemv_tc_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+HQ_DEVICE void gemv_tc_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+#ifndef HQ_GEMV_TC_GROUPS
+#define HQ_GEMV_TC_GROUPS 1  // groups per pipeline chunk
+#endif
+#ifndef HQ_GEMV_TC_STAGES
+#define HQ_GEMV_TC_STAGES 4  // chunks in shared memory: STAGES - 1 chunks load ahead
+#endif
+
+// Stage buffers of one chunk, per group (slot-major, so a slot read by the warp is 512
+// contiguous bytes): sw[u][0][lane] = payload bytes [8t, 8t+8) and [32+8t, 32+8t+8) of
+// half 0 of row g, sw[u][1][lane] the same of half 1; sx[u][0..1][lane] = x[8L, 8L+8);
+// sh[u][g] = the 8 header bytes of row g (copied by lane t = 0 of the row, read by its four
+// lanes after a __syncwarp; everything else a lane reads back it copied itself).
+template <class Hdr, int U>
+HQ_DEVICE void gemv_tc_issue(const unsigned char* __restrict__ wr, const float* __restrict__ x,
+                             int g0, unsigned int lane, uint4 (*sw)[2][32], uint4 (*sx)[2][32],
+                             uint2 (*sh)[8]) {
+    const unsigned int t = lane & 3u;
+    #pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const unsigned char* __restrict__ gp = wr + (g0 + u) * Hdr::kGroupBytes;
+        const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
+        gemv_tc_cp8(&sw[u][0][lane].x, pp);
+        gemv_tc_cp8(&sw[u][0][lane].z, pp + 32);
+        gemv_tc_cp8(&sw[u][1][lane].x, pp + 64);
+        gemv_tc_cp8(&sw[u][1][lane].z, pp + 96);
+        if (t == 0) gemv_tc_cp8(&sh[u][lane >> 2], gp);
+        const float* xp = x + (g0 + u) * 256 + lane * 8;
+        gemv_tc_cp16(&sx[u][0][lane], xp);
+        gemv_tc_cp16(&sx[u][1][lane], xp + 4);
+    }
 }
 
 template <class Hdr, bool Residual>
 HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* __restrict__ x,
                              float* __restrict__ y, int M, int K, unsigned int block) {
-    constexpr int U = HQ_GEMV_TC_GROUPS;
+    constexpr int U = HQ_GEMV_TC_GROUPS, S = HQ_GEMV_TC_STAGES;
+    static_assert(U >= 1 && S >= 2, "HQ_GEMV_TC_GROUPS >= 1, HQ_GEMV_TC_STAGES >= 2");
     __shared__ uint4 xs[U][64];
+    __shared__ uint4 sw[S][U][2][32];
+    __shared__ uint4 sx[S][U][2][32];
+    __shared__ uint2 sh[S][U][8];
     const unsigned int lane = hq_lane();
     const int groups = K >> 8;
     const unsigned long long row_bytes = static_cast<unsigned long long>(groups) * Hdr::kGroupBytes;
     const int row = static_cast<int>(block) * 8 + static_cast<int>(lane >> 2);
     const int lrow = row < M ? row : M - 1;  // tail rows re-read the last row; never stored
     const unsigned char* __restrict__ wr = W + static_cast<unsigned long long>(lrow) * row_bytes;
+    const int chunks = groups / U;
     float acc = 0.0f;
-    int g = 0;
-    for (; g + U <= groups; g += U) {
-        // The compiler issues each weight load just before its mma, so this warp alone
-        // keeps little in flight; the next chunk of its row (U * 136 contiguous bytes) is
-        // pulled into L2 now, 128 B lines at 128 t and 512 + 32 t (lane t of the row).
-        if (g + 2 * U <= groups) {
-            const unsigned char* __restrict__ nx = wr + (g + U) * Hdr::kGroupBytes;
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(nx + 128u * (lane & 3u)));
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(nx + U * Hdr::kGroupBytes - 32u + 8u * (lane & 3u)));
-        }
-        acc = gemv_tc_chunk<Hdr, U>(wr, x, g, lane, xs, acc);
+    #pragma unroll
+    for (int c = 0; c < S - 1; ++c) {
+        if (c < chunks) gemv_tc_issue<Hdr, U>(wr, x, c * U, lane, sw[c], sx[c], sh[c]);
+        gemv_tc_commit();  // empty groups keep the count uniform
     }
-    for (; g < groups; ++g) acc = gemv_tc_chunk<Hdr, 1>(wr, x, g, lane, xs, acc);
+    for (int c = 0; c < chunks; ++c) {
+        const int n = c + S - 1, ns = n % S;
+        if (n < chunks) gemv_tc_issue<Hdr, U>(wr, x, n * U, lane, sw[ns], sx[ns], sh[ns]);
+        gemv_tc_commit();
+        gemv_tc_wait<S - 1>();  // this lane's copies of chunk c have landed
+        const int cs = c % S;
+        float s[U];
+        #pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const uint4 xa = sx[cs][u][0][lane], xb = sx[cs][u][1][lane];
+            s[u] = gemv_tc_split_x(make_float4(__uint_as_float(xa.x), __uint_as_float(xa.y),
+                                               __uint_as_float(xa.z), __uint_as_float(xa.w)),
+                                   make_float4(__uint_as_float(xb.x), __uint_as_float(xb.y),
+                                               __uint_as_float(xb.z), __uint_as_float(xb.w)),
+                                   lane, xs[u]);
+        }
+        __syncwarp();  // xs written; the row headers copied by lane t = 0 are visible
+        #pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const Hq4Raw h = Hdr::load(reinterpret_cast<const unsigned char*>(&sh[cs][u][lane >> 2]),
+                                       (lane & 1u) * 64u);
+            acc = gemv_tc_group<Hdr>(h, sw[cs][u][0][lane], sw[cs][u][1][lane], xs[u], s[u], lane, acc);
+        }
+        __syncwarp();  // xs and this stage are rewritten by later chunks
+    }
+    for (int gi = chunks * U; gi < groups; ++gi) acc = gemv_tc_direct<Hdr>(wr, x, gi, lane, xs[0], acc);
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
     if ((lane & 3u) == 0 && row < M) y[row] = Residual ? y[row] + acc : acc;
 }
