@@ -423,17 +423,17 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
                           only_arches=[a for a in ctx.arches if is_rdna(a)])
     (ctx.writer.path / "admission.json").write_text(dumps(adm))
     md = compare_markdown(cmp) if cmp is not None else ""
-    paths = write_report(build([run], adm, md), ctx.writer.path / "report")
     exit_code = adm.exit_code
     others = outside_admission_failures(run.rows, run.envelope, ctx.arches)
     if others and exit_code == 0:
         exit_code = 1
-    counts: dict[str, int] = {}
-    for r in run.rows:
-        if r.kind != "step":
-            counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    data = build([run], adm, md)
+    paths = write_report(data, ctx.writer.path / "report")
     lines = [to_markdown(adm),
-             "rows: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+             "rows of the real kernels and steps: "
+             + ", ".join(f"{n} {s}" for s, n in data.row_counts().items()),
+             "mutants: " + (", ".join(f"{n} {s}" for s, n in data.mutant_counts().items())
+                            or "none ran"),
              *(f"infrastructure: {m}" for m in adm.infrastructure),
              *(f"failing outside admission: {i}" for i in others[:20]),
              f"report: {paths['html']}", f"checkpoint: {paths['markdown']}"]
