@@ -181,7 +181,12 @@ class Machine:
 
     # ---- launch
     def launch(self, module: Module, symbol: str, grid: Sequence[int], block: Sequence[int],
-               args: Sequence[int], dynamic_lds: int = 0) -> LaunchStats:
+               args: Sequence[int], dynamic_lds: int = 0,
+               trace: Callable[[int, str, int], None] | None = None) -> LaunchStats:
+        """Run ``grid`` x ``block`` work-items of ``symbol``.  ``args`` are ints laid out by
+        the kernel's metadata (pointers from ``alloc``, i32 scalars); hidden arguments are
+        filled in.  ``trace(address, instruction text, number of waves)`` is called for
+        every instruction executed (a debugging aid; slow)."""
         import time
 
         prog = module.program(symbol)
@@ -237,7 +242,7 @@ class Machine:
 
         t0 = time.perf_counter()
         counts = np.zeros((len(CLASSES), nw), np.int64)
-        self._run(prog, st, counts, wg, waves_per_wg)
+        self._run(prog, st, counts, wg, waves_per_wg, trace)
         secs = time.perf_counter() - t0
         totals = {c: int(counts[k].sum()) for k, c in enumerate(CLASSES)}
         return LaunchStats(counts=totals, waves=nw, wave_instructions=int(counts.sum()),
@@ -328,7 +333,7 @@ class Machine:
             st.S[TTMP0 + 7] = (wgid[1] | (wgid[2] << 16)).astype(np.uint32)
 
     def _run(self, prog: Program, st: WaveState, counts: np.ndarray, wg: np.ndarray,
-             waves_per_wg: int) -> None:
+             waves_per_wg: int, trace: Callable[[int, str, int], None] | None = None) -> None:
         nw = st.n
         fns, classes = prog.fns, prog.classes
         ninstr = len(fns)
@@ -362,6 +367,9 @@ class Machine:
                     raise EmuError(f"{prog.info.name} ran past its last instruction "
                                    f"(missing s_endpgm?)")
                 counts[classes[pc], w] += 1
+                if trace is not None:
+                    ins = prog.instructions[pc]
+                    trace(ins.addr, ins.text, st.n if whole else len(w))
                 nxt = fns[pc](st, w)
                 if nxt is None:
                     pc += 1

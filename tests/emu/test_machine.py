@@ -213,3 +213,14 @@ def test_wave64_half_split_of_section_9(build: Callable[..., bytes], arch: str) 
     tol = (K / 64 + 64) * 2.0**-24  # per-lane fma chain, then a 64-term serial sum
     assert errs["gemv_w64_offset_select"] <= tol
     assert errs["gemv_w64_lane_select"] > 100 * tol
+
+
+def test_trace_reports_executed_instructions_and_wave_counts(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    a = np.array([5, -9] * 32, np.int32)
+    out = m.alloc(8 * a.size)
+    seen: list[tuple[int, str, int]] = []
+    stats = m.launch(mod, "diverge", (2, 1, 1), (32, 1, 1), [buf(m, a), out],
+                     trace=lambda addr, text, n: seen.append((addr, text, n)))
+    assert sum(n for _, _, n in seen) == stats.wave_instructions
+    assert seen[-1][1].startswith("s_endpgm") and seen[0][2] == 2
