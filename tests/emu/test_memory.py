@@ -78,3 +78,39 @@ def test_gfx10_scratch_through_a_buffer_resource_fails_closed(build: Callable[..
     pi, po = m.alloc(128), m.alloc(128)
     with pytest.raises(UnsupportedInstruction, match="buffer_store"):
         m.launch(mod, "priv", (1, 1, 1), (32, 1, 1), [pi, po])
+
+
+def test_lds_two_address_forms_and_returning_atomics() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state(nwaves=2)
+    st.lds_size = 1024
+    st.lds = np.zeros(2 * 1024, np.uint8)
+    st.lds_base = np.array([0, 1024], np.int64)  # two workgroups, one wave each
+    lane = np.arange(32, dtype=np.uint32)
+    st.V[0] = lane * 4  # byte address
+    st.V[1] = lane + 100
+    st.V[2] = lane + 200
+    # offset0:0, offset1:32 in dwords: stores to a[lane] and a[lane + 32]
+    execute("ds_store_2addr_b32 v0, v1, v2 offset1:32", st, words=[0x2000])
+    execute("ds_load_2addr_b32 v[4:5], v0 offset1:32", st, words=[0x2000])
+    assert st.V[4, 0].tolist() == (lane + 100).tolist()
+    assert st.V[5, 1].tolist() == (lane + 200).tolist()
+    words = st.lds.view(np.uint32)
+    assert words[32] == 200 and words[256 + 31] == 131  # each workgroup its own LDS
+    st.V[6] = 0  # every lane adds 1 to the same dword: returns 0..31 in lane order
+    st.V[7] = 1
+    execute("ds_add_rtn_u32 v8, v6, v7", st, words=[0])
+    assert st.V[8, 0].tolist() == list(range(100, 132))  # old value a[0] = 100 first
+    assert words[0] == 132 and words[256] == 132
+
+
+def test_lds_access_past_the_workgroup_allocation_is_out_of_bounds() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.lds_size = 64
+    st.lds = np.zeros(64, np.uint8)
+    st.V[0] = np.arange(32, dtype=np.uint32) * 4  # lanes 16+ are past 64 bytes
+    with pytest.raises(OutOfBounds, match="LDS"):
+        execute("ds_load_b32 v1, v0", st, words=[0])
