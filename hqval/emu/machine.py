@@ -143,6 +143,7 @@ class Machine:
         self.gen = ARCH_GEN[arch]
         self.mem = Memory()
         self._modules: dict[str, Module] = {}
+        self._launch_allocs: list[int] = []  # kernarg segment, dispatch packet
 
     # ---- memory
     def alloc(self, nbytes: int) -> int:
@@ -242,7 +243,12 @@ class Machine:
 
         t0 = time.perf_counter()
         counts = np.zeros((len(CLASSES), nw), np.int64)
-        self._run(prog, st, counts, wg, waves_per_wg, trace)
+        try:
+            self._run(prog, st, counts, wg, waves_per_wg, trace)
+        finally:
+            for addr in self._launch_allocs:
+                self.mem.free(addr)
+            self._launch_allocs.clear()
         secs = time.perf_counter() - t0
         totals = {c: int(counts[k].sum()) for k, c in enumerate(CLASSES)}
         return LaunchStats(counts=totals, waves=nw, wave_instructions=int(counts.sum()),
@@ -287,6 +293,7 @@ class Machine:
             elif kind.startswith("hidden_"):
                 pass  # offsets, printf/hostcall buffers, queue pointers: zero
         addr = self.mem.alloc(size + 256)
+        self._launch_allocs.append(addr)
         self.mem.data[self.mem.region(addr, size)] = np.frombuffer(bytes(buf), np.uint8)
         return addr
 
@@ -298,6 +305,7 @@ class Machine:
                          grid[2] * block[2])
         struct.pack_into("<Q", pkt, 40, kernarg)
         addr = self.mem.alloc(64)
+        self._launch_allocs.append(addr)
         self.mem.data[self.mem.region(addr, 64)] = np.frombuffer(bytes(pkt), np.uint8)
         return addr
 

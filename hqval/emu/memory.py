@@ -58,6 +58,8 @@ class Memory:
         k = self.starts.index(off)
         del self.starts[k]
         del self.ends[k]
+        if k == len(self.starts):  # the most recent allocation: its space is reused
+            self.top = self.ends[-1] if self.ends else 0
         self._starts = np.array(self.starts, np.int64)
         self._ends = np.array(self.ends, np.int64)
 

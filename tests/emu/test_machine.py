@@ -224,3 +224,14 @@ def test_trace_reports_executed_instructions_and_wave_counts(ops: Ops) -> None:
                      trace=lambda addr, text, n: seen.append((addr, text, n)))
     assert sum(n for _, _, n in seen) == stats.wave_instructions
     assert seen[-1][1].startswith("s_endpgm") and seen[0][2] == 2
+
+
+def test_launches_do_not_leak_memory(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    a = buf(m, np.zeros(32, np.float32))
+    out = m.alloc(128)
+    m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 0])
+    top = m.mem.top
+    for _ in range(5):
+        m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 0])
+    assert m.mem.top == top and len(m.mem.starts) == 2
