@@ -124,11 +124,19 @@ static HQ_DEVICE void gemv_tc_mma(float& d0, float& d1, float& d2, float& d3, un
         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-// Weight loads as volatile asm: the compiler otherwise sinks each load next to its mma,
-// leaving one group's bytes in flight per warp instead of the chunk's.
+// Loads of the tensor-core path: plain ld.global (not .nc) in volatile asm.  ptxas moves
+// .nc (read-only) loads freely and schedules them next to their first use, which left one
+// group in flight per warp; an ordinary load is not moved across the __syncwarp that
+// follows it, so the pipeline below keeps its loads ahead of the math.
 static HQ_DEVICE uint2 gemv_tc_ld64(const unsigned char* __restrict__ p) {
     uint2 r;
-    asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+static HQ_DEVICE hq_float4 gemv_tc_ldx(const float* __restrict__ p) {
+    hq_float4 r;
+    asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w) : "l"(p));
     return r;
 }
 
@@ -211,63 +219,62 @@ HQ_DEVICE float gemv_tc_direct(const unsigned char* __restrict__ wr, const float
     return acc;
 }
 
-// cp.async (sm_80+): global -> shared without registers, so the loads of the next chunks
-// are in flight while this one is computed, whatever order the compiler schedules the math
-// in (it sinks plain loads next to their use, which left one group in flight per warp:
-// 27.7 us at 17408x5120 on the H200, 40% of copy bandwidth).
-static HQ_DEVICE void gemv_tc_cp8(void* dst, const void* src) {
-    const unsigned int d = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
-}
-static HQ_DEVICE void gemv_tc_cp16(void* dst, const void* src) {
-    const unsigned int d = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-}
-static HQ_DEVICE void gemv_tc_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-HQ_DEVICE void gemv_tc_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
 #ifndef HQ_GEMV_TC_GROUPS
-#define HQ_GEMV_TC_GROUPS 1  // groups per pipeline chunk
-#endif
-#ifndef HQ_GEMV_TC_STAGES
-#define HQ_GEMV_TC_STAGES 4  // chunks in shared memory: STAGES - 1 chunks load ahead
+#define HQ_GEMV_TC_GROUPS 2  // groups per chunk; the next chunk is loaded during this one
 #endif
 
-// Stage buffers of one chunk, per group (slot-major, so a slot read by the warp is 512
-// contiguous bytes): sw[u][0][lane] = payload bytes [8t, 8t+8) and [32+8t, 32+8t+8) of
-// half 0 of row g, sw[u][1][lane] the same of half 1; sx[u][0..1][lane] = x[8L, 8L+8);
-// sh[u][g] = the 8 header bytes of row g (copied by lane t = 0 of the row, read by its four
-// lanes after a __syncwarp; everything else a lane reads back it copied itself).
+// One chunk's operands in registers: headers, payload words, x.
+template <int U>
+struct GemvTcRegs {
+    Hq4Raw h[U];
+    uint4 wlo[U], whi[U];
+    hq_float4 xa[U], xb[U];
+};
+
 template <class Hdr, int U>
-HQ_DEVICE void gemv_tc_issue(const unsigned char* __restrict__ wr, const float* __restrict__ x,
-                             int g0, unsigned int lane, uint4 (*sw)[2][32], uint4 (*sx)[2][32],
-                             uint2 (*sh)[8]) {
+HQ_DEVICE void gemv_tc_load(const unsigned char* __restrict__ wr, const float* __restrict__ x,
+                            int g0, unsigned int lane, GemvTcRegs<U>& r) {
     const unsigned int t = lane & 3u;
     #pragma unroll
     for (int u = 0; u < U; ++u) {
         const unsigned char* __restrict__ gp = wr + (g0 + u) * Hdr::kGroupBytes;
         const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
-        gemv_tc_cp8(&sw[u][0][lane].x, pp);
-        gemv_tc_cp8(&sw[u][0][lane].z, pp + 32);
-        gemv_tc_cp8(&sw[u][1][lane].x, pp + 64);
-        gemv_tc_cp8(&sw[u][1][lane].z, pp + 96);
-        if (t == 0) gemv_tc_cp8(&sh[u][lane >> 2], gp);
+        r.h[u] = Hdr::load(gp, (t & 1u) * 64u);
+        const uint2 w0 = gemv_tc_ld64(pp), w1 = gemv_tc_ld64(pp + 32);
+        const uint2 w2 = gemv_tc_ld64(pp + 64), w3 = gemv_tc_ld64(pp + 96);
+        r.wlo[u] = make_uint4(w0.x, w0.y, w1.x, w1.y);
+        r.whi[u] = make_uint4(w2.x, w2.y, w3.x, w3.y);
         const float* xp = x + (g0 + u) * 256 + lane * 8;
-        gemv_tc_cp16(&sx[u][0][lane], xp);
-        gemv_tc_cp16(&sx[u][1][lane], xp + 4);
+        r.xa[u] = gemv_tc_ldx(xp);
+        r.xb[u] = gemv_tc_ldx(xp + 4);
     }
 }
 
+template <class Hdr, int U>
+HQ_DEVICE float gemv_tc_compute(const GemvTcRegs<U>& r, unsigned int lane, uint4 (*xs)[64],
+                                float acc) {
+    float s[U];
+    #pragma unroll
+    for (int u = 0; u < U; ++u) s[u] = gemv_tc_split_x(r.xa[u], r.xb[u], lane, xs[u]);
+    __syncwarp();
+    #pragma unroll
+    for (int u = 0; u < U; ++u) acc = gemv_tc_group<Hdr>(r.h[u], r.wlo[u], r.whi[u], xs[u], s[u], lane, acc);
+    __syncwarp();  // xs is rewritten by the next chunk
+    return acc;
+}
+
+// Software pipeline in registers: the loads of chunk c + 1 are issued before the math of
+// chunk c and consumed only in the next iteration, so they cannot be scheduled next to
+// their use (plain loads in the same iteration were: one group in flight per warp, 27.7 us
+// at 17408x5120 on the H200).  A cp.async pipeline through shared memory measured 4x
+// slower (105-169 us), so the stages stay in registers.  The last iteration re-loads its
+// own chunk instead of branching (an L1/L2 hit, once per block).
 template <class Hdr, bool Residual>
 HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* __restrict__ x,
                              float* __restrict__ y, int M, int K, unsigned int block) {
-    constexpr int U = HQ_GEMV_TC_GROUPS, S = HQ_GEMV_TC_STAGES;
-    static_assert(U >= 1 && S >= 2, "HQ_GEMV_TC_GROUPS >= 1, HQ_GEMV_TC_STAGES >= 2");
+    constexpr int U = HQ_GEMV_TC_GROUPS;
+    static_assert(U >= 1, "HQ_GEMV_TC_GROUPS >= 1");
     __shared__ uint4 xs[U][64];
-    __shared__ uint4 sw[S][U][2][32];
-    __shared__ uint4 sx[S][U][2][32];
-    __shared__ uint2 sh[S][U][8];
     const unsigned int lane = hq_lane();
     const int groups = K >> 8;
     const unsigned long long row_bytes = static_cast<unsigned long long>(groups) * Hdr::kGroupBytes;
@@ -276,35 +283,15 @@ HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* _
     const unsigned char* __restrict__ wr = W + static_cast<unsigned long long>(lrow) * row_bytes;
     const int chunks = groups / U;
     float acc = 0.0f;
-    #pragma unroll
-    for (int c = 0; c < S - 1; ++c) {
-        if (c < chunks) gemv_tc_issue<Hdr, U>(wr, x, c * U, lane, sw[c], sx[c], sh[c]);
-        gemv_tc_commit();  // empty groups keep the count uniform
-    }
-    for (int c = 0; c < chunks; ++c) {
-        const int n = c + S - 1, ns = n % S;
-        if (n < chunks) gemv_tc_issue<Hdr, U>(wr, x, n * U, lane, sw[ns], sx[ns], sh[ns]);
-        gemv_tc_commit();
-        gemv_tc_wait<S - 1>();  // this lane's copies of chunk c have landed
-        const int cs = c % S;
-        float s[U];
-        #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const uint4 xa = sx[cs][u][0][lane], xb = sx[cs][u][1][lane];
-            s[u] = gemv_tc_split_x(make_float4(__uint_as_float(xa.x), __uint_as_float(xa.y),
-                                               __uint_as_float(xa.z), __uint_as_float(xa.w)),
-                                   make_float4(__uint_as_float(xb.x), __uint_as_float(xb.y),
-                                               __uint_as_float(xb.z), __uint_as_float(xb.w)),
-                                   lane, xs[u]);
+    if (chunks > 0) {
+        GemvTcRegs<U> cur;
+        gemv_tc_load<Hdr, U>(wr, x, 0, lane, cur);
+        for (int c = 0; c < chunks; ++c) {
+            GemvTcRegs<U> nxt;
+            gemv_tc_load<Hdr, U>(wr, x, (c + 1 < chunks ? c + 1 : c) * U, lane, nxt);
+            acc = gemv_tc_compute<Hdr, U>(cur, lane, xs, acc);
+            cur = nxt;
         }
-        __syncwarp();  // xs written; the row headers copied by lane t = 0 are visible
-        #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const Hq4Raw h = Hdr::load(reinterpret_cast<const unsigned char*>(&sh[cs][u][lane >> 2]),
-                                       (lane & 1u) * 64u);
-            acc = gemv_tc_group<Hdr>(h, sw[cs][u][0][lane], sw[cs][u][1][lane], xs[u], s[u], lane, acc);
-        }
-        __syncwarp();  // xs and this stage are rewritten by later chunks
     }
     for (int gi = chunks * U; gi < groups; ++gi) acc = gemv_tc_direct<Hdr>(wr, x, gi, lane, xs[0], acc);
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
