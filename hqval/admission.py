@@ -265,6 +265,14 @@ def _classify(row: Row, kernels: Mapping[str, KernelInfo]) -> KernelInfo | None:
     return info
 
 
+def _classify_any(row: Row, kernels: Mapping[str, KernelInfo]) -> KernelInfo | None:
+    """Like ``_classify`` but keeps mutants' own rows (to recognise them as such)."""
+    info = kernels.get(row.kernel.split("@", 1)[0])
+    if info is None and isinstance(row.details.get("mutant_of"), str):
+        return KernelInfo(0, "decode", str(row.details["mutant_of"]))
+    return info
+
+
 def is_infrastructure(row: Row) -> bool:
     """An error that says nothing about the kernels: a missing backend, tool or step."""
     return row.status is Status.ERROR and bool(row.details.get("infrastructure"))
@@ -384,13 +392,16 @@ class Admission:
     unclassified: int  # rows that could not be mapped to a format and path
     # cells that regressed against a baseline (whether or not a policy cell holds them)
     regressions: tuple[str, ...] = ()
+    # failing cells on arches no policy cell covers (the cuda backend's sm_XX): a real
+    # kernel's failing check, a failed timing gate, a surviving mutant
+    outside: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
         if self.infrastructure:
             return 2
         rejected = any(c.status is AdmissionStatus.REJECTED for c in self.cells)
-        return 1 if rejected or self.regressions else 0
+        return 1 if rejected or self.regressions or self.outside else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -401,6 +412,7 @@ class Admission:
             "infrastructure": list(self.infrastructure),
             "unclassified_rows": self.unclassified,
             "regressions": list(self.regressions),
+            "failing_outside_admission": list(self.outside),
             "exit_code": self.exit_code,
         }
 
@@ -448,7 +460,15 @@ def admit(
             reg = sorted(i for i in regressed if any(r.identity == i for r in cell_rows))
             cells.append(admit_cell(pp, arches[a], cell_rows, by_qt.get((pp.qt, a), []),
                                     note, reg))
-    return Admission(tuple(cells), infra, unclassified)
+    covered = set(arch_names) & set(arches)
+    outside = tuple(
+        r.identity for r in rows
+        if r.arch not in covered and r.status in (Status.FAIL, Status.ERROR)
+        and r.kind != "admit" and not is_infrastructure(r)
+        # a mutant's own failing check cells are kills, not failures
+        and not (r.kind != "mutant" and (info := _classify_any(r, kernels)) is not None
+                 and info.mutant_of is not None))
+    return Admission(tuple(cells), infra, unclassified, outside=outside)
 
 
 def to_markdown(adm: Admission) -> str:
@@ -491,5 +511,6 @@ def admit_runs(
     adm = admit(rows, policy, arches, kernels=kernels, regressed=regressed,
                 only_arches=only_arches)
     if regressed:
-        adm = Admission(adm.cells, adm.infrastructure, adm.unclassified, tuple(regressed))
+        adm = Admission(adm.cells, adm.infrastructure, adm.unclassified, tuple(regressed),
+                        adm.outside)
     return adm, cmp

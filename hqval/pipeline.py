@@ -424,9 +424,7 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
     (ctx.writer.path / "admission.json").write_text(dumps(adm))
     md = compare_markdown(cmp) if cmp is not None else ""
     exit_code = adm.exit_code
-    others = outside_admission_failures(run.rows, run.envelope, ctx.arches)
-    if others and exit_code == 0:
-        exit_code = 1
+    others = adm.outside
     data = build([run], adm, md)
     paths = write_report(data, ctx.writer.path / "report")
     lines = [to_markdown(adm),
@@ -440,18 +438,6 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
     if md:
         lines.insert(1, md)
     return RunResult(ctx.writer.path, exit_code, paths, "\n".join(lines))
-
-
-def outside_admission_failures(rows: Iterable[Row], envelope: dict[str, Any],
-                               arches: Iterable[str]) -> list[str]:
-    """Failing cells on arches no admission cell covers (the cuda backend's sm_XX): a real
-    kernel's failing or erroring check, a failing timing gate, a surviving mutant.  A
-    mutant's own failing check cells are kills, not failures."""
-    outside = {a for a in arches if not is_rdna(a)}
-    mutants = {k for k, v in (envelope.get("kernels") or {}).items() if v.get("mutant_of")}
-    return [r.identity for r in rows
-            if r.arch in outside and r.status in (Status.FAIL, Status.ERROR)
-            and not (r.kind == "check" and r.kernel in mutants)]
 
 
 def default_out(arch: Sequence[str]) -> Path:

@@ -261,3 +261,19 @@ def test_timing_rows_name_kernel_at_shape_and_mutant_checks_are_not_evidence() -
             r("check", "reference_parity", "mut_tid8", "gfx1100", status=Status.FAIL)]
     adm = admit(rows, POLICY, ARCHES, kernels=kernels)
     assert status(adm, 44, "decode", "gfx1100") is S.MEASURED
+
+
+def test_failures_on_arches_outside_the_policy_fail_the_gate() -> None:
+    kernels = {**KERNELS, "mut_x": KernelInfo(44, "decode", mutant_of="gemv44")}
+    rows = [*full_emu("gfx1100"),
+            r("check", "reference_parity", "mut_x", "sm_90", "cuda", status=Status.FAIL),
+            r("check", "reference_parity", "gemv44", "sm_90", "cuda"),
+            r("mutant", "mutant", "mut_y", "sm_90", "cuda", status=Status.FAIL,
+              mutant_of="gemv44"),
+            r("timing", "timing_cold", "gemv44@4096x5120", "sm_90", "cuda",
+              status=Status.FAIL)]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    assert adm.outside == ("mutant[mut_y|sm_90|cuda]",
+                           "timing_cold[gemv44@4096x5120|sm_90|cuda]")
+    assert adm.exit_code == 1
+    assert {c.arch for c in adm.cells} == {"gfx1100"}

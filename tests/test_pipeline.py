@@ -150,14 +150,3 @@ def test_required_backend_missing_fails_closed(tmp_path: Path) -> None:
     adm = json.loads((out / "admission.json").read_text())
     assert any("backend 'hip' for gfx1010" in line for line in adm["infrastructure"])
     assert {c["status"] for c in adm["cells"]} <= {"compiled", "untested"}
-
-
-def test_failures_outside_admission_count() -> None:
-    env = {"kernels": {"mut_x": {"qt": 44, "kind": "gemv", "mutant_of": "k"}}}
-    rows = [Row("check", "reference_parity", "mut_x", "sm_90", "cuda", Status.FAIL),
-            Row("check", "reference_parity", "k", "sm_90", "cuda", Status.PASS),
-            Row("mutant", "mutant", "mut_y", "sm_90", "cuda", Status.FAIL),
-            Row("timing", "timing_cold", "k@4096x5120", "sm_90", "cuda", Status.FAIL),
-            Row("check", "reference_parity", "k", "gfx1100", "emu", Status.FAIL)]
-    assert pipeline.outside_admission_failures(rows, env, ["sm_90", "gfx1100"]) == [
-        "mutant[mut_y|sm_90|cuda]", "timing_cold[k@4096x5120|sm_90|cuda]"]

@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(compare_markdown(cmp))
     for line in adm.infrastructure:
         print(f"hqval admit: infrastructure: {line}", file=sys.stderr)
+    for ident in adm.outside:
+        print(f"hqval admit: failing on an arch outside the policy: {ident}", file=sys.stderr)
     if adm.unclassified:
         print(f"hqval admit: {adm.unclassified} row(s) map to no format and path "
               "(compile/audit of qt=1 baselines, device baselines): not evidence here",
