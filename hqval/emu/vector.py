@@ -1028,6 +1028,42 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
             vwrite(st, w, dst, st.V[src][w].copy() if s0.kind == "v" else
                    st.S[s0.reg][w][:, None])
         return movrel
+    if name in ("v_permlane16_b32", "v_permlanex16_b32"):
+        # lane i reads lane sel(i) of its own row (permlane16) or of the other row of its
+        # 32-lane half (permlanex16); sel(i) is nibble i % 16 of the 64-bit {src2, src1}
+        d, src = ops[0], _vsrc32(ops[1])
+        s1, s2 = _vsrc32(ops[2]), _vsrc32(ops[3])
+        cross = name == "v_permlanex16_b32"
+        fi = mods.get("fi", "0") == "1"
+        bound_ctrl = mods.get("bound_ctrl", "0") == "1"
+        lanes_i = np.arange(nl)
+
+        def permlane(st: WaveState, w: Sel) -> None:
+            n = _n(st, w)
+            lo = np.broadcast_to(np.asarray(s1(st, w), np.uint32).reshape(-1), (n,))
+            hi = np.broadcast_to(np.asarray(s2(st, w), np.uint32).reshape(-1), (n,))
+            sel64 = lo.astype(np.uint64) | (hi.astype(np.uint64) << np.uint64(32))
+            nib = ((sel64[:, None] >> (np.uint64(4) * (lanes_i % 16).astype(np.uint64)))
+                   & np.uint64(0xF)).astype(np.int64)
+            row = lanes_i & ~15
+            if cross:
+                row = row ^ 16
+            srcl = row[None, :] + nib  # [n, lanes]
+            x = np.broadcast_to(src(st, w), (n, nl))
+            rows = np.arange(n)[:, None]
+            val = x[rows, srcl]
+            active_src = st.em[w][rows, srcl]
+            ok = active_src | fi
+            out = np.where(ok, val, 0 if bound_ctrl else st.V[d.reg][w])
+            vwrite(st, w, d.reg, out.astype(np.uint32))
+        return permlane
+    if name == "v_permlane64_b32":
+        d, src = ops[0], _vsrc32(ops[1])
+
+        def permlane64(st: WaveState, w: Sel) -> None:
+            x = np.broadcast_to(src(st, w), (_n(st, w), nl))
+            vwrite(st, w, d.reg, np.roll(x, 32, axis=1) if nl == 64 else x)
+        return permlane64
     if name == "v_readfirstlane_b32":
         sd, src = ops[0], _vsrc32(ops[1])
 

@@ -383,3 +383,33 @@ def test_f16_arithmetic_and_f32_library_calls(build: Callable[..., bytes], arch:
     np.testing.assert_allclose(f[:, 3], np.log(np.abs(v.astype(np.float64)) + 1), rtol=4e-7)
     np.testing.assert_array_equal(i[:, 0], np.rint(v).astype(np.int32))
     np.testing.assert_array_equal(i[:, 1], np.abs(v).astype(np.uint32).astype(np.int32))
+
+
+def test_permlane16_and_permlanex16() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.V[1] = np.arange(32, dtype=np.uint32) + 100
+    st.S[0], st.S[1] = 0x89ABCDEF, 0x01234567  # nibble i = 15 - i: lane i reads 15 - i
+    execute("v_permlane16_b32 v0, v1, s0, s1", st)
+    lane = np.arange(32)
+    assert st.V[0, 0].tolist() == ((lane & ~15) + (15 - (lane & 15)) + 100).tolist()
+    st.S[0], st.S[1] = 0x76543210, 0xFEDCBA98  # identity selection, other row
+    execute("v_permlanex16_b32 v2, v1, s0, s1", st)
+    assert st.V[2, 0].tolist() == ((lane ^ 16) + 100).tolist()
+
+
+def test_salu_float_on_gfx1150() -> None:
+    from tests.emu.instr import execute, f32bits, state
+
+    st = state()
+    st.S[1], st.S[2] = f32bits(1.5)[0], f32bits(-0.25)[0]
+    execute("s_add_f32 s0, s1, s2", st, arch="gfx1150")
+    assert st.S[0, 0] == f32bits(1.25)[0]
+    execute("s_fmac_f32 s0, s1, s2", st, arch="gfx1150")  # 1.25 + 1.5 * -0.25
+    assert st.S[0, 0] == f32bits(0.875)[0]
+    execute("s_cmp_lt_f32 s2, s1", st, arch="gfx1150")
+    assert st.S[253, 0] == 1
+    st.S[3] = 0xFFFFFFF9  # -7
+    execute("s_cvt_f32_i32 s4, s3", st, arch="gfx1150")
+    assert st.S[4, 0] == f32bits(-7.0)[0]
