@@ -204,9 +204,17 @@ def summary(data: ReportData) -> str:
     return " ".join(parts)
 
 
-def not_claimed(data: ReportData) -> list[str]:
-    """What these runs did not measure, so a reader does not infer it."""
+def not_claimed(data: ReportData, all_arches: Sequence[str] | None = None) -> list[str]:
+    """What these runs did not measure, so a reader does not infer it.  ``all_arches``
+    (default: every arch in matrices/arches.yaml) names the targets the suite claims."""
     out: list[str] = []
+    if all_arches is None:
+        from hqval.matrix import load_arches
+
+        all_arches = list(load_arches())
+    missing = [a for a in all_arches if a not in data.arches]
+    if missing:
+        out.append("Not run at all (no evidence in these runs): " + ", ".join(missing) + ".")
     cells = data.admission.cells
     hw_timing = [r for r in data.of_kind("timing") if r.backend != "emu"]
     if not hw_timing:

@@ -38,7 +38,8 @@ def test_finding_and_summary_come_from_the_cells() -> None:
 def test_not_claimed_lists_what_was_not_measured() -> None:
     d = _data(_cell("gfx1100", 44, "decode", AdmissionStatus.EMULATED),
               _cell("gfx1100", 44, "prefill", AdmissionStatus.UNSUPPORTED))
-    text = "\n".join(not_claimed(d))
+    text = "\n".join(not_claimed(d, ["gfx1100", "gfx1201"]))
+    assert "Not run at all (no evidence in these runs): gfx1201." in text
     assert "No hardware timing ran" in text
     assert "Emulated is not measured: gfx1100" in text
     assert "Unsupported (not validated): qt=44 prefill on gfx1100" in text
