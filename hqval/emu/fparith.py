@@ -86,8 +86,16 @@ def cvt_f32_to_u32(x: Any) -> np.ndarray:
     return np.asarray(np.clip(r, 0, 2.0**32 - 1).astype(np.int64).astype(np.uint32))
 
 
-def flush_f32(x: np.ndarray) -> np.ndarray:
-    """Denormals to signed zero (FLOAT_DENORM_MODE_32 = 0)."""
-    x = np.asarray(x, np.float32)
-    tiny = np.abs(x) < np.float32(1.1754944e-38)
-    return np.where(tiny & (x != 0), np.copysign(np.float32(0), x), x).astype(np.float32)
+def flush_denormals(x: Any) -> np.ndarray:
+    """Denormals to signed zero, in the value's own format (f16, f32 or f64):
+    FLOAT_DENORM_MODE_32 / FLOAT_DENORM_MODE_16_64 = 0."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return np.asarray(x)
+    tiny = np.abs(x) < np.finfo(x.dtype).tiny
+    return np.asarray(np.where(tiny & (x != 0), np.copysign(x.dtype.type(0), x), x), x.dtype)
+
+
+def flush_f32(x: Any) -> np.ndarray:
+    """f32 denormals to signed zero (FLOAT_DENORM_MODE_32 = 0)."""
+    return flush_denormals(np.asarray(x, np.float32))

@@ -208,6 +208,7 @@ class Machine:
         st = WaveState(nw, max(nvgpr, 8), nl)
         st.mem = self.mem
         st.denorm32 = kd.float_denorm_mode_32 != 0
+        st.denorm16_64 = kd.float_denorm_mode_16_64 != 0
         lds_size = int(info.metadata.get(".group_segment_fixed_size",
                                          kd.group_segment_fixed_size)) + dynamic_lds
         st.lds_size = lds_size

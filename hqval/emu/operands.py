@@ -114,7 +114,8 @@ class WaveState:
         self.lds = np.zeros(4, np.uint8)  # every workgroup's LDS, back to back
         self.lds_size = 0
         self.lds_base = np.zeros(nwaves, np.int64)  # per wave: its workgroup's LDS offset
-        self.denorm32 = True
+        self.denorm32 = True  # f32 denormals kept (FLOAT_DENORM_MODE_32 != 0)
+        self.denorm16_64 = True  # f16/f64 denormals kept (FLOAT_DENORM_MODE_16_64 != 0)
         self.private = np.zeros(4, np.uint8)  # scratch: every lane's private segment
         self.private_size = 0  # bytes per lane
 

@@ -223,6 +223,7 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
 
         def set_denorm(st: WaveState, w: Sel) -> None:
             st.denorm32 = bool(mode & 3)
+            st.denorm16_64 = bool(mode >> 2 & 3)
         return set_denorm, "SALU"
     if not name.startswith("s_") or name.startswith(("s_load", "s_buffer", "s_store",
                                                      "s_scratch", "s_atomic")):

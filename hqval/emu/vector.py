@@ -16,7 +16,7 @@ from hqval.emu.errors import EmuError
 from hqval.emu.fparith import (
     cvt_f32_to_i32,
     cvt_f32_to_u32,
-    flush_f32,
+    flush_denormals,
     fma_f16,
     fma_f32,
     fma_f64,
@@ -743,19 +743,22 @@ def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str]
 
     f32_srcs = [t in ("f32", "dst_f32") for t in spec.srcs]
     f32_out = dtype == "f32"
+    h_srcs = [t in ("f16", "dst_f16", "f64") for t in spec.srcs]
+    h_out = dtype in ("f16", "f16z", "f64")
 
     def compute(st: WaveState, w: Sel) -> Any:
         with np.errstate(all="ignore"):
             vals = [g(st, w) for g in getters]
-            if not st.denorm32:
-                # FLOAT_DENORM_MODE_32 = 0: f32 denormal inputs and results are flushed
-                vals = [flush_f32(v) if is_f else v
-                        for v, is_f in zip(vals, f32_srcs, strict=False)]
+            if st.denorm32 and st.denorm16_64:
                 r = fn(*vals)
-                if f32_out:
-                    r = flush_f32(r)
             else:
+                # FLOAT_DENORM_MODE_32 / _16_64 = 0: denormal inputs and results flushed
+                vals = [flush_denormals(v) if (is_f and not st.denorm32)
+                        or (is_h and not st.denorm16_64) else v
+                        for v, is_f, is_h in zip(vals, f32_srcs, h_srcs, strict=False)]
                 r = fn(*vals)
+                if (f32_out and not st.denorm32) or (h_out and not st.denorm16_64):
+                    r = flush_denormals(r)
             if scale != 1.0:
                 r = r * r.dtype.type(scale)
             if clamp and dtype.startswith("f"):

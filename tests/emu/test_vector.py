@@ -413,3 +413,17 @@ def test_salu_float_on_gfx1150() -> None:
     st.S[3] = 0xFFFFFFF9  # -7
     execute("s_cvt_f32_i32 s4, s3", st, arch="gfx1150")
     assert st.S[4, 0] == f32bits(-7.0)[0]
+
+
+def test_f16_denormal_flush_follows_the_16_64_mode() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.V[1] = 0x0001  # smallest f16 denormal
+    st.V[2] = 0x0000
+    execute("v_add_f16_e32 v0, v1, v2", st)
+    assert st.V[0, 0, 0] & 0xFFFF == 0x0001  # HIP default: f16 denormals kept
+    execute("s_denorm_mode 3", st)  # f32 keep, f16/f64 flush
+    assert st.denorm32 and not st.denorm16_64
+    execute("v_add_f16_e32 v0, v1, v2", st)
+    assert st.V[0, 0, 0] & 0xFFFF == 0x0000
