@@ -133,12 +133,6 @@ static HQ_DEVICE uint2 gemv_tc_ld64(const unsigned char* __restrict__ p) {
     asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
     return r;
 }
-static HQ_DEVICE hq_float4 gemv_tc_ldx(const float* __restrict__ p) {
-    hq_float4 r;
-    asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w) : "l"(p));
-    return r;
-}
 
 // The activations of one group, x[8L, 8L+8) in lane L, split into the B fragment layout
 // of shared slot xsu, and S of the lane's half (lanes 0..15 half 0, 16..31 half 1).
@@ -199,101 +193,74 @@ HQ_DEVICE float gemv_tc_group(Hq4Raw h, uint4 wlo, uint4 whi, const uint4* xsu, 
     return sc * p + (zp * sh + acc);
 }
 
-// One group straight from global memory (the groups past the last full chunk).
+#ifndef HQ_GEMV_TC_AHEAD
+#define HQ_GEMV_TC_AHEAD 2  // groups whose weights are loaded ahead of the group computed
+#endif
+
+// One group's weights as a lane holds them: its row's header and its 32 payload bytes.
+struct GemvTcW {
+    Hq4Raw h;
+    uint4 wlo, whi;
+};
+
 template <class Hdr>
-HQ_DEVICE float gemv_tc_direct(const unsigned char* __restrict__ wr, const float* __restrict__ x,
-                               int gi, unsigned int lane, uint4* xsu, float acc) {
+HQ_DEVICE GemvTcW gemv_tc_load(const unsigned char* __restrict__ wr, int gi, unsigned int lane) {
     const unsigned int t = lane & 3u;
     const unsigned char* __restrict__ gp = wr + gi * Hdr::kGroupBytes;
     const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
-    const Hq4Raw h = Hdr::load(gp, (t & 1u) * 64u);
     const uint2 w0 = gemv_tc_ld64(pp), w1 = gemv_tc_ld64(pp + 32);
     const uint2 w2 = gemv_tc_ld64(pp + 64), w3 = gemv_tc_ld64(pp + 96);
+    return GemvTcW{Hdr::load(gp, (t & 1u) * 64u), make_uint4(w0.x, w0.y, w1.x, w1.y),
+                   make_uint4(w2.x, w2.y, w3.x, w3.y)};
+}
+
+// x of the group (20 KB for K = 5120, shared by every block of the SM: L1 hits), split,
+// then the group's 8 mma and scale step.
+template <class Hdr>
+HQ_DEVICE float gemv_tc_compute(const GemvTcW& w, const float* __restrict__ x, int gi,
+                                unsigned int lane, uint4* xsu, float acc) {
     const float* xp = x + gi * 256 + lane * 8;
     const float s = gemv_tc_split_x(*reinterpret_cast<const hq_float4*>(xp),
                                     *reinterpret_cast<const hq_float4*>(xp + 4), lane, xsu);
     __syncwarp();
-    acc = gemv_tc_group<Hdr>(h, make_uint4(w0.x, w0.y, w1.x, w1.y),
-                             make_uint4(w2.x, w2.y, w3.x, w3.y), xsu, s, lane, acc);
+    acc = gemv_tc_group<Hdr>(w.h, w.wlo, w.whi, xsu, s, lane, acc);
     __syncwarp();  // xsu is rewritten by the next group
     return acc;
 }
 
-#ifndef HQ_GEMV_TC_GROUPS
-#define HQ_GEMV_TC_GROUPS 2  // groups per chunk; the next chunk is loaded during this one
-#endif
-
-// One chunk's operands in registers: headers, payload words, x.
-template <int U>
-struct GemvTcRegs {
-    Hq4Raw h[U];
-    uint4 wlo[U], whi[U];
-    hq_float4 xa[U], xb[U];
-};
-
-template <class Hdr, int U>
-HQ_DEVICE void gemv_tc_load(const unsigned char* __restrict__ wr, const float* __restrict__ x,
-                            int g0, unsigned int lane, GemvTcRegs<U>& r) {
-    const unsigned int t = lane & 3u;
-    #pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const unsigned char* __restrict__ gp = wr + (g0 + u) * Hdr::kGroupBytes;
-        const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
-        r.h[u] = Hdr::load(gp, (t & 1u) * 64u);
-        const uint2 w0 = gemv_tc_ld64(pp), w1 = gemv_tc_ld64(pp + 32);
-        const uint2 w2 = gemv_tc_ld64(pp + 64), w3 = gemv_tc_ld64(pp + 96);
-        r.wlo[u] = make_uint4(w0.x, w0.y, w1.x, w1.y);
-        r.whi[u] = make_uint4(w2.x, w2.y, w3.x, w3.y);
-        const float* xp = x + (g0 + u) * 256 + lane * 8;
-        r.xa[u] = gemv_tc_ldx(xp);
-        r.xb[u] = gemv_tc_ldx(xp + 4);
-    }
-}
-
-template <class Hdr, int U>
-HQ_DEVICE float gemv_tc_compute(const GemvTcRegs<U>& r, unsigned int lane, uint4 (*xs)[64],
-                                float acc) {
-    float s[U];
-    #pragma unroll
-    for (int u = 0; u < U; ++u) s[u] = gemv_tc_split_x(r.xa[u], r.xb[u], lane, xs[u]);
-    __syncwarp();
-    #pragma unroll
-    for (int u = 0; u < U; ++u) acc = gemv_tc_group<Hdr>(r.h[u], r.wlo[u], r.whi[u], xs[u], s[u], lane, acc);
-    __syncwarp();  // xs is rewritten by the next chunk
-    return acc;
-}
-
-// Software pipeline in registers: the loads of chunk c + 1 are issued before the math of
-// chunk c and consumed only in the next iteration, so they cannot be scheduled next to
-// their use (plain loads in the same iteration were: one group in flight per warp, 27.7 us
-// at 17408x5120 on the H200).  A cp.async pipeline through shared memory measured 4x
-// slower (105-169 us), so the stages stay in registers.  The last iteration re-loads its
-// own chunk instead of branching (an L1/L2 hit, once per block).
+// Software pipeline in registers: the weights of group gi + A (A = HQ_GEMV_TC_AHEAD) are
+// loaded before group gi is computed, into a ring of A + 1 slots (the loop is unrolled
+// A + 1 times so every slot index is static).  Loads past the last group re-load it (L1/L2
+// hits) instead of branching.  Measured on the H200 (17408x5120 / 27648x5120, cold):
+// loads in the same iteration as their use were scheduled next to it (27.7 / 37.1 us);
+// a cp.async pipeline through shared memory was 4x slower (105-169 us); chunks of 2 and 4
+// groups with x in the pipeline too needed 122 and 174 registers (27.2 / 35.8 us and
+// 27.0 / 37.9 us); one group ahead, 72 registers: 22.7 / 30.5 us.
 template <class Hdr, bool Residual>
 HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* __restrict__ x,
                              float* __restrict__ y, int M, int K, unsigned int block) {
-    constexpr int U = HQ_GEMV_TC_GROUPS;
-    static_assert(U >= 1, "HQ_GEMV_TC_GROUPS >= 1");
-    __shared__ uint4 xs[U][64];
+    constexpr int A = HQ_GEMV_TC_AHEAD;
+    static_assert(A >= 1, "HQ_GEMV_TC_AHEAD >= 1");
+    __shared__ uint4 xs[64];
     const unsigned int lane = hq_lane();
     const int groups = K >> 8;
     const unsigned long long row_bytes = static_cast<unsigned long long>(groups) * Hdr::kGroupBytes;
     const int row = static_cast<int>(block) * 8 + static_cast<int>(lane >> 2);
     const int lrow = row < M ? row : M - 1;  // tail rows re-read the last row; never stored
     const unsigned char* __restrict__ wr = W + static_cast<unsigned long long>(lrow) * row_bytes;
-    const int chunks = groups / U;
+    const int last = groups - 1;
     float acc = 0.0f;
-    if (chunks > 0) {
-        GemvTcRegs<U> cur;
-        gemv_tc_load<Hdr, U>(wr, x, 0, lane, cur);
-        for (int c = 0; c < chunks; ++c) {
-            GemvTcRegs<U> nxt;
-            gemv_tc_load<Hdr, U>(wr, x, (c + 1 < chunks ? c + 1 : c) * U, lane, nxt);
-            acc = gemv_tc_compute<Hdr, U>(cur, lane, xs, acc);
-            cur = nxt;
+    GemvTcW buf[A + 1];
+    #pragma unroll
+    for (int j = 0; j < A; ++j) buf[j] = gemv_tc_load<Hdr>(wr, j < last ? j : last, lane);
+    for (int c = 0; c < groups; c += A + 1) {
+        #pragma unroll
+        for (int j = 0; j <= A; ++j) {
+            const int gi = c + j, ahead = gi + A;
+            buf[(j + A) % (A + 1)] = gemv_tc_load<Hdr>(wr, ahead < last ? ahead : last, lane);
+            if (gi < groups) acc = gemv_tc_compute<Hdr>(buf[j], x, gi, lane, xs, acc);
         }
     }
-    for (int gi = chunks * U; gi < groups; ++gi) acc = gemv_tc_direct<Hdr>(wr, x, gi, lane, xs[0], acc);
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
     if ((lane & 3u) == 0 && row < M) y[row] = Residual ? y[row] + acc : acc;
 }
