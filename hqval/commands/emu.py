@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bench", action="store_true",
                         help="time the issue's benchmark launches (exit 1 over target)")
     parser.add_argument("--repeats", type=int, default=3, help="--bench: best of N (default 3)")
+    parser.add_argument("--coverage", action="store_true",
+                        help="do not run: list, per kernel and arch, the instructions the "
+                             "interpreter has no semantics for (exit 1 if any)")
 
 
 def _as_dict(run: Any) -> dict[str, Any]:
@@ -47,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.manifest)
     results: list[dict[str, Any]] = []
     status = 0
+    if args.coverage:
+        return _coverage(args, manifest)
     if args.bench:
         for r, target in bench(manifest, repeats=max(1, args.repeats)):
             d = _as_dict(r) | {"target_s": target, "within_target": r.seconds <= target}
@@ -61,9 +66,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"-K {args.K}: must be a positive multiple of 256")
         if not args.arch:
             raise UsageError("--arch is required (e.g. --arch gfx1100; 'all' for every arch)")
-        from hqval.toolchain import resolve_arches
 
-        arches = resolve_arches(args.arch)
+        arches = _emulated(args.arch)
         names = args.kernel
         for arch in arches:
             specs = ([manifest.by_name(n) for n in names] if names else
@@ -94,3 +98,56 @@ def run(args: argparse.Namespace) -> int:
             with open(args.json, "w") as f:
                 f.write(text)
     return status
+
+
+def _coverage(args: argparse.Namespace, manifest: Any) -> int:
+    from hqval.cli import UsageError
+    from hqval.emu import Machine
+    from hqval.toolchain import compile_kernel
+
+    if not args.arch:
+        raise UsageError("--coverage needs --arch (e.g. --arch all)")
+    status = 0
+    rows: list[dict[str, Any]] = []
+    for arch in _emulated(args.arch):
+        for spec in manifest.kernels:
+            if (args.kernel and spec.name not in args.kernel) or not spec.applies_to(arch):
+                continue
+            res = compile_kernel(spec, arch.name)
+            if not res.ok or res.code_object is None:
+                print(f"{spec.name:32s} {arch.name:8s} does not compile: {res.message}")
+                status = 1
+                continue
+            missing = Machine(arch.name).load(res.code_object.read_bytes()).unsupported(
+                spec.symbol)
+            names = sorted({m for m, _, _ in missing})
+            rows.append({"kernel": spec.name, "arch": arch.name, "unsupported": names})
+            print(f"{spec.name:32s} {arch.name:8s} "
+                  + ("runs" if not names else "unsupported: " + ", ".join(names)))
+            if names:
+                status = 1
+    if args.json:
+        text = json.dumps({"coverage": rows}, indent=1) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text)
+    return status
+
+
+def _emulated(names: list[str]) -> list[Any]:
+    from hqval.cli import UsageError
+    from hqval.emu.machine import ARCH_GEN
+    from hqval.toolchain import resolve_arches
+
+    try:
+        arches = resolve_arches(names)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+    bad = [a.name for a in arches if a.name not in ARCH_GEN]
+    if bad:
+        raise UsageError(f"--arch {', '.join(bad)}: the interpreter models RDNA targets only "
+                         f"({', '.join(sorted(ARCH_GEN))})")
+    return arches

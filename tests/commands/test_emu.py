@@ -36,3 +36,16 @@ def test_missing_arch_is_a_usage_error(capsys: pytest.CaptureFixture[str],
     monkeypatch.delenv("HQVAL_ARCH", raising=False)
     assert main(["emu"]) == 2
     assert "--arch" in capsys.readouterr().err
+
+
+@needs_clang
+def test_coverage_lists_no_gaps_for_the_suite_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["emu", "--coverage", "--arch", "gfx1201", "--kernel", "gemv_mq4g256v2_r1",
+               "--kernel", "gemm_mq4g256v2_wmma_gfx12"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.count("runs") == 2
+
+
+def test_unknown_arch_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emu", "--arch", "sm_90"]) == 2
+    assert "sm_90" in capsys.readouterr().err
