@@ -182,20 +182,29 @@ def _open_backend(ctx: Context, arch: str) -> Any:
 
 
 def _cells(ctx: Context, arch: str, manifests: list[Path], name: str) -> list[Row]:
-    """Run the check cells of ``manifests`` for one arch under pytest (the checks plugin)."""
+    """Run the check cells of ``manifests`` for one arch under pytest (the checks plugin).
+    Each finished cell is appended to the run at once (``hqval.results.live``) and the
+    cells the run already has are deselected, so an interrupted run resumes per cell."""
+    from hqval.results import live
+
     run_cells = need("hqval.commands.check", "run_cells", "5")
     backend = _open_backend(ctx, arch)
     junit = ctx.writer.path / f"junit-{name}-{arch}.xml"
-    with tempfile.TemporaryDirectory(prefix="hqval-run-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hqval-run-") as tmp, \
+            live.attach(ctx.writer, set(ctx.writer.done), Path(tmp)):
         code, rows = run_cells([m.resolve() for m in manifests], [arch], backend.name,
                                json_out=Path(tmp) / "rows.json", checks=None, keyword=None,
                                workers=ctx.config.workers, junit_xml=str(junit),
                                seed=ctx.config.seed, quiet=True)
-    if code not in (0, 1) and not rows:
+        already = set(live.appended)
+    if code == 5:  # pytest: nothing collected, every cell was already in the run
+        rows = []
+    elif code not in (0, 1) and not rows:
         raise MissingPiece(f"the {name} cells did not run (pytest exit {code}); "
                            f"rerun `hqval check --arch {arch}` to see why")
     ctx.progress.bar(name, 1, 1, f"{arch}: {len(rows)} cells")
-    out: list[Row] = rows
+    # rows the live plugin appended are in the run already
+    out: list[Row] = [r for r in rows if r.identity not in already]
     return out
 
 
@@ -220,8 +229,12 @@ def step_mutants(ctx: Context, arch: str) -> list[Row]:
     built, audit_rows = build(mutants, [arch])
     rows = _cells(ctx, arch, [path], "mutants")
     names = {m.name for m in mutants.kernels}
-    mutant_rows = [r for r in [*rows, *audit_rows] if r.kernel in names]
-    label = rows[0].backend if rows else backend_label(ctx, arch)
+    # this session's cells plus those an interrupted earlier session left in the run
+    stored = {r.identity: r for r in load(ctx.writer.path).rows
+              if r.kernel in names and r.arch == arch and r.kind == "check"}
+    stored.update({r.identity: r for r in rows})
+    mutant_rows = [*stored.values(), *(r for r in audit_rows if r.kernel in names)]
+    label = next(iter(stored.values())).backend if stored else backend_label(ctx, arch)
     verdict_rows: list[Row] = verdicts(mutants.kernels, [arch], label, built, mutant_rows)
     # the mutants' audit rows are the audit step's already
     return [*rows, *verdict_rows]

@@ -150,3 +150,44 @@ def test_required_backend_missing_fails_closed(tmp_path: Path) -> None:
     adm = json.loads((out / "admission.json").read_text())
     assert any("backend 'hip' for gfx1010" in line for line in adm["infrastructure"])
     assert {c["status"] for c in adm["cells"]} <= {"compiled", "untested"}
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_per_cell(tmp_path: Path) -> None:
+    """Kill `hqval run` in the middle of its check cells; the cells that finished are in
+    the run, and --resume runs only the rest (no cell runs twice)."""
+    import collections
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "hqval", "run", "--arch", "gfx1010", "--backend", "emu",
+           "--out", str(out), "--workers", "0", "--no-mutants"]
+    rows_file = out / "rows.jsonl"
+
+    def check_lines() -> list[dict[str, object]]:
+        if not rows_file.exists():
+            return []
+        lines = rows_file.read_text().splitlines()
+        return [d for d in map(json.loads, lines[:-1]) if d["kind"] == "check"]
+
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+        deadline = time.monotonic() + 300
+        while len(check_lines()) < 5 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run finished before it could be interrupted"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    before = {d["identity"] for d in check_lines()}
+    assert len(before) >= 5
+    assert "checks[-|gfx1010|step]" not in {r.identity for r in store.load(out).rows}
+
+    assert main([*cmd[3:], "--resume"]) in (0, 1, 2)
+    raw = [json.loads(x) for x in rows_file.read_text().splitlines() if x.strip()]
+    counts = collections.Counter(d["identity"] for d in raw if d["kind"] == "check")
+    assert counts and max(counts.values()) == 1, counts.most_common(3)  # none ran twice
+    assert before < set(counts)
+    assert "checks[-|gfx1010|step]" in {r.identity for r in store.load(out).rows}
