@@ -4,10 +4,11 @@
 
 Each step is a function ``(ctx, arch) -> rows`` (nox's workflow style: small tasks run in
 order); the chain appends every step's rows to the run directory as soon as the step
-finishes for an arch, then writes a ``step`` row marking it done.  ``--resume`` skips the
-(step, arch) pairs that have their mark (and the compile step skips each cell that already
-has a row), so an interrupted run continues where it stopped; a step that hit a missing
-piece has no mark and is retried, its new rows superseding the old ones.
+finishes for an arch (the check and mutant cells one by one, as each finishes), then
+writes a ``step`` row marking it done.  ``--resume`` skips the (step, arch) pairs that have
+their mark and, inside a step, every cell that already has a row, so an interrupted run
+continues where it stopped; a step that hit a missing piece has no mark and is retried,
+its new rows superseding the old ones.
 
 A step whose module is not part of this build, or whose tool or backend cannot run,
 produces an ``error`` row flagged ``infrastructure`` naming the missing piece: never a
