@@ -133,6 +133,12 @@ static HQ_DEVICE uint2 gemv_tc_ld64(const unsigned char* __restrict__ p) {
     asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
     return r;
 }
+static HQ_DEVICE hq_float4 gemv_tc_ldx(const float* __restrict__ p) {
+    hq_float4 r;
+    asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w) : "l"(p));
+    return r;
+}
 
 // The activations of one group, x[8L, 8L+8) in lane L, split into the B fragment layout
 // of shared slot xsu, and S of the lane's half (lanes 0..15 half 0, 16..31 half 1).
@@ -194,48 +200,49 @@ HQ_DEVICE float gemv_tc_group(Hq4Raw h, uint4 wlo, uint4 whi, const uint4* xsu, 
 }
 
 #ifndef HQ_GEMV_TC_AHEAD
-#define HQ_GEMV_TC_AHEAD 2  // groups whose weights are loaded ahead of the group computed
+#define HQ_GEMV_TC_AHEAD 1  // groups loaded ahead of the group computed
 #endif
 
-// One group's weights as a lane holds them: its row's header and its 32 payload bytes.
+// One group's operands as a lane holds them: its row's header, its 32 payload bytes and
+// x[8L, 8L+8) of the group.
 struct GemvTcW {
     Hq4Raw h;
     uint4 wlo, whi;
+    hq_float4 xa, xb;
 };
 
 template <class Hdr>
-HQ_DEVICE GemvTcW gemv_tc_load(const unsigned char* __restrict__ wr, int gi, unsigned int lane) {
+HQ_DEVICE GemvTcW gemv_tc_load(const unsigned char* __restrict__ wr, const float* __restrict__ x,
+                               int gi, unsigned int lane) {
     const unsigned int t = lane & 3u;
     const unsigned char* __restrict__ gp = wr + gi * Hdr::kGroupBytes;
     const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
     const uint2 w0 = gemv_tc_ld64(pp), w1 = gemv_tc_ld64(pp + 32);
     const uint2 w2 = gemv_tc_ld64(pp + 64), w3 = gemv_tc_ld64(pp + 96);
+    const float* xp = x + gi * 256 + lane * 8;
     return GemvTcW{Hdr::load(gp, (t & 1u) * 64u), make_uint4(w0.x, w0.y, w1.x, w1.y),
-                   make_uint4(w2.x, w2.y, w3.x, w3.y)};
+                   make_uint4(w2.x, w2.y, w3.x, w3.y), gemv_tc_ldx(xp), gemv_tc_ldx(xp + 4)};
 }
 
-// x of the group (20 KB for K = 5120, shared by every block of the SM: L1 hits), split,
-// then the group's 8 mma and scale step.
+// The x split of one group, then its 8 mma and scale step.
 template <class Hdr>
-HQ_DEVICE float gemv_tc_compute(const GemvTcW& w, const float* __restrict__ x, int gi,
-                                unsigned int lane, uint4* xsu, float acc) {
-    const float* xp = x + gi * 256 + lane * 8;
-    const float s = gemv_tc_split_x(*reinterpret_cast<const hq_float4*>(xp),
-                                    *reinterpret_cast<const hq_float4*>(xp + 4), lane, xsu);
+HQ_DEVICE float gemv_tc_compute(const GemvTcW& w, unsigned int lane, uint4* xsu, float acc) {
+    const float s = gemv_tc_split_x(w.xa, w.xb, lane, xsu);
     __syncwarp();
     acc = gemv_tc_group<Hdr>(w.h, w.wlo, w.whi, xsu, s, lane, acc);
     __syncwarp();  // xsu is rewritten by the next group
     return acc;
 }
 
-// Software pipeline in registers: the weights of group gi + A (A = HQ_GEMV_TC_AHEAD) are
+// Software pipeline in registers: the operands of group gi + A (A = HQ_GEMV_TC_AHEAD) are
 // loaded before group gi is computed, into a ring of A + 1 slots (the loop is unrolled
 // A + 1 times so every slot index is static).  Loads past the last group re-load it (L1/L2
-// hits) instead of branching.  Measured on the H200 (17408x5120 / 27648x5120, cold):
-// loads in the same iteration as their use were scheduled next to it (27.7 / 37.1 us);
-// a cp.async pipeline through shared memory was 4x slower (105-169 us); chunks of 2 and 4
-// groups with x in the pipeline too needed 122 and 174 registers (27.2 / 35.8 us and
-// 27.0 / 37.9 us); one group ahead, 72 registers: 22.7 / 30.5 us.
+// hits) instead of branching.  Measured on the H200, cold, R=8, us at 17408x5120 /
+// 27648x5120 (checkpoint 2026-11-29-h200-gemv-c): loads in the same iteration as their use
+// were scheduled next to it (27.7 / 37.1); a cp.async pipeline through shared memory was
+// 4x slower (105-169); chunks of 2 or 4 groups with x needed 122 / 174 registers
+// (27.2 / 35.8, 27.0 / 37.9); one group ahead with x, 72 registers: 22.7 / 30.5; weights
+// only in the ring, x loaded at use: 24.3 / 32.0 (A=1), 24.0 / 33.0 (A=2), 24.0 / 45 (A=3).
 template <class Hdr, bool Residual>
 HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* __restrict__ x,
                              float* __restrict__ y, int M, int K, unsigned int block) {
@@ -252,13 +259,13 @@ HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* _
     float acc = 0.0f;
     GemvTcW buf[A + 1];
     #pragma unroll
-    for (int j = 0; j < A; ++j) buf[j] = gemv_tc_load<Hdr>(wr, j < last ? j : last, lane);
+    for (int j = 0; j < A; ++j) buf[j] = gemv_tc_load<Hdr>(wr, x, j < last ? j : last, lane);
     for (int c = 0; c < groups; c += A + 1) {
         #pragma unroll
         for (int j = 0; j <= A; ++j) {
             const int gi = c + j, ahead = gi + A;
-            buf[(j + A) % (A + 1)] = gemv_tc_load<Hdr>(wr, ahead < last ? ahead : last, lane);
-            if (gi < groups) acc = gemv_tc_compute<Hdr>(buf[j], x, gi, lane, xs, acc);
+            buf[(j + A) % (A + 1)] = gemv_tc_load<Hdr>(wr, x, ahead < last ? ahead : last, lane);
+            if (gi < groups) acc = gemv_tc_compute<Hdr>(buf[j], lane, xs, acc);
         }
     }
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
