@@ -38,7 +38,7 @@ def _as_dict(run: Any) -> dict[str, Any]:
             "seconds": run.seconds, "wave_instructions": run.wave_instructions,
             "wave_instructions_per_s": run.rate, "counts": run.counts,
             "per_wave": run.per_wave, "error": run.error, "tolerance": run.tolerance,
-            "derivation": run.derivation, "ok": run.ok}
+            "derivation": run.derivation, "ok": run.ok, "bit_mismatches": run.bit_mismatches}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
                     status = 1
                     continue
                 results.append(_as_dict(r))
+                exact = "" if r.bit_mismatches is None else (
+                    " bit-exact" if r.bit_mismatches == 0 else f" {r.bit_mismatches} differ")
                 print(f"{r.kernel:32s} {r.arch:8s} {'PASS' if r.ok else 'FAIL'} "
-                      f"err {r.error:.2e} (tol {r.tolerance:.1e})  {r.seconds:.3f} s  "
+                      f"err {r.error:.2e} (tol {r.tolerance:.1e}){exact}  {r.seconds:.3f} s  "
                       f"per wave: " + " ".join(f"{k}={v:.0f}" for k, v in r.per_wave.items()
                                                if v))
                 if not r.ok:

@@ -28,6 +28,9 @@ class KernelRun:
     tolerance: float
     derivation: str
     nonfinite: int = 0
+    # GEMV only: outputs that differ in any bit from the lane-order model (gemv_lane_order);
+    # None where there is no order model (GEMM: the WMMA's internal order is unspecified)
+    bit_mismatches: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -37,6 +40,30 @@ class KernelRun:
     @property
     def rate(self) -> float:
         return self.wave_instructions / self.seconds if self.seconds > 0 else 0.0
+
+
+def gemv_lane_order(deq: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The suite's GEMV arithmetic, bit for bit: lane t of the wave accumulates weights
+    8t..8t+7 of every group (the section 2 payload rule) with single-rounding fmas, groups
+    ascending, then the xor butterfly over offsets 16, 8, 4, 2, 1 (hq_wave_sum).  ``deq``
+    is hqval.formats' decode, which is the kernel's fma(q, scale, zero) rounded once."""
+    from hqval.emu.fparith import fma_f32
+
+    m, k = deq.shape
+    lanes = np.arange(32)
+    acc = np.zeros((m, 32), np.float32)
+    for g in range(k // 256):
+        for j in range(8):
+            idx = g * 256 + 8 * lanes + j
+            acc = fma_f32(deq[:, idx], x[idx][None, :], acc)
+    for off in (16, 8, 4, 2, 1):
+        acc = (acc + acc[:, lanes ^ off]).astype(np.float32)
+    return np.asarray(acc[:, 0], np.float32)
+
+
+def _mismatches(y: np.ndarray, exact: np.ndarray) -> int:
+    return int(np.count_nonzero(np.asarray(y, np.float32).view(np.uint32)
+                                != np.asarray(exact, np.float32).view(np.uint32)))
 
 
 def _oracle_scale(w: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -76,8 +103,11 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
                                [wa, xa, ya, M, K])
         y = machine.read(ya, 4 * M).view(np.float32)
         ref = deq.astype(np.float64) @ x.astype(np.float64)
+        exact = gemv_lane_order(deq, x)
         if spec.residual:
             ref = ref + y0
+            exact = (y0 + exact).astype(np.float32)
+        bits: int | None = _mismatches(y, exact)
         scale = _oracle_scale(deq, x[None, :])[:, 0] + (np.abs(y0) if spec.residual else 0)
         # f32 products with single-rounding fma, K/32 sequential terms per lane then a
         # 5-level butterfly: |err| <= (K/32 + 5 + 2) u sum|w x|, u = 2^-24
@@ -92,7 +122,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
         x = rng.standard_normal(K).astype(np.float32)
         xa = machine.alloc(x.nbytes)
         machine.write(xa, x)
-        wptrs, yptrs, refs, scales = [], [], [], []
+        wptrs, yptrs, refs, scales, exacts = [], [], [], [], []
         for mi in ms:
             w = (rng.standard_normal((mi, K)) * 0.02).astype(np.float32)
             blob = fmt.encode(w)
@@ -103,6 +133,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
             yptrs.append(ya)
             refs.append(deq.astype(np.float64) @ x.astype(np.float64))
             scales.append(_oracle_scale(deq, x[None, :])[:, 0])
+            exacts.append(gemv_lane_order(deq, x))
         grid_x = sum(-(-mi // r) for mi in ms)
         stats = machine.launch(module, spec.symbol, (grid_x, 1, 1), (32, 1, 1),
                                [*wptrs, xa, *yptrs, *ms, K])
@@ -110,6 +141,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
                             for ya, mi in zip(yptrs, ms, strict=True)])
         ref = np.concatenate(refs)
         scale = np.concatenate(scales)
+        bits = _mismatches(y, np.concatenate(exacts))
         tol = (K / 32 + 7) * 2.0**-24
         derivation = f"f32 fma chain of K/32={K // 32} terms + 5 butterfly adds: (K/32+7)*2^-24"
         shape = (*ms, K)
@@ -134,6 +166,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
         if spec.residual:
             ref = ref + y0
         scale = _oracle_scale(xh, deq16) + (np.abs(y0) if spec.residual else 0)
+        bits = None
         # f16 x f16 products are exact; K/16 WMMA steps each round once to f32, plus the
         # round of the f16 weight is in the oracle: |err| <= (K/16 + 2) u sum|w x|
         tol = (K / 16 + 2) * 2.0**-24
@@ -148,7 +181,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
     return KernelRun(kernel=spec.name, arch=arch, shape=shape, seconds=stats.seconds,
                      wave_instructions=stats.wave_instructions, counts=stats.counts,
                      per_wave=stats.per_wave, error=err, tolerance=tol, derivation=derivation,
-                     nonfinite=nonfinite)
+                     nonfinite=nonfinite, bit_mismatches=bits)
 
 
 # The issue's speed targets: (kernel, arch, shape, seconds)
