@@ -323,9 +323,13 @@ class Machine:
                 pkt = self._dispatch_packet(grid, block, kernarg)
                 st.S[r] = pkt & 0xFFFFFFFF
                 st.S[r + 1] = pkt >> 32
-            elif name in ("private_segment_buffer", "flat_scratch_init",
-                          "private_segment_size", "queue_ptr", "dispatch_id"):
-                pass  # no scratch / queue model: left zero
+            elif name == "private_segment_buffer":
+                # gfx10 scratch goes through this swizzled V#; it is not modelled, so the
+                # resource is marked swizzled and any access through it stops the launch
+                st.S[r + 1] = 1 << 30
+            elif name in ("flat_scratch_init", "private_segment_size", "queue_ptr",
+                          "dispatch_id"):
+                pass  # no queue model; gfx11+ scratch is architected: left zero
             r += count
         r = max(r, kd.user_sgpr_count)
         for dim, enabled in enumerate(kd.workgroup_id_enabled):

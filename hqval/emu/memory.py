@@ -159,7 +159,85 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
     if name.startswith("scratch_"):
         fn = _scratch(name, ins, cx, what)
         return (fn, "VMEM") if fn is not None else None
+    if name.startswith("buffer_"):
+        fn = _buffer(name, ins, cx, what)
+        return (fn, "VMEM") if fn is not None else None
     return None
+
+
+def _buffer(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
+    """MUBUF loads/stores through a buffer resource (V#) in four SGPRs: base address
+    (48 bits), stride, num_records.  Lanes outside num_records are the hardware's defined
+    bounds check (loads read 0, stores are dropped); inside it, every byte must lie in an
+    allocation (OutOfBounds otherwise).  Swizzled resources (private segment on gfx10)
+    are not modelled."""
+    name = _norm("global_" + name[len("buffer_"):])[len("global_"):]
+    ops = [parse_operand(o) for o in ins.operands]
+    load = name.startswith("load_")
+    if not (load or name.startswith("store_")):
+        return None
+    kind = name.split("_", 1)[1]
+    size = _SIZES.get(kind)
+    if size is None or len(ops) < 4:
+        return None
+    nbytes = size
+    nwords = max(1, nbytes // 4)
+    data, vaddr, rsrc, soff = ops[0], ops[1], ops[2], ops[3]
+    offen, idxen = "offen" in ins.modifiers, "idxen" in ins.modifiers
+    imm = int(ins.modifiers.get("offset", "0"), 0)
+    signed = kind in ("i8", "i16")
+
+    def addresses(st: WaveState, w: Sel) -> tuple[np.ndarray, np.ndarray]:
+        em = st.em[w]
+        r = rsrc.reg
+        d0, d1, d2 = (st.S[r + k][w].astype(np.int64) for k in range(3))
+        if ((d1 >> 30) & 3).any():
+            i, k, ar = what()
+            raise UnsupportedInstruction(i.split()[0], ins.addr, k, ar,
+                                         "swizzled buffer resource")
+        base = d0 | ((d1 & 0xFFFF) << 32)
+        stride = (d1 >> 16) & 0x3FFF
+        nrec = d2
+        va = 0
+        idx = np.zeros(em.shape, np.int64)
+        off = np.full(em.shape, imm, np.int64)
+        if idxen:
+            idx = st.V[vaddr.reg][w].astype(np.int64)
+            va = 1
+        if offen:
+            off = off + st.V[vaddr.reg + va][w].astype(np.int64)
+        so = np.zeros(em.shape[0], np.int64)
+        if soff.kind == "s" and soff.reg != NULL:
+            so = st.S[soff.reg][w].astype(np.int64)
+        elif soff.kind in ("int", "lit"):
+            so = np.full(em.shape[0], int(soff.value), np.int64)
+        structured = stride[:, None] != 0
+        in_range = np.where(structured, (idx < nrec[:, None]) & (off + nbytes <= stride[:, None]),
+                            off + nbytes <= nrec[:, None])
+        addr = (base + so)[:, None] + idx * stride[:, None] + off
+        return addr, em & in_range
+
+    if load:
+        def bload(st: WaveState, w: Sel) -> None:
+            addr, ok = addresses(st, w)
+            off = addr[ok] - BASE
+            st.mem.check(off, nbytes, what)
+            words = st.mem.gather(off, nbytes)
+            if signed:
+                words = _sext(words, nbytes)
+            full = np.zeros((*ok.shape, nwords), np.uint32)  # out of range: reads 0
+            full[ok] = words
+            for k in range(nwords):
+                vwrite(st, w, data.reg + k, full[..., k])
+        return bload
+
+    def bstore(st: WaveState, w: Sel) -> None:
+        addr, ok = addresses(st, w)
+        off = addr[ok] - BASE
+        st.mem.check(off, nbytes, what)
+        words = np.stack([st.V[data.reg + k][w][ok] for k in range(nwords)], axis=1)
+        st.mem.scatter(off, nbytes, words)
+    return bstore
 
 
 def _scratch(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
