@@ -17,7 +17,9 @@ What it models
     (``wmma``), v_dot2 and v_fma_mix{lo,hi} in the documented order.
   * Memory: one flat space of separate allocations with guard gaps; every global, LDS and
     scratch access is bounds-checked (``OutOfBounds`` names address, instruction, kernel,
-    arch).  Atomics return old values lane by lane.  The model is coherent: s_waitcnt and
+    arch).  Buffer (MUBUF) accesses apply the hardware's num_records check first (out of
+    range: loads read 0, stores are dropped, as on the GPU).  Atomics return old values
+    lane by lane.  The model is coherent: s_waitcnt and
     cache maintenance are no-ops.
   * Waves of a launch run in lock step as a numpy batch dimension; the scheduler splits
     them only where branches diverge and merges them where they meet again.
