@@ -181,7 +181,11 @@ def finding(data: ReportData) -> str:
     """The checkpoint's title: what the evidence says, in one line."""
     cells = data.admission.cells
     if not cells:
-        return "No admission cells in these runs"
+        arches = ", ".join(sorted({r.arch for r in data.rows if r.arch != "-"})) or "no arch"
+        n = len(data.admission.outside)
+        if n:
+            return f"{n} failing cell(s) on {arches}, outside admission (reported, not admitted)"
+        return f"No failing cell on {arches}, outside admission (reported, not admitted)"
     counts = data.status_counts()
     rejected = sorted({c.arch for c in cells if c.status is AdmissionStatus.REJECTED})
     head = (f"{counts['rejected']} of {len(cells)} cells rejected ({', '.join(rejected)})"

@@ -186,3 +186,19 @@ def test_chromium_console_check_catches_a_script_error(tmp_path: Path) -> None:
                     "<script>undefinedFunction();</script></body></html>")
     _, console = _dump_dom(browser, page, tmp_path / "p")
     assert any("Uncaught ReferenceError" in ln for ln in console), console
+
+
+def test_checkpoint_for_a_run_outside_admission(make_run: RunFactory) -> None:
+    """A cuda sm_90 run has no admission cells; its failures still head the checkpoint."""
+    from hqval.result import Row, Status
+
+    rows = [Row("timing", "timing_cold", "gemv_mq4g256v2_r1@5120x5120", "sm_90", "cuda",
+                Status.FAIL, measured=1.024, details={"stats": {"ratio": 1.024}})]
+    run = store.load(make_run(rows, arch="sm_90", backend="cuda"))
+    adm, _ = admit_runs([run], arches=CAPS)
+    md = render_checkpoint(build([run], adm))
+    assert md.startswith("# 1 failing cell(s) on sm_90, outside admission")
+    assert "No admission cells" in md
+    assert "- `timing_cold[gemv_mq4g256v2_r1@5120x5120|sm_90|cuda]`" in md
+    assert "\n\n\n" not in md
+    assert adm.exit_code == 1
