@@ -199,75 +199,105 @@ HQ_DEVICE float gemv_tc_group(Hq4Raw h, uint4 wlo, uint4 whi, const uint4* xsu, 
     return sc * p + (zp * sh + acc);
 }
 
-#ifndef HQ_GEMV_TC_AHEAD
-#define HQ_GEMV_TC_AHEAD 1  // groups loaded ahead of the group computed
-#endif
-
-// One group's operands as a lane holds them: its row's header, its 32 payload bytes and
-// x[8L, 8L+8) of the group.
-struct GemvTcW {
-    Hq4Raw h;
-    uint4 wlo, whi;
-    hq_float4 xa, xb;
-};
-
+// One group straight from global memory (the groups past the last full chunk).
 template <class Hdr>
-HQ_DEVICE GemvTcW gemv_tc_load(const unsigned char* __restrict__ wr, const float* __restrict__ x,
-                               int gi, unsigned int lane) {
+HQ_DEVICE float gemv_tc_direct(const unsigned char* __restrict__ wr, const float* __restrict__ x,
+                               int gi, unsigned int lane, uint4* xsu, float acc) {
     const unsigned int t = lane & 3u;
     const unsigned char* __restrict__ gp = wr + gi * Hdr::kGroupBytes;
     const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
+    const Hq4Raw h = Hdr::load(gp, (t & 1u) * 64u);
     const uint2 w0 = gemv_tc_ld64(pp), w1 = gemv_tc_ld64(pp + 32);
     const uint2 w2 = gemv_tc_ld64(pp + 64), w3 = gemv_tc_ld64(pp + 96);
     const float* xp = x + gi * 256 + lane * 8;
-    return GemvTcW{Hdr::load(gp, (t & 1u) * 64u), make_uint4(w0.x, w0.y, w1.x, w1.y),
-                   make_uint4(w2.x, w2.y, w3.x, w3.y), gemv_tc_ldx(xp), gemv_tc_ldx(xp + 4)};
-}
-
-// The x split of one group, then its 8 mma and scale step.
-template <class Hdr>
-HQ_DEVICE float gemv_tc_compute(const GemvTcW& w, unsigned int lane, uint4* xsu, float acc) {
-    const float s = gemv_tc_split_x(w.xa, w.xb, lane, xsu);
+    const float s = gemv_tc_split_x(*reinterpret_cast<const hq_float4*>(xp),
+                                    *reinterpret_cast<const hq_float4*>(xp + 4), lane, xsu);
     __syncwarp();
-    acc = gemv_tc_group<Hdr>(w.h, w.wlo, w.whi, xsu, s, lane, acc);
+    acc = gemv_tc_group<Hdr>(h, make_uint4(w0.x, w0.y, w1.x, w1.y),
+                             make_uint4(w2.x, w2.y, w3.x, w3.y), xsu, s, lane, acc);
     __syncwarp();  // xsu is rewritten by the next group
     return acc;
 }
 
-// Software pipeline in registers: the operands of group gi + A (A = HQ_GEMV_TC_AHEAD) are
-// loaded before group gi is computed, into a ring of A + 1 slots (the loop is unrolled
-// A + 1 times so every slot index is static).  Loads past the last group re-load it (L1/L2
-// hits) instead of branching.  Measured on the H200, cold, R=8, us at 17408x5120 /
-// 27648x5120 (checkpoint 2026-11-29-h200-gemv-c): loads in the same iteration as their use
-// were scheduled next to it (27.7 / 37.1); a cp.async pipeline through shared memory was
-// 4x slower (105-169); chunks of 2 or 4 groups with x needed 122 / 174 registers
-// (27.2 / 35.8, 27.0 / 37.9); one group ahead with x, 72 registers: 22.7 / 30.5; weights
-// only in the ring, x loaded at use: 24.3 / 32.0 (A=1), 24.0 / 33.0 (A=2), 24.0 / 45 (A=3).
+#ifndef HQ_GEMV_TC_GROUPS
+#define HQ_GEMV_TC_GROUPS 1  // groups per chunk; the next chunk is loaded during this one
+#endif
+
+// One chunk's operands in registers: headers, payload words, x.
+template <int U>
+struct GemvTcRegs {
+    Hq4Raw h[U];
+    uint4 wlo[U], whi[U];
+    hq_float4 xa[U], xb[U];
+};
+
+template <class Hdr, int U>
+HQ_DEVICE void gemv_tc_load(const unsigned char* __restrict__ wr, const float* __restrict__ x,
+                            int g0, unsigned int lane, GemvTcRegs<U>& r) {
+    const unsigned int t = lane & 3u;
+    #pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const unsigned char* __restrict__ gp = wr + (g0 + u) * Hdr::kGroupBytes;
+        const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
+        r.h[u] = Hdr::load(gp, (t & 1u) * 64u);
+        const uint2 w0 = gemv_tc_ld64(pp), w1 = gemv_tc_ld64(pp + 32);
+        const uint2 w2 = gemv_tc_ld64(pp + 64), w3 = gemv_tc_ld64(pp + 96);
+        r.wlo[u] = make_uint4(w0.x, w0.y, w1.x, w1.y);
+        r.whi[u] = make_uint4(w2.x, w2.y, w3.x, w3.y);
+        const float* xp = x + (g0 + u) * 256 + lane * 8;
+        r.xa[u] = gemv_tc_ldx(xp);
+        r.xb[u] = gemv_tc_ldx(xp + 4);
+    }
+}
+
+template <class Hdr, int U>
+HQ_DEVICE float gemv_tc_compute(const GemvTcRegs<U>& r, unsigned int lane, uint4 (*xs)[64],
+                                float acc) {
+    float s[U];
+    #pragma unroll
+    for (int u = 0; u < U; ++u) s[u] = gemv_tc_split_x(r.xa[u], r.xb[u], lane, xs[u]);
+    __syncwarp();
+    #pragma unroll
+    for (int u = 0; u < U; ++u) acc = gemv_tc_group<Hdr>(r.h[u], r.wlo[u], r.whi[u], xs[u], s[u], lane, acc);
+    __syncwarp();  // xs is rewritten by the next chunk
+    return acc;
+}
+
+// Software pipeline in registers: the loads of chunk c + 1 are issued before the math of
+// chunk c and consumed only in the next iteration, so they cannot be scheduled next to
+// their use.  The last iteration re-loads its own chunk instead of branching (an L1/L2 hit,
+// once per block).  Measured on the H200, cold, R=8, us at 17408x5120 / 27648x5120
+// (reports/checkpoints/2026-11-29-h200-gemv-c): loads in the same iteration as their use
+// were scheduled next to it, one group in flight per warp (27.7 / 37.1); a cp.async
+// pipeline through shared memory was 4x slower (105-169); chunks of 2 / 4 groups need
+// 122 / 174 registers and ran 27.2 / 35.8 and 27.0 / 37.9; one group per chunk (72
+// registers, 28 warps per SM) 22.7 / 30.5, the default.  Occupancy decides: one warp per
+// block and 16.5 (17408 rows) to 26 (27648 rows) blocks per SM.
 template <class Hdr, bool Residual>
 HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* __restrict__ x,
                              float* __restrict__ y, int M, int K, unsigned int block) {
-    constexpr int A = HQ_GEMV_TC_AHEAD;
-    static_assert(A >= 1, "HQ_GEMV_TC_AHEAD >= 1");
-    __shared__ uint4 xs[64];
+    constexpr int U = HQ_GEMV_TC_GROUPS;
+    static_assert(U >= 1, "HQ_GEMV_TC_GROUPS >= 1");
+    __shared__ uint4 xs[U][64];
     const unsigned int lane = hq_lane();
     const int groups = K >> 8;
     const unsigned long long row_bytes = static_cast<unsigned long long>(groups) * Hdr::kGroupBytes;
     const int row = static_cast<int>(block) * 8 + static_cast<int>(lane >> 2);
     const int lrow = row < M ? row : M - 1;  // tail rows re-read the last row; never stored
     const unsigned char* __restrict__ wr = W + static_cast<unsigned long long>(lrow) * row_bytes;
-    const int last = groups - 1;
+    const int chunks = groups / U;
     float acc = 0.0f;
-    GemvTcW buf[A + 1];
-    #pragma unroll
-    for (int j = 0; j < A; ++j) buf[j] = gemv_tc_load<Hdr>(wr, x, j < last ? j : last, lane);
-    for (int c = 0; c < groups; c += A + 1) {
-        #pragma unroll
-        for (int j = 0; j <= A; ++j) {
-            const int gi = c + j, ahead = gi + A;
-            buf[(j + A) % (A + 1)] = gemv_tc_load<Hdr>(wr, x, ahead < last ? ahead : last, lane);
-            if (gi < groups) acc = gemv_tc_compute<Hdr>(buf[j], lane, xs, acc);
+    if (chunks > 0) {
+        GemvTcRegs<U> cur;
+        gemv_tc_load<Hdr, U>(wr, x, 0, lane, cur);
+        for (int c = 0; c < chunks; ++c) {
+            GemvTcRegs<U> nxt;
+            gemv_tc_load<Hdr, U>(wr, x, (c + 1 < chunks ? c + 1 : c) * U, lane, nxt);
+            acc = gemv_tc_compute<Hdr, U>(cur, lane, xs, acc);
+            cur = nxt;
         }
     }
+    for (int gi = chunks * U; gi < groups; ++gi) acc = gemv_tc_direct<Hdr>(wr, x, gi, lane, xs[0], acc);
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
     if ((lane & 3u) == 0 && row < M) y[row] = Residual ? y[row] + acc : acc;
 }
