@@ -183,11 +183,15 @@ class Machine:
     # ---- launch
     def launch(self, module: Module, symbol: str, grid: Sequence[int], block: Sequence[int],
                args: Sequence[int], dynamic_lds: int = 0,
-               trace: Callable[[int, str, int], None] | None = None) -> LaunchStats:
+               trace: Callable[[int, str, int], None] | None = None,
+               max_steps: int = 10_000_000) -> LaunchStats:
         """Run ``grid`` x ``block`` work-items of ``symbol``.  ``args`` are ints laid out by
         the kernel's metadata (pointers from ``alloc``, i32 scalars); hidden arguments are
         filled in.  ``trace(address, instruction text, number of waves)`` is called for
-        every instruction executed (a debugging aid; slow)."""
+        every instruction executed (a debugging aid; slow).  ``max_steps`` bounds the number
+        of (batched) instruction steps: a kernel that spins waiting for another workgroup,
+        which this scheduler may never run concurrently, stops with an error instead of
+        hanging."""
         import time
 
         prog = module.program(symbol)
@@ -245,7 +249,7 @@ class Machine:
         t0 = time.perf_counter()
         counts = np.zeros((len(CLASSES), nw), np.int64)
         try:
-            self._run(prog, st, counts, wg, waves_per_wg, trace)
+            self._run(prog, st, counts, wg, waves_per_wg, trace, max_steps)
         finally:
             for addr in self._launch_allocs:
                 self.mem.free(addr)
@@ -346,7 +350,8 @@ class Machine:
             st.S[TTMP0 + 7] = (wgid[1] | (wgid[2] << 16)).astype(np.uint32)
 
     def _run(self, prog: Program, st: WaveState, counts: np.ndarray, wg: np.ndarray,
-             waves_per_wg: int, trace: Callable[[int, str, int], None] | None = None) -> None:
+             waves_per_wg: int, trace: Callable[[int, str, int], None] | None = None,
+             max_steps: int = 10_000_000) -> None:
         nw = st.n
         fns, classes = prog.fns, prog.classes
         ninstr = len(fns)
@@ -355,6 +360,7 @@ class Machine:
         at_barrier = np.zeros(nw, bool)
         everyone = slice(None)
         nwg = int(wg.max()) + 1 if nw else 0
+        steps = 0
         while True:
             runnable = ~done & ~at_barrier
             if not runnable.any():
@@ -380,6 +386,14 @@ class Machine:
                     raise EmuError(f"{prog.info.name} ran past its last instruction "
                                    f"(missing s_endpgm?)")
                 counts[classes[pc], w] += 1
+                steps += 1
+                if steps > max_steps:
+                    ins = prog.instructions[pc]
+                    raise EmuError(
+                        f"{prog.info.name} on {self.arch} ran {max_steps} steps without "
+                        f"finishing (at 0x{ins.addr:x} {ins.text!r}): an endless loop, or a "
+                        f"wait on another workgroup, which the interpreter does not run "
+                        f"concurrently; raise max_steps if the kernel is just long")
                 if trace is not None:
                     ins = prog.instructions[pc]
                     trace(ins.addr, ins.text, st.n if whole else len(w))

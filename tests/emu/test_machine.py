@@ -235,3 +235,11 @@ def test_launches_do_not_leak_memory(ops: Ops) -> None:
     for _ in range(5):
         m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 0])
     assert m.mem.top == top and len(m.mem.starts) == 2
+
+
+def test_step_budget_stops_runaway_launches(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    a = np.arange(64, dtype=np.int32)
+    out = m.alloc(8 * a.size)
+    with pytest.raises(EmuError, match="ran 20 steps"):
+        m.launch(mod, "diverge", (2, 1, 1), (32, 1, 1), [buf(m, a), out], max_steps=20)
