@@ -427,3 +427,20 @@ def test_f16_denormal_flush_follows_the_16_64_mode() -> None:
     assert st.denorm32 and not st.denorm16_64
     execute("v_add_f16_e32 v0, v1, v2", st)
     assert st.V[0, 0, 0] & 0xFFFF == 0x0000
+
+
+@pytest.mark.parametrize(("mods", "src_lane"), [
+    ("row_xmask:5 row_mask:0xf bank_mask:0xf", lambda ln: (ln & ~15) | ((ln & 15) ^ 5)),
+    ("row_share:3 row_mask:0xf bank_mask:0xf", lambda ln: (ln & ~15) + 3),
+    ("row_ror:4 row_mask:0xf bank_mask:0xf", lambda ln: (ln & ~15) + (((ln & 15) - 4) & 15)),
+    ("row_mirror row_mask:0xf bank_mask:0xf", lambda ln: (ln & ~15) + (15 - (ln & 15))),
+    ("dpp8:[7,6,5,4,3,2,1,0]", lambda ln: (ln & ~7) + (7 - (ln & 7))),
+])
+def test_dpp_lane_patterns(mods: str, src_lane: Callable[[np.ndarray], np.ndarray]) -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.V[1] = np.arange(32, dtype=np.uint32) * 3
+    execute(f"v_mov_b32_dpp v0, v1 {mods}", st)
+    lane = np.arange(32)
+    assert st.V[0, 0].tolist() == (src_lane(lane) * 3).tolist()
