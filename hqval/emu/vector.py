@@ -343,6 +343,9 @@ OPS: dict[str, Op] = {
                                 lambda a: cvt_f32_to_i32(np.floor(a + F32(0.5)))),
     "v_cvt_rpi_i32_f32": Op("u32raw", ("f32",),
                             lambda a: cvt_f32_to_i32(np.floor(a + F32(0.5)))),
+    # dot2 accumulating into the destination (gfx10.3 v_dot2c, gfx11+ v_dot2acc, VOPD)
+    "v_dot2c_f32_f16": Op("f32", ("b32", "b32", "dst_f32"), lambda a, b, c: _dot2(a, b, c)),
+    "v_dot2acc_f32_f16": Op("f32", ("b32", "b32", "dst_f32"), lambda a, b, c: _dot2(a, b, c)),
     # f64
     "v_add_f64": Op("f64", ("f64", "f64"), lambda a, b: a + b),
     "v_mul_f64": Op("f64", ("f64", "f64"), lambda a, b: a * b),
@@ -408,6 +411,13 @@ def _div_fixup_f16(a: Any, b: Any, c: Any) -> Any:
              (b == 0) | np.isinf(c), np.isinf(b) | (c == 0)]
     choices = [c, b, np.broadcast_to(qnan, shape), np.broadcast_to(qnan, shape), inf, zero]
     return np.select(conds, choices, mag).astype(F16)
+
+
+def _dot2(a: Any, b: Any, c: Any) -> Any:
+    from hqval.emu.packed import dot2_f32_f16
+
+    return dot2_f32_f16(np.asarray(a, np.int64).astype(np.uint32),
+                        np.asarray(b, np.int64).astype(np.uint32), c)
 
 
 def _h16(a: Any) -> Any:
@@ -777,7 +787,7 @@ def _translate_valu(name: str, ins: Instruction, cx: Ctx, nl: int) -> Fn | None:
     special = _special(name, ops, mods, cx, nl)
     if special is not None:
         return special
-    if name.startswith("v_pk_") or name.startswith(("v_fma_mix", "v_dot2")):
+    if name.startswith("v_pk_") or name.startswith(("v_fma_mix", "v_dot2_")):
         from hqval.emu.packed import translate_packed
         return translate_packed(name, ops, mods, cx)
     spec = OPS.get(name)
@@ -1109,12 +1119,4 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
                                 + add(st, w), None)
     if name == "v_nop" or name == "v_pipeflush":
         return lambda st, w: None
-    if name == "v_dot2c_f32_f16":
-        from hqval.emu.packed import dot2_f32_f16
-        d = ops[0]
-        a, b = _vsrc32(ops[1]), _vsrc32(ops[2])
-        acc = _vsrc32(d)
-        wr = _result_writer(d, "f32")
-        return lambda st, w: wr(st, w, dot2_f32_f16(
-            a(st, w), b(st, w), np.asarray(acc(st, w), np.uint32).view(F32)), None)
     return None

@@ -444,3 +444,17 @@ def test_dpp_lane_patterns(mods: str, src_lane: Callable[[np.ndarray], np.ndarra
     execute(f"v_mov_b32_dpp v0, v1 {mods}", st)
     lane = np.arange(32)
     assert st.V[0, 0].tolist() == (src_lane(lane) * 3).tolist()
+
+
+def test_dot2acc_accumulates_into_the_destination_also_in_vopd() -> None:
+    from tests.emu.instr import execute, f32bits, state
+
+    st = state()
+    st.V[1] = np.array([1.5, -2.0], np.float16).view(np.uint32)[0]
+    st.V[2] = np.array([2.0, 0.25], np.float16).view(np.uint32)[0]
+    st.V[0] = f32bits(10.0)[0]
+    execute("v_dot2acc_f32_f16_e32 v0, v1, v2", st)
+    assert st.V[0, 0, 0] == f32bits(12.5)[0]  # 10 + 3 - 0.5
+    st.V[3] = f32bits(1.0)[0]
+    execute("v_dual_dot2acc_f32_f16 v0, v1, v2 :: v_dual_mov_b32 v4, v3", st)
+    assert st.V[0, 0, 0] == f32bits(15.0)[0] and st.V[4, 0, 0] == f32bits(1.0)[0]
