@@ -74,7 +74,8 @@ static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, const GemvX
 // x = hi + 2^-11 lo' with hi = f16(x), lo' = f16(2^11 (x - hi)) (x - hi is exact; the
 // 2^11 keeps lo' out of the fp16 subnormals, so the split is good to ~2^-22 relative down
 // to |x| ~ 2^-14 and to ~2^-35 absolute below); the products q*hi, q*lo' are exact and
-// summed in f32 by the tensor core.
+// summed with f32 accumulation by the tensor core (not IEEE round-to-nearest at every
+// step; reference parity on the H200 <= 4.6e-7 against the bound 1e-4).
 // A dot product does not care about k order, so the tile k order is a permutation chosen
 // for the loads: lane t holds payload bytes [8t, 8t+8) and [32+8t, 32+8t+8) of each half
 // (two 8-byte loads per half; 136 B groups are only 8-byte aligned), i.e. words
