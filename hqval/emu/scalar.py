@@ -17,7 +17,6 @@ from hqval.emu.operands import EXEC, SCC, VCC, Ctx, Sel, WaveState, parse_operan
 
 Fn = Callable[[WaveState, Sel], Any]
 
-U32 = np.uint32
 M32 = np.int64(0xFFFFFFFF)
 M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -525,5 +524,3 @@ def _brev32(x: Any) -> Any:
     return np.packbits(b[..., ::-1], axis=-1, bitorder="little").view("<u4")[..., 0] \
         .astype(np.int64)
 
-
-_ = U32  # re-exported width marker for readers

@@ -41,9 +41,7 @@ F32, F16, F64 = np.float32, np.float16, np.float64
 ALIASES = {
     "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32",
     "v_add_i32": "v_add_nc_i32", "v_sub_i32": "v_sub_nc_i32",
-    "v_dot2c_f32_f16": "v_dot2c_f32_f16", "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32",
-    "v_mad_u32_u16": "v_mad_u32_u16", "v_max3_f32": "v_max3_f32",
-    "v_mul_lo_i32": "v_mul_lo_u32",
+    "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32", "v_mul_lo_i32": "v_mul_lo_u32",
     "v_max_num_f32": "v_max_f32", "v_min_num_f32": "v_min_f32",
     "v_max_num_f16": "v_max_f16", "v_min_num_f16": "v_min_f16",
     "v_max_num_f64": "v_max_f64", "v_min_num_f64": "v_min_f64",
