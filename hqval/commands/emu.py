@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bench", action="store_true",
                         help="time the issue's benchmark launches (exit 1 over target)")
     parser.add_argument("--repeats", type=int, default=3, help="--bench: best of N (default 3)")
+    parser.add_argument("--trace", type=int, default=0, metavar="N",
+                        help="print the first N executed instructions of each launch "
+                             "(address, waves, instruction)")
     parser.add_argument("--coverage", action="store_true",
                         help="do not run: list, per kernel and arch, the instructions the "
                              "interpreter has no semantics for (exit 1 if any)")
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             for spec in specs:
                 try:
                     r = run_kernel(spec, arch.name, M=args.M, K=args.K, N=args.N,
-                                   seed=args.seed)
+                                   seed=args.seed, trace=_tracer(args.trace))
                 except (EmuError, RuntimeError, ValueError) as exc:
                     print(f"{spec.name:32s} {arch.name:8s} ERROR {exc}")
                     results.append({"kernel": spec.name, "arch": arch.name, "error": str(exc),
@@ -153,3 +156,15 @@ def _emulated(names: list[str]) -> list[Any]:
         raise UsageError(f"--arch {', '.join(bad)}: the interpreter models RDNA targets only "
                          f"({', '.join(sorted(ARCH_GEN))})")
     return arches
+
+
+def _tracer(limit: int) -> Any:
+    if limit <= 0:
+        return None
+    seen = [0]
+
+    def trace(addr: int, text: str, waves: int) -> None:
+        if seen[0] < limit:
+            print(f"  {addr:#08x} [{waves:4d} waves] {text}")
+        seen[0] += 1
+    return trace

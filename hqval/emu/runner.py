@@ -4,6 +4,7 @@ and the speed benchmark behind ``hqval emu --bench``."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,8 +72,10 @@ def _oracle_scale(w: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int = 32,
-               seed: int = 0, code_object: bytes | None = None) -> KernelRun:
-    """Compile (unless ``code_object`` is given) and run ``spec`` on ``arch``; compare."""
+               seed: int = 0, code_object: bytes | None = None,
+               trace: Callable[[int, str, int], None] | None = None) -> KernelRun:
+    """Compile (unless ``code_object`` is given) and run ``spec`` on ``arch``; compare.
+    ``trace`` is passed to Machine.launch (every executed instruction)."""
     from hqval.formats import by_qt
 
     if code_object is None:
@@ -100,7 +103,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
         machine.write(ya, y0)
         r = spec.rows_per_block
         stats = machine.launch(module, spec.symbol, (-(-M // r), 1, 1), (32, 1, 1),
-                               [wa, xa, ya, M, K])
+                               [wa, xa, ya, M, K], trace=trace)
         y = machine.read(ya, 4 * M).view(np.float32)
         ref = deq.astype(np.float64) @ x.astype(np.float64)
         exact = gemv_lane_order(deq, x)
@@ -136,7 +139,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
             exacts.append(gemv_lane_order(deq, x))
         grid_x = sum(-(-mi // r) for mi in ms)
         stats = machine.launch(module, spec.symbol, (grid_x, 1, 1), (32, 1, 1),
-                               [*wptrs, xa, *yptrs, *ms, K])
+                               [*wptrs, xa, *yptrs, *ms, K], trace=trace)
         y = np.concatenate([machine.read(ya, 4 * mi).view(np.float32)
                             for ya, mi in zip(yptrs, ms, strict=True)])
         ref = np.concatenate(refs)
@@ -160,7 +163,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
         machine.write(ya, y0)
         bt = spec.batch_tile or 1
         stats = machine.launch(module, spec.symbol, (-(-M // 16), -(-N // (16 * bt)), 1),
-                               (32, 1, 1), [wa, xa, ya, M, K, N])
+                               (32, 1, 1), [wa, xa, ya, M, K, N], trace=trace)
         y = machine.read(ya, 4 * M * N).view(np.float32).reshape(N, M)
         ref = xh.astype(np.float64) @ deq16.astype(np.float64).T
         if spec.residual:

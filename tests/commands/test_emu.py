@@ -49,3 +49,11 @@ def test_coverage_lists_no_gaps_for_the_suite_kernels(capsys: pytest.CaptureFixt
 def test_unknown_arch_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["emu", "--arch", "sm_90"]) == 2
     assert "sm_90" in capsys.readouterr().err
+
+
+@needs_clang
+def test_trace_prints_the_first_instructions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emu", "--arch", "gfx1100", "--kernel", "gemv_mq4g256v2_r1", "-M", "4",
+                 "-K", "256", "--trace", "5"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "waves]" in ln]
+    assert len(lines) == 5 and "[   4 waves]" in lines[0]
