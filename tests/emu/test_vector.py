@@ -458,3 +458,31 @@ def test_dot2acc_accumulates_into_the_destination_also_in_vopd() -> None:
     st.V[3] = f32bits(1.0)[0]
     execute("v_dual_dot2acc_f32_f16 v0, v1, v2 :: v_dual_mov_b32 v4, v3", st)
     assert st.V[0, 0, 0] == f32bits(15.0)[0] and st.V[4, 0, 0] == f32bits(1.0)[0]
+
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1201"])
+def test_64_bit_integer_division_and_bit_ops(build: Callable[..., bytes], arch: str) -> None:
+    m = Machine(arch)
+    mod = m.load(build("more", arch))
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 2**63, 32, dtype=np.uint64) * np.uint64(2)
+    b = rng.integers(1, 2**40, 32, dtype=np.uint64)
+    b[:4] = [1, 3, 2**63 + 5, 7]
+    a[0] = 2**64 - 1
+    out = m.alloc(8 * 8 * 32)
+    m.launch(mod, "i64ops", (1, 1, 1), (32, 1, 1), [buf(m, a), buf(m, b), out])
+    g = m.read(out, 8 * 8 * 32).view(np.uint64).reshape(32, 8)
+    sa, sb = a.view(np.int64), b.view(np.int64)
+
+    def sdiv(x: int, y: int) -> int:  # C: truncate toward zero
+        q = abs(x) // abs(y)
+        return (q if (x < 0) == (y < 0) else -q) & (2**64 - 1)
+    np.testing.assert_array_equal(g[:, 0], a // b)
+    np.testing.assert_array_equal(g[:, 1], a % b)
+    np.testing.assert_array_equal(g[:, 2], [sdiv(int(x), int(y)) for x, y in zip(sa, sb,
+                                                                                strict=True)])
+    np.testing.assert_array_equal(g[:, 3], a * b)
+    np.testing.assert_array_equal(g[:, 4], [64 - int(v | 1).bit_length() for v in a])
+    np.testing.assert_array_equal(g[:, 5], [bin(int(v)).count("1") for v in a])
+    np.testing.assert_array_equal(g[:, 6], a >> (b & np.uint64(63)))
+    np.testing.assert_array_equal(g[:, 7], (sa >> (sb & 63)).view(np.uint64))

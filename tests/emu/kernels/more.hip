@@ -30,3 +30,12 @@ KERNEL void floatmisc(const float* a, float* out, int* iout) {
   out[4*i] = __builtin_floorf(x); out[4*i+1] = __builtin_sqrtf(__builtin_fabsf(x)); out[4*i+2] = __builtin_expf(x); out[4*i+3] = __builtin_logf(__builtin_fabsf(x) + 1.0f);
   iout[2*i] = (int)__builtin_rintf(x); iout[2*i+1] = (unsigned)__builtin_fabsf(x);
 }
+typedef unsigned long long u64;
+typedef long long i64;
+KERNEL void i64ops(const u64* a, const u64* b, u64* out) {
+  unsigned t = __builtin_amdgcn_workitem_id_x();
+  u64 x = a[t], y = b[t];
+  out[8*t] = x / y; out[8*t+1] = x % y; out[8*t+2] = (u64)((i64)x / (i64)y);
+  out[8*t+3] = x * y; out[8*t+4] = (u64)__builtin_clzll(x | 1); out[8*t+5] = (u64)__builtin_popcountll(x);
+  out[8*t+6] = x >> (y & 63); out[8*t+7] = (u64)((i64)x >> (y & 63));
+}
