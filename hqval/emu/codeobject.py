@@ -179,6 +179,8 @@ class CodeObject:
     kernels: dict[str, KernelInfo] = field(default_factory=dict)
     text_address: int = 0
     text: bytes = b""
+    # every function symbol (kernels and the device functions they may call): name -> address
+    functions: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: bytes) -> CodeObject:
@@ -202,6 +204,7 @@ class CodeObject:
 
         metadata: dict[str, Any] | None = None
         symbols: dict[str, int] = {}
+        functions: dict[str, int] = {}
         text_addr, text = 0, b""
         for name, typ, addr, off, size, link, entsize in sections:
             nm = sname(name)
@@ -210,10 +213,13 @@ class CodeObject:
             elif typ in (2, 11):  # SYMTAB, DYNSYM
                 strtab = sections[link]
                 for j in range(size // entsize):
-                    st_name, _info2, _oth, _shndx, value, _sz = struct.unpack_from(
+                    st_name, st_info, _oth, _shndx, value, _sz = struct.unpack_from(
                         "<IBBHQQ", raw, off + j * entsize)
                     s0 = strtab[3] + st_name
-                    symbols[raw[s0:raw.index(b"\0", s0)].decode()] = value
+                    sym_name = raw[s0:raw.index(b"\0", s0)].decode()
+                    symbols[sym_name] = value
+                    if st_info & 0xF == 2 and sym_name:  # STT_FUNC
+                        functions[sym_name] = value
             elif nm == ".text":
                 text_addr, text = addr, raw[off:off + size]
         if metadata is None:
@@ -226,7 +232,7 @@ class CodeObject:
             raise EmuError(f"address 0x{vaddr:x} is in no loaded section")
 
         co = cls(raw=raw, target=str(metadata.get("amdhsa.target", "")),
-                 text_address=text_addr, text=text)
+                 text_address=text_addr, text=text, functions=functions)
         for meta in metadata.get("amdhsa.kernels", []):
             sym = meta.get(".symbol", meta[".name"] + ".kd")
             if sym not in symbols:

@@ -87,10 +87,16 @@ class Module:
                 raise EmuError(f"kernel {symbol!r} not in module "
                                f"(has: {', '.join(self.symbols())})")
             info = self.code_object.kernels[symbol]
-            listing = disassemble(self.code_object.raw, self.arch, [symbol])
+            # the kernel first (entry = index 0), then the device functions it may call
+            callees = [f for f in self.code_object.functions
+                       if f != symbol and f not in self.code_object.kernels]
+            listing = disassemble(self.code_object.raw, self.arch, [symbol, *callees])
             if symbol not in listing:
                 raise EmuError(f"kernel {symbol!r} has no code in the disassembly")
-            self._programs[symbol] = translate_kernel(info, listing[symbol], self.arch,
+            code = list(listing[symbol])
+            for f in callees:
+                code.extend(listing.get(f, []))
+            self._programs[symbol] = translate_kernel(info, code, self.arch,
                                                       info.wavefront_size)
         return self._programs[symbol]
 
@@ -417,7 +423,10 @@ class Machine:
                         at_barrier[w] = True
                         pcs[w] = pc + 1
                     break
-                # per-wave branch: nxt is a bool mask over the selection
-                target = fns[pc].branch_target  # type: ignore[attr-defined]
-                pcs[w] = np.where(nxt, target, pc + 1)
+                if nxt.dtype == bool:
+                    # per-wave branch: nxt is a bool mask over the selection
+                    target = fns[pc].branch_target  # type: ignore[attr-defined]
+                    pcs[w] = np.where(nxt, target, pc + 1)
+                else:
+                    pcs[w] = nxt  # per-wave jump targets (s_setpc / s_swappc)
                 break

@@ -217,6 +217,30 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
         d = swriter(ops[0], 64)
         # the code object's own addresses: kernels that getpc only use PC-relative offsets
         return (lambda st, w: d(st, w, np.full(_n(st, w), nxt, np.uint64))), "SALU"
+    if name in ("s_setpc_b64", "s_swappc_b64"):
+        # jumps to a code address held in SGPRs: calls (swappc saves the return address)
+        # and returns; the address must be an instruction of the kernel or its callees
+        src = sreader(ops[-1], 64)
+        link = swriter(ops[0], 64) if name == "s_swappc_b64" else None
+        ret = ins.addr + ins.size
+        index_of = cx.index_of
+
+        def jump(st: WaveState, w: Sel) -> Any:
+            addrs = np.broadcast_to(np.asarray(src(st, w), np.uint64), (_n(st, w),))
+            if link is not None:
+                link(st, w, np.full(_n(st, w), ret, np.uint64))
+            uniq = np.unique(addrs)
+            idx = {}
+            for a in uniq.tolist():
+                if a not in index_of:
+                    raise EmuError(f"{ins.mnemonic} at 0x{ins.addr:x} in {cx.kernel} jumps to "
+                                   f"0x{a:x}, which is not an instruction of the kernel or "
+                                   f"of a function in its code object")
+                idx[a] = index_of[a]
+            if len(uniq) == 1:
+                return idx[uniq.tolist()[0]]
+            return np.array([idx[a] for a in addrs.tolist()], np.int64)
+        return jump, "BRANCH"
     if name == "s_denorm_mode":
         mode = ops[0].bits(32)
 

@@ -243,3 +243,17 @@ def test_step_budget_stops_runaway_launches(ops: Ops) -> None:
     out = m.alloc(8 * a.size)
     with pytest.raises(EmuError, match="ran 20 steps"):
         m.launch(mod, "diverge", (2, 1, 1), (32, 1, 1), [buf(m, a), out], max_steps=20)
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1151", "gfx1201"])
+def test_calls_to_device_functions_with_a_scratch_stack(build: Callable[..., bytes],
+                                                        arch: str) -> None:
+    m = Machine(arch)
+    mod = m.load(build("call", arch))
+    a = np.arange(32, dtype=np.float32) * 0.5
+    out = m.alloc(128)
+    stats = m.launch(mod, "caller", (1, 1, 1), (32, 1, 1), [buf(m, a), out])
+    t = np.arange(32)
+    want = (a * (t & 15) + 1) * 2 + (a * ((t + 3) & 15) + 2) * 2
+    np.testing.assert_array_equal(m.read(out, 128).view(np.float32), want)
+    assert stats.counts["BRANCH"] >= 4  # two calls, two returns
