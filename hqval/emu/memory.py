@@ -187,14 +187,28 @@ def _buffer(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
     imm = int(ins.modifiers.get("offset", "0"), 0)
     signed = kind in ("i8", "i16")
 
-    def addresses(st: WaveState, w: Sel) -> tuple[np.ndarray, np.ndarray]:
+    def addresses(st: WaveState, w: Sel) -> tuple[np.ndarray, np.ndarray, bool]:
         em = st.em[w]
         r = rsrc.reg
         d0, d1, d2 = (st.S[r + k][w].astype(np.int64) for k in range(3))
-        if ((d1 >> 30) & 3).any():
-            i, k, ar = what()
-            raise UnsupportedInstruction(i.split()[0], ins.addr, k, ar,
-                                         "swizzled buffer resource")
+        swizzled = ((d1 >> 30) & 1) != 0
+        if swizzled.any():
+            if not swizzled.all() or st.private_size == 0:
+                i, k, ar = what()
+                raise UnsupportedInstruction(i.split()[0], ins.addr, k, ar,
+                                             "swizzled buffer resource that is not the "
+                                             "private segment")
+            # the private segment buffer (gfx10 scratch): a lane-private address space;
+            # the hardware's per-lane swizzle is an addressing detail with no observable
+            # effect when only this resource reaches private memory
+            lane_off = np.full(em.shape, imm, np.int64)
+            if offen:
+                lane_off = lane_off + st.V[vaddr.reg][w].astype(np.int64)
+            if soff.kind == "s" and soff.reg != NULL:
+                lane_off = lane_off + st.S[soff.reg][w].astype(np.int64)[:, None]
+            elif soff.kind in ("int", "lit"):
+                lane_off = lane_off + int(soff.value)
+            return lane_off, em, True
         base = d0 | ((d1 & 0xFFFF) << 32)
         stride = (d1 >> 16) & 0x3FFF
         nrec = d2
@@ -215,14 +229,17 @@ def _buffer(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         in_range = np.where(structured, (idx < nrec[:, None]) & (off + nbytes <= stride[:, None]),
                             off + nbytes <= nrec[:, None])
         addr = (base + so)[:, None] + idx * stride[:, None] + off
-        return addr, em & in_range
+        return addr, em & in_range, False
 
     if load:
         def bload(st: WaveState, w: Sel) -> None:
-            addr, ok = addresses(st, w)
-            off = addr[ok] - BASE
-            st.mem.check(off, nbytes, what)
-            words = st.mem.gather(off, nbytes)
+            addr, ok, private = addresses(st, w)
+            if private:
+                words = _private_load(st, _private_flat(st, w, addr, nbytes, what), nbytes)
+            else:
+                off = addr[ok] - BASE
+                st.mem.check(off, nbytes, what)
+                words = st.mem.gather(off, nbytes)
             if signed:
                 words = _sext(words, nbytes)
             full = np.zeros((*ok.shape, nwords), np.uint32)  # out of range: reads 0
@@ -232,18 +249,49 @@ def _buffer(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         return bload
 
     def bstore(st: WaveState, w: Sel) -> None:
-        addr, ok = addresses(st, w)
+        addr, ok, private = addresses(st, w)
+        words = np.stack([st.V[data.reg + k][w][ok] for k in range(nwords)], axis=1)
+        if private:
+            _private_store(st, _private_flat(st, w, addr, nbytes, what), nbytes, words)
+            return
         off = addr[ok] - BASE
         st.mem.check(off, nbytes, what)
-        words = np.stack([st.V[data.reg + k][w][ok] for k in range(nwords)], axis=1)
         st.mem.scatter(off, nbytes, words)
     return bstore
 
 
+def _private_flat(st: WaveState, w: Sel, lane_off: np.ndarray, nbytes: int,
+                  what: Any) -> np.ndarray:
+    """Flat indices into ``st.private`` of the active lanes' private-segment offsets
+    (``lane_off``: int64 [n, lanes]); OutOfBounds past the per-lane segment."""
+    em = st.em[w]
+    act = lane_off[em]
+    bad = (act < 0) | (act + nbytes > st.private_size)
+    if act.size and bad.any():
+        i, k, ar = what()
+        raise OutOfBounds(int(act[np.argmax(bad)]), nbytes, i, k, ar,
+                          f"private (scratch: {st.private_size} bytes per lane)")
+    waves = np.arange(st.n)[w]
+    lane_base = (waves[:, None] * st.lanes + np.arange(st.lanes)[None, :]) * st.private_size
+    return np.asarray(act + lane_base[em], np.int64)
+
+
+def _private_load(st: WaveState, flat: np.ndarray, nbytes: int) -> np.ndarray:
+    b = st.private[flat[:, None] + np.arange(nbytes)]
+    if nbytes % 4:
+        b = np.concatenate([b, np.zeros((len(flat), 4 - nbytes % 4), np.uint8)], 1)
+    return np.asarray(np.ascontiguousarray(b).view("<u4"), np.uint32)
+
+
+def _private_store(st: WaveState, flat: np.ndarray, nbytes: int, words: np.ndarray) -> None:
+    b = np.ascontiguousarray(words.astype("<u4")).view(np.uint8)[:, :nbytes]
+    st.private[flat[:, None] + np.arange(nbytes)] = b
+
+
 def _scratch(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
     """gfx11+ architected flat scratch: each lane's private segment, addressed from 0 by
-    vaddr + saddr + offset.  (gfx10 reaches scratch through a buffer resource instead,
-    which is not modelled.)"""
+    vaddr + saddr + offset.  (gfx10 reaches the same segment through the private segment
+    buffer resource: see _buffer.)"""
     if cx.gen < 11:
         return None
     ops = [parse_operand(o) for o in ins.operands]
@@ -262,31 +310,17 @@ def _scratch(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         vaddr, data, saddr = ops[0], ops[1], ops[2]
 
     def lane_flat(st: WaveState, w: Sel) -> np.ndarray:
-        em = st.em[w]
-        a = np.full(em.shape, imm, np.int64)
+        a = np.full(st.em[w].shape, imm, np.int64)
         if vaddr.kind == "v":
             a = a + st.V[vaddr.reg][w].astype(np.int64)
         if saddr.kind == "s" and saddr.reg != NULL:
             a = a + st.S[saddr.reg][w].astype(np.int64)[:, None]
-        act = a[em]
-        if act.size and ((act < 0) | (act + nbytes > st.private_size)).any():
-            bad = int(act[np.argmax((act < 0) | (act + nbytes > st.private_size))])
-            i, k, ar = what()
-            raise OutOfBounds(bad, nbytes, i, k, ar,
-                              f"private (scratch: {st.private_size} bytes per lane)")
-        waves = np.arange(st.n)[w] if not isinstance(w, slice) else np.arange(st.n)
-        lane_base = ((waves[:, None] * st.lanes + np.arange(st.lanes)[None, :])
-                     * st.private_size)
-        return np.asarray(act + lane_base[em], np.int64)
+        return _private_flat(st, w, a, nbytes, what)
 
     if load:
         def sload(st: WaveState, w: Sel) -> None:
             em = st.em[w]
-            flat = lane_flat(st, w)
-            b = st.private[flat[:, None] + np.arange(nbytes)]
-            if nbytes % 4:
-                b = np.concatenate([b, np.zeros((len(flat), 4 - nbytes % 4), np.uint8)], 1)
-            words = np.ascontiguousarray(b).view("<u4").astype(np.uint32)
+            words = _private_load(st, lane_flat(st, w), nbytes)
             if kind in ("i8", "i16"):
                 words = _sext(words, nbytes)
             full = np.zeros((*em.shape, nwords), np.uint32)
@@ -297,10 +331,8 @@ def _scratch(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
 
     def sstore(st: WaveState, w: Sel) -> None:
         em = st.em[w]
-        flat = lane_flat(st, w)
         words = np.stack([st.V[data.reg + k][w][em] for k in range(nwords)], axis=1)
-        b = np.ascontiguousarray(words.astype("<u4")).view(np.uint8)[:, :nbytes]
-        st.private[flat[:, None] + np.arange(nbytes)] = b
+        _private_store(st, lane_flat(st, w), nbytes, words)
     return sstore
 
 

@@ -192,6 +192,8 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
     name = ALIASES.get(ins.mnemonic, ins.mnemonic)
     if name in NOOPS:
         return (lambda st, w: None), "other"
+    if name in ("s_setreg_b32", "s_setreg_imm32_b32"):
+        return _setreg(name, ins, cx), "SALU"
     ops = [parse_operand(o) for o in ins.operands] if name.startswith("s_") else []
 
     # ---- program flow
@@ -368,6 +370,40 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
 
     # ---- SOP1
     return _sop1(name, ops, ins)
+
+
+def _setreg(name: str, ins: Instruction, cx: Ctx) -> Fn:
+    """s_setreg to the flat-scratch base (not modelled: private memory is per lane here)
+    or to MODE's denormal bits; anything else is unsupported."""
+    from hqval.emu.errors import UnsupportedInstruction
+
+    target = ins.operands[0].replace(" ", "")
+    inner = target[len("hwreg("):-1].split(",") if target.startswith("hwreg(") else [target]
+    reg = inner[0]
+    if reg in ("HW_REG_FLAT_SCR_LO", "HW_REG_FLAT_SCR_HI"):
+        return lambda st, w: None
+    if reg == "HW_REG_MODE":
+        offset = int(inner[1], 0) if len(inner) > 1 else 0
+        size = int(inner[2], 0) if len(inner) > 2 else 32
+        src = sreader(parse_operand(ins.operands[1]))
+        if offset < 4 or offset + size > 8:
+            raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch,
+                                         "only MODE's FP_DENORM field is modelled")
+
+        def set_mode(st: WaveState, w: Sel) -> None:
+            v = np.asarray(src(st, w), np.uint32).reshape(-1)
+            if v.size and not (v == v[0]).all():
+                raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch,
+                                             "waves setting different denormal modes")
+            bits = (int(v[0]) if v.size else 0) << offset  # MODE bits 7:4 = FP_DENORM
+            mask = ((1 << size) - 1) << offset
+            if mask & 0x30:
+                st.denorm32 = bool(bits & 0x30)
+            if mask & 0xC0:
+                st.denorm16_64 = bool(bits & 0xC0)
+        return set_mode
+    raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch,
+                                 f"hardware register {reg} is not modelled")
 
 
 def _f32(x: Any) -> Any:

@@ -245,7 +245,7 @@ def test_step_budget_stops_runaway_launches(ops: Ops) -> None:
         m.launch(mod, "diverge", (2, 1, 1), (32, 1, 1), [buf(m, a), out], max_steps=20)
 
 
-@pytest.mark.parametrize("arch", ["gfx1100", "gfx1151", "gfx1201"])
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1030", "gfx1100", "gfx1151", "gfx1201"])
 def test_calls_to_device_functions_with_a_scratch_stack(build: Callable[..., bytes],
                                                         arch: str) -> None:
     m = Machine(arch)

@@ -68,15 +68,21 @@ def test_scratch_private_segment_per_lane(build: Callable[..., bytes], arch: str
     np.testing.assert_array_equal(got, arr[t, (idx * 7) % 40])
 
 
-def test_gfx10_scratch_through_a_buffer_resource_fails_closed(build: Callable[..., bytes]
-                                                              ) -> None:
-    from hqval.emu import Machine, UnsupportedInstruction
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1030"])
+def test_gfx10_scratch_through_the_private_segment_buffer(build: Callable[..., bytes],
+                                                          arch: str) -> None:
+    from hqval.emu import Machine
 
-    m = Machine("gfx1010")
-    mod = m.load(build("private", "gfx1010"))
+    m = Machine(arch)
+    mod = m.load(build("private", arch))
+    idx = np.arange(32, dtype=np.int32) * 3 + 1
     pi, po = m.alloc(128), m.alloc(128)
-    with pytest.raises(UnsupportedInstruction, match=r"buffer_store.*swizzled"):
-        m.launch(mod, "priv", (1, 1, 1), (32, 1, 1), [pi, po])
+    m.write(pi, idx)
+    m.launch(mod, "priv", (1, 1, 1), (32, 1, 1), [pi, po])
+    t = np.arange(32)
+    arr = (np.arange(40)[None, :] * t[:, None]).astype(np.float32)
+    arr[t, idx % 40] += 1
+    np.testing.assert_array_equal(m.read(po, 128).view(np.float32), arr[t, (idx * 7) % 40])
 
 
 def test_lds_two_address_forms_and_returning_atomics() -> None:

@@ -102,3 +102,21 @@ def test_conditional_branch_splits_waves() -> None:
     assert execute("s_cbranch_scc1 1", st, words=[0xBFA20001]) == 2
     st.S[SCC] = 0
     assert execute("s_cbranch_scc1 1", st, words=[0xBFA20001]) is None
+
+
+def test_setreg_mode_denormal_field_and_flat_scratch_base() -> None:
+    st = state()
+    execute("s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 4), 0", st, arch="gfx1030")
+    assert not st.denorm32 and not st.denorm16_64
+    execute("s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 2), 3", st, arch="gfx1030")
+    assert st.denorm32 and not st.denorm16_64
+    execute("s_setreg_b32 hwreg(HW_REG_FLAT_SCR_LO), s6", st, arch="gfx1010")  # no-op
+
+
+def test_setreg_of_the_rounding_mode_is_unsupported() -> None:
+    import pytest
+
+    from hqval.emu.errors import UnsupportedInstruction
+
+    with pytest.raises(UnsupportedInstruction, match="FP_DENORM"):
+        execute("s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 1", state(), arch="gfx1100")
