@@ -19,15 +19,17 @@ What it models
     scratch access is bounds-checked (``OutOfBounds`` names address, instruction, kernel,
     arch).  Buffer (MUBUF) accesses apply the hardware's num_records check first (out of
     range: loads read 0, stores are dropped, as on the GPU).  Atomics return old values
-    lane by lane.  The model is coherent: s_waitcnt and
+    lane by lane.  Private memory (gfx11+ scratch_*, gfx10 through the private segment
+    buffer) is a per-lane segment of the kernel's private_segment_fixed_size, which also
+    holds the stack of non-inlined device functions (s_getpc/s_swappc/s_setpc calls).  The model is coherent: s_waitcnt and
     cache maintenance are no-ops.
   * Waves of a launch run in lock step as a numpy batch dimension; the scheduler splits
     them only where branches diverge and merges them where they meet again.
 
 What it does not model
   * Timing, caches, occupancy; transcendental approximations (v_rcp/v_rsq/v_sqrt/v_exp/
-    v_log are correctly rounded here, hardware is within ~1 ulp); gfx10 scratch through
-    a buffer resource; image, GWS and message instructions.  Any instruction without
+    v_log are correctly rounded here, hardware is within ~1 ulp); rounding modes other
+    than nearest-even; image, GWS and message instructions; wave64 WMMA.  Any instruction without
     semantics raises ``UnsupportedInstruction`` when executed (``Module.unsupported``
     lists them before a launch); nothing is skipped silently.
 """
