@@ -36,29 +36,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "interpreter has no semantics for (exit 1 if any)")
 
 
-def _as_dict(run: Any) -> dict[str, Any]:
-    return {"kernel": run.kernel, "arch": run.arch, "shape": list(run.shape),
-            "seconds": run.seconds, "wave_instructions": run.wave_instructions,
-            "wave_instructions_per_s": run.rate, "counts": run.counts,
-            "per_wave": run.per_wave, "error": run.error, "tolerance": run.tolerance,
-            "derivation": run.derivation, "ok": run.ok, "bit_mismatches": run.bit_mismatches}
-
-
 def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
     from hqval.emu import EmuError
     from hqval.emu.runner import bench, run_kernel
     from hqval.manifest import load_manifest
+    from hqval.result import Row, Status
 
     manifest = load_manifest(args.manifest)
-    results: list[dict[str, Any]] = []
+    rows: list[Row] = []
     status = 0
     if args.coverage:
         return _coverage(args, manifest)
     if args.bench:
         for r, target in bench(manifest, repeats=max(1, args.repeats)):
-            d = _as_dict(r) | {"target_s": target, "within_target": r.seconds <= target}
-            results.append(d)
+            oracle = r.row()
+            rows.append(oracle)
+            rows.append(Row(
+                kind="timing", check="emu_speed", kernel=r.kernel, arch=r.arch, backend="emu",
+                status=Status.PASS if r.seconds <= target else Status.FAIL,
+                measured=r.seconds, tolerance=target,
+                derivation="issue 4 target for the interpreter on one core",
+                details=dict(oracle.details)))
             print(f"{r.kernel:32s} {r.arch:8s} {'x'.join(map(str, r.shape)):>14s} "
                   f"{r.seconds:7.3f} s (target {target:g} s)  "
                   f"{r.rate / 1e6:6.2f} M wave-instr/s  err {r.error:.1e}")
@@ -82,11 +81,12 @@ def run(args: argparse.Namespace) -> int:
                                    seed=args.seed, trace=_tracer(args.trace))
                 except (EmuError, RuntimeError, ValueError) as exc:
                     print(f"{spec.name:32s} {arch.name:8s} ERROR {exc}")
-                    results.append({"kernel": spec.name, "arch": arch.name, "error": str(exc),
-                                    "ok": False})
+                    rows.append(Row(kind="check", check="emu_oracle", kernel=spec.name,
+                                    arch=arch.name, backend="emu", status=Status.ERROR,
+                                    message=str(exc)))
                     status = 1
                     continue
-                results.append(_as_dict(r))
+                rows.append(r.row())
                 exact = "" if r.bit_mismatches is None else (
                     " bit-exact" if r.bit_mismatches == 0 else f" {r.bit_mismatches} differ")
                 print(f"{r.kernel:32s} {r.arch:8s} {'PASS' if r.ok else 'FAIL'} "
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                 if not r.ok:
                     status = 1
     if args.json:
-        text = json.dumps({"results": results}, indent=1) + "\n"
+        text = json.dumps({"rows": [row.to_dict() for row in rows]}, indent=1) + "\n"
         if args.json == "-":
             sys.stdout.write(text)
         else:

@@ -21,8 +21,8 @@ What it models
     range: loads read 0, stores are dropped, as on the GPU).  Atomics return old values
     lane by lane.  Private memory (gfx11+ scratch_*, gfx10 through the private segment
     buffer) is a per-lane segment of the kernel's private_segment_fixed_size, which also
-    holds the stack of non-inlined device functions (s_getpc/s_swappc/s_setpc calls).  The model is coherent: s_waitcnt and
-    cache maintenance are no-ops.
+    holds the stack of non-inlined device functions (s_getpc/s_swappc/s_setpc calls).
+    The model is coherent: s_waitcnt and cache maintenance are no-ops.
   * Waves of a launch run in lock step as a numpy batch dimension; the scheduler splits
     them only where branches diverge and merges them where they meet again.
 

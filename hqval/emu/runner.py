@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from hqval.emu.machine import Machine
+from hqval.result import Row, Status
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,22 @@ class KernelRun:
     @property
     def rate(self) -> float:
         return self.wave_instructions / self.seconds if self.seconds > 0 else 0.0
+
+    def row(self) -> Row:
+        """The result as the suite's one row type: ``emu_oracle[kernel|arch|emu]``."""
+        if self.nonfinite:
+            status, message = Status.FAIL, f"{self.nonfinite} NaN/Inf outputs"
+        elif self.error > self.tolerance:
+            status, message = Status.FAIL, "differs from the formats oracle beyond tolerance"
+        else:
+            status, message = Status.PASS, ""
+        return Row(kind="check", check="emu_oracle", kernel=self.kernel, arch=self.arch,
+                   backend="emu", status=status, measured=self.error,
+                   tolerance=self.tolerance, derivation=self.derivation, message=message,
+                   details={"shape": list(self.shape), "seconds": self.seconds,
+                            "wave_instructions": self.wave_instructions,
+                            "wave_instructions_per_s": self.rate, "counts": self.counts,
+                            "per_wave": self.per_wave, "bit_mismatches": self.bit_mismatches})
 
 
 def gemv_lane_order(deq: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -20,10 +20,11 @@ def test_runs_a_kernel_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFix
                "-K", "512", "--json", str(out)])
     assert rc == 0
     assert "PASS" in capsys.readouterr().out
-    (res,) = json.loads(out.read_text())["results"]
-    assert res["kernel"] == "gemv_mq4g256v2_r1" and res["arch"] == "gfx1100" and res["ok"]
-    assert res["error"] <= res["tolerance"]
-    assert res["counts"]["VALU"] > 0 and res["per_wave"]["VMEM"] > 0
+    (res,) = json.loads(out.read_text())["rows"]
+    assert res["identity"] == "emu_oracle[gemv_mq4g256v2_r1|gfx1100|emu]"
+    assert res["status"] == "pass" and res["measured"] <= res["tolerance"]
+    assert res["details"]["counts"]["VALU"] > 0 and res["details"]["per_wave"]["VMEM"] > 0
+    assert res["details"]["bit_mismatches"] == 0
 
 
 def test_bad_k_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
