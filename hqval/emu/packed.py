@@ -61,6 +61,19 @@ def fma_round(a: Any, b: Any, c: Any, out: Any) -> Any:
         return _round_odd_f64(np.asarray(s, F64), np.asarray(e, F64)).astype(out)
 
 
+def dot2_f32_bf16(a: Any, b: Any, c: Any) -> Any:
+    """v_dot2_f32_bf16: tmp = c; tmp += lo*lo; tmp += hi*hi in f32 (bf16 products exact)."""
+    def halves(x: Any) -> tuple[Any, Any]:
+        x = np.asarray(x, np.uint32)
+        lo = (x << np.uint32(16)).view(F32).astype(F64)
+        hi = (x & np.uint32(0xFFFF0000)).view(F32).astype(F64)
+        return lo, hi
+    (a0, a1), (b0, b1) = halves(a), halves(b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        tmp = np.asarray(c, F32) + (a0 * b0).astype(F32)
+        return (tmp + (a1 * b1).astype(F32)).astype(F32)
+
+
 def dot2_f32_f16(a: Any, b: Any, c: Any) -> Any:
     """v_dot2_f32_f16 as the ISA pseudocode orders it: tmp = c; tmp += lo*lo; tmp += hi*hi,
     in f32 (each f16 x f16 product is exact in f32; each add rounds)."""
@@ -144,7 +157,9 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
             vwrite(st, w, d, new)
         return mix
 
-    if name in ("v_dot2_f32_f16", "v_dot2c_f32_f16"):
+    if name in ("v_dot2_f32_f16", "v_dot2_f32_bf16"):
+        dot2 = dot2_f32_bf16 if name.endswith("bf16") else dot2_f32_f16
+
         def dot(st: WaveState, w: Sel) -> None:
             a = np.asarray(raws[0](st, w), np.uint32)
             b = np.asarray(raws[1](st, w), np.uint32)
@@ -156,7 +171,7 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
                 c = -c
             if neg_hi[2]:
                 c = np.abs(c)
-            r = dot2_f32_f16(a, b, c)
+            r = dot2(a, b, c)
             if clamp:
                 r = np.clip(r, 0, 1).astype(F32)
             vwrite(st, w, d, np.asarray(r, F32).view(np.uint32))

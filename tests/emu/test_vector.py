@@ -486,3 +486,15 @@ def test_64_bit_integer_division_and_bit_ops(build: Callable[..., bytes], arch: 
     np.testing.assert_array_equal(g[:, 5], [bin(int(v)).count("1") for v in a])
     np.testing.assert_array_equal(g[:, 6], a >> (b & np.uint64(63)))
     np.testing.assert_array_equal(g[:, 7], (sa >> (sb & 63)).view(np.uint64))
+
+
+def test_dot2_bf16_products_in_the_documented_order() -> None:
+    from tests.emu.instr import execute, f32bits, state
+
+    st = state()
+    bf = lambda x: int(f32bits(x)[0]) >> 16  # noqa: E731  (exact bf16 values)
+    st.V[1] = bf(1.5) | (bf(-2.0) << 16)
+    st.V[2] = bf(4.0) | (bf(0.75) << 16)
+    st.V[3] = f32bits(0.5)[0]
+    execute("v_dot2_f32_bf16 v0, v1, v2, v3", st)
+    assert st.V[0, 0, 0] == f32bits(0.5 + 6.0 - 1.5)[0]
