@@ -37,6 +37,26 @@ def test_a_failing_cell_kills_an_error_does_not() -> None:
     assert "SURVIVED" in text and "killed" in text and "not built" in text
 
 
+def test_isa_only_mutant_is_not_applicable_off_amd_but_survives_on_amd() -> None:
+    isa_only = next(m for m in load_mutants(None).kernels
+                    if m.expected_killer == "audit_header_scalar")
+    built = {(isa_only.name, a): Built(True) for a in ("sm_90", "gfx1100")}
+    rows = [_row("reference_parity", Status.PASS, kernel=isa_only.name, arch=a)
+            for a in ("sm_90", "gfx1100")]
+    v = {r.arch: r for r in verdicts([isa_only], ["sm_90", "gfx1100"], "cuda", built, rows)}
+    assert v["sm_90"].status == Status.UNSUPPORTED
+    assert "no ISA audit" in v["sm_90"].message
+    # On an AMD arch the same evidence (no audit row failed) is a survivor, never excused.
+    assert v["gfx1100"].status == Status.FAIL and "SURVIVED" in v["gfx1100"].message
+    # A numeric mutant is never excused on sm_XX.
+    numeric = next(m for m in load_mutants(None).kernels
+                   if not m.expected_killer.startswith("audit"))
+    built = {(numeric.name, "sm_90"): Built(True)}
+    rows = [_row("reference_parity", Status.PASS, kernel=numeric.name, arch="sm_90")]
+    (row,) = verdicts([numeric], ["sm_90"], "cuda", built, rows)
+    assert row.status == Status.FAIL
+
+
 def test_expected_killer_spellings() -> None:
     assert expected_hit("audit_header_scalar", ["audit_header_scalar"])
     assert expected_hit("header_scalar", ["audit_header_scalar"])
