@@ -121,8 +121,9 @@ def tests(session: nox.Session) -> None:
     ensure_apt(session, TOOLCHAIN, "tests compile real code objects")
     ensure_apt(session, BROWSER, "the report test opens the HTML in headless Chromium",
                required=False)
-    # hip-python imports without ROCm, so the HIP backend's API-signature tests run too
-    install_suite(session, "dev,hip")
+    # hip-python imports without ROCm, so the HIP backend's API-signature tests run too;
+    # NVRTC and nvdisasm need no GPU, so the CUDA builds of the kernels are tested too.
+    install_suite(session, "dev,hip,cuda")
     session.run("pytest", "-n", "auto", "tests/", *session.posargs)
 
 
