@@ -136,6 +136,30 @@ def _sext(words: np.ndarray, nbytes: int) -> np.ndarray:
     return np.asarray((((v ^ (1 << (bits - 1))) - (1 << (bits - 1))) & 0xFFFFFFFF), np.uint32)
 
 
+_SIGNED_KINDS = ("i8", "i16", "d16_i8", "d16_hi_i8")
+
+
+def _write_loaded(st: WaveState, w: Sel, mask: np.ndarray, dst_reg: int, kind: str,
+                  words: np.ndarray, nbytes: int) -> None:
+    """Put the words loaded for the lanes in ``mask`` into VGPRs ``dst_reg``...: signed
+    kinds sign-extend, lanes outside ``mask`` read 0, and the d16 forms replace only the
+    low (or, for ``*_hi_*``, the high) 16 bits of ``dst_reg``."""
+    if kind in _SIGNED_KINDS:
+        words = _sext(words, nbytes)
+    nwords = max(1, nbytes // 4)
+    full = np.zeros((*mask.shape, nwords), np.uint32)
+    full[mask] = words
+    if kind.startswith("d16"):
+        old = st.V[dst_reg][w]
+        val = full[..., 0] & np.uint32(0xFFFF)
+        new = ((old & np.uint32(0xFFFF)) | (val << np.uint32(16)) if "hi" in kind
+               else (old & np.uint32(0xFFFF0000)) | val)
+        vwrite(st, w, dst_reg, new)
+        return
+    for k in range(nwords):
+        vwrite(st, w, dst_reg + k, full[..., k])
+
+
 def _n(st: WaveState, w: Sel) -> int:
     return st.n if isinstance(w, slice) else len(w)
 
@@ -399,27 +423,13 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         nbytes = size
         dst, vaddr = ops[0], ops[1]
         saddr = None if is_flat else ops[2] if len(ops) > 2 else None
-        nwords = max(1, nbytes // 4)
 
         def gload(st: WaveState, w: Sel) -> None:
             addr = _lane_addresses(st, w, vaddr, saddr, imm)
             em = st.em[w]
             off = addr[em] - BASE
             st.mem.check(off, nbytes, what)
-            words = st.mem.gather(off, nbytes)
-            if kind in ("i8", "i16", "d16_i8", "d16_hi_i8"):
-                words = _sext(words, nbytes)
-            full = np.zeros((*em.shape, nwords), np.uint32)
-            full[em] = words
-            if kind.startswith("d16"):
-                old = st.V[dst.reg][w]
-                val = full[..., 0] & np.uint32(0xFFFF)
-                new = ((old & np.uint32(0xFFFF)) | (val << np.uint32(16)) if "hi" in kind
-                       else (old & np.uint32(0xFFFF0000)) | val)
-                vwrite(st, w, dst.reg, new)
-                return
-            for k in range(nwords):
-                vwrite(st, w, dst.reg + k, full[..., k])
+            _write_loaded(st, w, em, dst.reg, kind, st.mem.gather(off, nbytes), nbytes)
         return gload
     if op.startswith("store_"):
         kind = op[len("store_"):]
@@ -648,20 +658,7 @@ def _ds(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         def dload(st: WaveState, w: Sel) -> None:
             em = st.em[w]
             flat = lds_flat(st, w, addr_op.reg, off16, nbytes)
-            words = _lds_gather(st, flat, nbytes)
-            if kind in ("i8", "i16", "d16_i8", "d16_hi_i8"):
-                words = _sext(words, nbytes)
-            full = np.zeros((*em.shape, nwords), np.uint32)
-            full[em] = words
-            if kind.startswith("d16"):
-                old = st.V[dst.reg][w]
-                val = full[..., 0] & np.uint32(0xFFFF)
-                new = ((old & np.uint32(0xFFFF)) | (val << np.uint32(16)) if "hi" in kind
-                       else (old & np.uint32(0xFFFF0000)) | val)
-                vwrite(st, w, dst.reg, new)
-                return
-            for k in range(nwords):
-                vwrite(st, w, dst.reg + k, full[..., k])
+            _write_loaded(st, w, em, dst.reg, kind, _lds_gather(st, flat, nbytes), nbytes)
         return dload
     if name.startswith("ds_store_"):
         kind = name[len("ds_store_"):]
