@@ -385,6 +385,7 @@ def run_step(ctx: Context, name: str, fn: StepFn, arch: str) -> list[Row]:
         ctx.progress.say(f"{name:<10} {arch}: done in an earlier run (--resume), skipped")
         return []
     t0 = time.monotonic()
+    first = len(ctx.writer.written)
     try:
         rows = fn(ctx, arch)
     except MissingPiece as exc:
@@ -396,15 +397,28 @@ def run_step(ctx: Context, name: str, fn: StepFn, arch: str) -> list[Row]:
     # one of the same cell, so a retried step replaces what it produced before.
     ctx.writer.append(rows)
     secs = time.monotonic() - t0
-    bad = sum(r.status in (Status.FAIL, Status.ERROR) for r in rows)
+    summary = _step_summary(ctx.writer.written[first:], {m.name for m in _mutant_specs()})
     if not any(r.details.get("infrastructure") for r in rows):
         # the step's mark: --resume skips it; a step that hit a missing piece has none,
         # so a resumed run retries it
         ctx.writer.append([Row("step", name, "-", arch, "step", Status.PASS,
-                               measured=round(secs, 2),
-                               message=f"{len(rows)} rows, {bad} fail/error, {secs:.1f} s")])
-    ctx.progress.say(f"{name:<10} {arch}: {len(rows)} rows, {bad} fail/error, {secs:.1f} s")
+                               measured=round(secs, 2), message=f"{summary}, {secs:.1f} s")])
+    ctx.progress.say(f"{name:<10} {arch}: {summary}, {secs:.1f} s")
     return rows
+
+
+def _step_summary(written: Sequence[Row], mutant_names: set[str]) -> str:
+    """Rows a step wrote (live-appended check cells included); failures of real kernels
+    apart from those of mutants, which are meant to fail (a mutant's verdict row passes
+    when it was killed)."""
+    bad = {Status.FAIL, Status.ERROR}
+    real = [r for r in written if r.kernel not in mutant_names or r.kind == "mutant"]
+    text = f"{len(written)} rows, {sum(r.status in bad for r in real)} fail/error"
+    on_mutants = sum(r.status in bad for r in written if r.kernel in mutant_names
+                     and r.kind != "mutant")
+    if on_mutants:
+        text += f" (+{on_mutants} failing mutant cells: kills)"
+    return text
 
 
 @dataclass(frozen=True)

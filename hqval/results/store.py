@@ -290,6 +290,9 @@ class RunWriter:
         self.path = run_dir
         self.envelope = envelope
         self.done = done
+        # every row this writer appended, in order (step summaries count from it, so rows
+        # appended live by a pytest session count too)
+        self.written: list[Row] = []
         self._rows_path = run_dir / ROWS
 
     @classmethod
@@ -343,6 +346,7 @@ class RunWriter:
         finally:
             os.close(fd)
         self.done.update(r.identity for r in batch)
+        self.written.extend(batch)
         return len(batch)
 
     def update_envelope(self, **fields: Any) -> None:
