@@ -28,6 +28,9 @@ ARCHES_YAML = ROOT / "matrices" / "arches.yaml"
 TOOLCHAIN = {"clang-19": "clang-19", "ld.lld-19": "lld-19", "llvm-objdump-19": "llvm-19",
              "llvm-readelf-19": "llvm-19"}
 BROWSER = {"chromium": "chromium"}
+# ROCm's HIP headers (Debian packages ROCm 5.2's under /usr/include/hip): the prelude test
+# builds every kernel with them and checks the machine code equals the bare-clang build.
+HIP_HEADERS = {"/usr/include/hip/hip_runtime.h": "libamdhip64-dev"}
 
 nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
@@ -54,7 +57,11 @@ def arch_names(path: Path = ARCHES_YAML) -> list[str]:
 
 
 def missing_packages(tools: dict[str, str]) -> list[str]:
-    return sorted({pkg for tool, pkg in tools.items() if shutil.which(tool) is None})
+    """Packages behind the tools (names on PATH) or files (absolute paths) not present."""
+    def present(tool: str) -> bool:
+        return Path(tool).is_file() if tool.startswith("/") else shutil.which(tool) is not None
+
+    return sorted({pkg for tool, pkg in tools.items() if not present(tool)})
 
 
 def ensure_apt(session: nox.Session, tools: dict[str, str], why: str,
@@ -69,7 +76,8 @@ def ensure_apt(session: nox.Session, tools: dict[str, str], why: str,
         session.log(f"{why}: {', '.join(packages)} missing; installing with `{line}`")
         env = {"DEBIAN_FRONTEND": "noninteractive"}
         session.run("apt-get", "update", "-qq", external=True, env=env)
-        session.run("apt-get", "install", "-y", "-qq", *packages, external=True, env=env)
+        session.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages,
+                    external=True, env=env)
         still = missing_packages(tools)
         if still:
             session.error(f"{', '.join(still)} still missing after apt-get install")
@@ -121,6 +129,9 @@ def tests(session: nox.Session) -> None:
     ensure_apt(session, TOOLCHAIN, "tests compile real code objects")
     ensure_apt(session, BROWSER, "the report test opens the HTML in headless Chromium",
                required=False)
+    if not Path("/opt/rocm/include/hip/hip_runtime.h").is_file():
+        ensure_apt(session, HIP_HEADERS, "the prelude test compares builds with ROCm's HIP "
+                   "headers", required=False)
     # hip-python imports without ROCm, so the HIP backend's API-signature tests run too;
     # NVRTC and nvdisasm need no GPU, so the CUDA builds of the kernels are tested too.
     install_suite(session, "dev,hip,cuda")

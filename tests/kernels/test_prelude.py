@@ -19,7 +19,9 @@ OBJDUMP = shutil.which("llvm-objdump-19")
 
 
 def rocm_root() -> Path | None:
-    for cand in (os.environ.get("HQVAL_ROCM_PATH"), os.environ.get("ROCM_PATH"), "/opt/rocm"):
+    # /usr: Debian's libamdhip64-dev (ROCm 5.2 headers), which nox's tests session installs
+    for cand in (os.environ.get("HQVAL_ROCM_PATH"), os.environ.get("ROCM_PATH"), "/opt/rocm",
+                 "/usr"):
         if cand and (Path(cand) / "include" / "hip" / "hip_runtime.h").is_file():
             return Path(cand)
     return None
@@ -48,7 +50,8 @@ def code(path: Path, arch: str) -> str:
 
 @pytest.mark.skipif(CLANG is None or OBJDUMP is None, reason="needs clang-19 and llvm-objdump-19")
 @pytest.mark.skipif(rocm_root() is None,
-                    reason="needs ROCm's HIP headers (set HQVAL_ROCM_PATH or install ROCm)")
+                    reason="needs ROCm's HIP headers "
+                           "(apt-get install libamdhip64-dev, or set HQVAL_ROCM_PATH)")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
 def test_hip_headers_build_the_same_machine_code(arch: str, tmp_path: Path) -> None:
     rocm = rocm_root()
