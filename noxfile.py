@@ -76,8 +76,7 @@ def ensure_apt(session: nox.Session, tools: dict[str, str], why: str,
         session.log(f"{why}: {', '.join(packages)} missing; installing with `{line}`")
         env = {"DEBIAN_FRONTEND": "noninteractive"}
         session.run("apt-get", "update", "-qq", external=True, env=env)
-        session.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages,
-                    external=True, env=env)
+        session.run("apt-get", "install", "-y", "-qq", *packages, external=True, env=env)
         still = missing_packages(tools)
         if still:
             session.error(f"{', '.join(still)} still missing after apt-get install")
