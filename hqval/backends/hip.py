@@ -58,6 +58,18 @@ def _hip() -> Any:
     return hip
 
 
+def visible_devices() -> int:
+    """How many AMD GPUs hip-python can use here: 0 without hip-python, without ROCm,
+    or with a runtime that reports an error (no device)."""
+    try:
+        hip = _hip()
+        result = hip.hipGetDeviceCount()
+    except (BackendUnavailable, RuntimeError):
+        return 0
+    err, count = result if isinstance(result, tuple) else (result, 0)
+    return int(count) if int(err) == 0 else 0
+
+
 def base_arch(gcn_arch_name: str) -> str:
     """``gfx1100:sramecc-:xnack-`` -> ``gfx1100``."""
     return gcn_arch_name.split(":", 1)[0].strip()
@@ -72,18 +84,29 @@ class HipBackend(Backend):
         self.device = device
         try:
             count = self._call("hipGetDeviceCount")
-        except RuntimeError as exc:  # hip-python's "failed to dlopen libamdhip64.so"
+        except RuntimeError as exc:
+            # hip-python's "failed to dlopen libamdhip64.so" (no ROCm), or a runtime that
+            # loads and reports an error (no AMD GPU: hipErrorNoDevice)
             raise BackendUnavailable(
-                f"backend 'hip': the HIP runtime does not load ({exc}); install ROCm "
-                "(libamdhip64.so) or choose --backend emu"
+                f"backend 'hip': no usable HIP runtime or device ({exc}); install ROCm "
+                "(libamdhip64.so) on a machine with an AMD GPU, or choose --backend emu"
             ) from exc
         if count <= device:
             raise BackendUnavailable(
                 f"backend 'hip': no HIP device {device} ({count} present); choose --backend emu"
             )
-        self._call("hipSetDevice", device)
-        props = self.hip.hipDeviceProp_t()
-        self._call("hipGetDeviceProperties", props, device)
+        try:
+            self._call("hipSetDevice", device)
+            props = self.hip.hipDeviceProp_t()
+            self._call("hipGetDeviceProperties", props, device)
+        except RuntimeError as exc:
+            # e.g. "failed to dlsym hipGetDevicePropertiesR0600": hip-python was built for a
+            # newer ROCm than the runtime installed
+            raise BackendUnavailable(
+                f"backend 'hip': the ROCm runtime and hip-python do not match ({exc}); "
+                "install the hip-python release of your ROCm version "
+                "(pip install 'hip-python==<ROCm major.minor>.*')"
+            ) from exc
         raw = props.gcnArchName
         self.gcn_arch_name = raw.decode() if isinstance(raw, bytes) else str(raw)
         raw_name = props.name
