@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -16,20 +18,28 @@ class Option:
     default: str | None = None
     repeat: bool = False
     choices: tuple[str, ...] | None = None
+    # argparse converts string defaults (and environment values) with ``type`` too
+    type: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    # the flag may come without a value, which then means ``bare`` (``--json`` -> "-")
+    bare: str | None = None
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         env_value = os.environ.get(self.env) if self.env else None
         help_text = self.help + (f" [env {self.env}]" if self.env else "")
+        kwargs: dict[str, Any] = {"help": help_text, "choices": self.choices,
+                                  "metavar": self.metavar}
+        if self.type is not None:
+            kwargs["type"] = self.type
+        if self.bare is not None:
+            kwargs.update(nargs="?", const=self.bare)
         if self.repeat:
-            default: object = env_value.split(",") if env_value else None
-            parser.add_argument(
-                *self.flags, action="append", default=default, help=help_text,
-                choices=self.choices,
-            )
+            default: object = env_value.split(",") if env_value else []
+            parser.add_argument(*self.flags, action="append", default=default, **kwargs)
         else:
             parser.add_argument(
                 *self.flags, default=env_value if env_value is not None else self.default,
-                help=help_text, choices=self.choices,
+                **kwargs,
             )
 
 
@@ -51,3 +61,18 @@ CACHE_DIR = Option(
     ("--cache-dir",), "HQVAL_CACHE",
     "content-addressed code object cache (default ~/.cache/hqval)",
 )
+JSON_PRINT = Option(
+    ("--json",), None,
+    "write the results as JSON to PATH ('-' or no PATH: stdout, instead of the table)",
+    metavar="PATH", bare="-",
+)
+SEED = Option(("--seed",), "HQVAL_SEED", "fixture and synthetic-data seed (default 0)",
+              default="0", type=int)
+JOBS = Option(("--jobs", "-j"), "HQVAL_JOBS",
+              "compiler processes at once (default: CPU count)", type=int)
+WORKERS = Option(("--workers", "-n"), "HQVAL_WORKERS",
+                 "pytest-xdist workers for the check cells ('0' runs in this process; default 2)",
+                 default="2")
+BASELINE = Option(("--baseline",), None,
+                  "baseline run directory (repeatable): a regression against it fails the cell",
+                  repeat=True, metavar="RUN")

@@ -28,9 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_admission_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baseline", action="append", default=[], metavar="RUN",
-                        help="baseline run directory (repeatable): a regression against it "
-                             "rejects the cell")
+    options.BASELINE.add_to(parser)
     parser.add_argument("--policy", default=None,
                         help="admission policy YAML (default: matrices/policy.yaml)")
 

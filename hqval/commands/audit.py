@@ -12,10 +12,9 @@ from hqval import options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for opt in (options.ARCH, options.MANIFEST, options.JSON_OUT, options.CACHE_DIR):
+    for opt in (options.ARCH, options.MANIFEST, options.JSON_OUT, options.CACHE_DIR,
+                options.JOBS):
         opt.add_to(parser)
-    parser.add_argument("--jobs", "-j", type=int, default=None,
-                        help="compiler processes at once (default: CPU count)")
     parser.add_argument("--mutants", action="store_true",
                         help="also audit kernels/mutants/mutants.yaml")
     parser.add_argument("--table", action="store_true",

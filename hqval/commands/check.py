@@ -30,10 +30,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this check (repeatable; default: all)")
     parser.add_argument("-k", dest="keyword", default=None,
                         help="pytest -k expression over cell identities")
-    parser.add_argument("--workers", "-n", default="2",
-                        help="pytest-xdist workers ('0' runs in this process; default 2)")
     parser.add_argument("--junit-xml", default=None, help="write JUnit XML here")
-    parser.add_argument("--seed", type=int, default=0, help="fixture seed (default 0)")
+    for opt in (options.WORKERS, options.SEED):
+        opt.add_to(parser)
 
 
 def arch_names(raw: list[str] | None) -> list[str]:

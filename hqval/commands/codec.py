@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hqval import options
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", dest="formats", action="append", metavar="NAME|QT",
@@ -24,10 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="FWHT-rotate --weights with this sign seed first")
     parser.add_argument("-M", type=int, default=256, help="synthetic rows (default 256)")
     parser.add_argument("-K", type=int, default=4096, help="synthetic K (default 4096)")
-    parser.add_argument("--seed", type=int, default=0, help="synthetic seed (default 0)")
-    parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
-                        help="write the table and rows as JSON to PATH ('-' or no PATH: "
-                             "stdout, instead of the markdown table)")
+    for opt in (options.SEED, options.JSON_PRINT):
+        opt.add_to(parser)
     bench = parser.add_argument_group("benchmark")
     bench.add_argument("--bench", action="store_true",
                        help="time encode + decode instead of the quality table")

@@ -22,9 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-M", type=int, default=None, help="rows (default 64 gemv, 32 gemm)")
     parser.add_argument("-K", type=int, default=1024, help="K, a multiple of 256 (default 1024)")
     parser.add_argument("-N", type=int, default=32, help="GEMM batch (default 32)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
-                        help="write the results as JSON to PATH ('-' or no PATH: stdout)")
+    for opt in (options.SEED, options.JSON_PRINT):
+        opt.add_to(parser)
     parser.add_argument("--bench", action="store_true",
                         help="time the issue's benchmark launches (exit 1 over target)")
     parser.add_argument("--repeats", type=int, default=3, help="--bench: best of N (default 3)")

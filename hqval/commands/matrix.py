@@ -19,8 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arches-file", metavar="YAML", help="arches.yaml to load instead")
     parser.add_argument("--formats-file", metavar="YAML", help="formats.yaml to load instead")
     parser.add_argument("--shapes-file", metavar="YAML", help="shapes.yaml to load instead")
-    parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
-                        help="print the matrix as JSON (to PATH if given, else stdout)")
+    options.JSON_PRINT.add_to(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,11 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out: steps and cells already recorded "
                              "are skipped")
-    parser.add_argument("--baseline", action="append", default=[], metavar="RUN",
-                        help="baseline run directory: a regression against it fails the run")
-    parser.add_argument("--seed", type=int, default=0, help="fixture seed (default 0)")
-    parser.add_argument("--workers", "-n", default="2",
-                        help="pytest-xdist workers for the check cells ('0': in process)")
+    for opt in (options.BASELINE, options.SEED, options.WORKERS):
+        opt.add_to(parser)
     parser.add_argument("--no-mutants", action="store_true", help="skip the mutants step")
     parser.add_argument("--no-timing", action="store_true",
                         help="skip timing even on hardware")

@@ -1,0 +1,57 @@
+"""Shared CLI options: one definition each, environment variables as defaults, argparse
+types applied to those defaults, ``--json`` with or without a path."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from hqval import options
+
+
+def _parser(*opts: options.Option) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser()
+    for o in opts:
+        o.add_to(p)
+    return p
+
+
+def test_environment_value_is_the_default_and_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HQVAL_SEED", "7")
+    monkeypatch.setenv("HQVAL_JOBS", "3")
+    args = _parser(options.SEED, options.JOBS).parse_args([])
+    assert args.seed == 7 and args.jobs == 3
+    assert _parser(options.SEED).parse_args(["--seed", "9"]).seed == 9
+
+
+def test_defaults_without_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HQVAL_SEED", "HQVAL_JOBS", "HQVAL_WORKERS", "HQVAL_ARCH"):
+        monkeypatch.delenv(var, raising=False)
+    args = _parser(options.SEED, options.JOBS, options.WORKERS, options.ARCH).parse_args([])
+    assert (args.seed, args.jobs, args.workers, args.arch) == (0, None, "2", [])
+
+
+def test_repeatable_option_collects_and_reads_a_comma_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HQVAL_ARCH", raising=False)
+    p = _parser(options.ARCH, options.BASELINE)
+    args = p.parse_args(["--arch", "gfx1100", "--arch", "gfx1201", "--baseline", "runs/a"])
+    assert args.arch == ["gfx1100", "gfx1201"] and args.baseline == ["runs/a"]
+    monkeypatch.setenv("HQVAL_ARCH", "gfx1030,gfx1151")
+    assert _parser(options.ARCH).parse_args([]).arch == ["gfx1030", "gfx1151"]
+
+
+def test_json_print_without_a_path_means_stdout() -> None:
+    p = _parser(options.JSON_PRINT)
+    assert p.parse_args(["--json"]).json == "-"
+    assert p.parse_args(["--json", "out.json"]).json == "out.json"
+    assert p.parse_args([]).json is None
+
+
+def test_a_bad_choice_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        _parser(options.BACKEND).parse_args(["--backend", "vulkan"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
