@@ -154,3 +154,7 @@ def test_nightly_workflow() -> None:
     assert any("hqval report runs/run-* -o report" in r for r in merge_runs)
     admit = [r for r in merge_runs if "hqval admit" in r]
     assert admit and "|| true" not in admit[0] and "continue-on-error" not in merge["steps"][-1]
+    # regressions are judged against the last accepted night, which is then replaced
+    assert "--baseline" in admit[0]
+    assert merge_runs.index(admit[0]) < len(merge_runs) - 1
+    assert 'mv "$BASELINE.new" "$BASELINE"' in merge_runs[-1]
