@@ -653,7 +653,6 @@ def _ds(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
             return None
         nbytes = ds_size
         dst, addr_op = ops[0], ops[1]
-        nwords = max(1, nbytes // 4)
 
         def dload(st: WaveState, w: Sel) -> None:
             em = st.em[w]
