@@ -55,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--costs-out", metavar="FILE",
                         help="with --predict: save the measured costs for a device run")
     parser.add_argument("--no-copy", action="store_true", help="skip the copy-bandwidth ceiling")
+    parser.add_argument("--no-read-floor", action="store_true",
+                        help="skip the per-cell read floor (the weights read once, nothing else)")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch.mv baseline")
 
 
@@ -114,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         arch=arch, shapes=_shapes(args),
         modes=list(MODES) if args.mode == "both" else [args.mode],
         rows=_rows(args, arch), candidates=candidates, config=config,
-        max_reruns=args.max_reruns, copy=not args.no_copy, torch=not args.no_torch,
+        max_reruns=args.max_reruns, copy=not args.no_copy,
+        read_floor=not args.no_read_floor, torch=not args.no_torch,
         costs=_load_costs(args.costs),
     )
     try:
@@ -235,8 +238,8 @@ def bench_envelope(backend: Any, arch: str, plan: Any) -> dict[str, Any]:
 def format_table(rows: list[Any]) -> str:
     """Plain text: one line per timing cell, prediction beside measurement if present."""
     lines = [f"{'cell':58} {'status':6} {'ratio':>7} {'95% CI':>17} {'p':>8} "
-             f"{'us(v1)':>8} {'us(B)':>8} {'GB/s':>6} {'%copy':>6} {'xtorch':>6} {'cache':>5} "
-             f"{'pred':>6}"]
+             f"{'us(v1)':>8} {'us(B)':>8} {'GB/s':>6} {'%copy':>6} {'%floor':>6} {'xtorch':>6} "
+             f"{'cache':>5} {'pred':>6}"]
     for r in rows:
         d = r.details
         if r.check.startswith("timing_") and not r.check.startswith("timing_aa"):
@@ -246,6 +249,7 @@ def format_table(rows: list[Any]) -> str:
                 f"[{st['ci_low']:.4f},{st['ci_high']:.4f}] {st['mwu_p']:8.2g} "
                 f"{d['median_us_a']:8.2f} {d['median_us_b']:8.2f} {d['gbps_b']:6.0f} "
                 f"{100 * d.get('frac_copy_b', float('nan')):6.1f} "
+                f"{100 * d.get('frac_read_floor_b', float('nan')):6.1f} "
                 f"{d.get('speedup_vs_torch_b', float('nan')):6.2f} "
                 f"{'yes' if d['cache_resident'] else 'no':>5} "
                 f"{d.get('predicted_ratio', float('nan')):6.3f}")

@@ -1,5 +1,6 @@
 """Reference ceilings timed in the same run as the kernels: device-to-device copy
-bandwidth, and ``torch.mv`` on bf16 weights of the same shape (CUDA only)."""
+bandwidth, the read floor of a cell's own weight copies (``kernels/stream_read.hip``), and
+``torch.mv`` on bf16 weights of the same shape (CUDA only)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from hqval.backends.base import Backend
+from hqval.backends.base import Backend, Buffer
+from hqval.manifest import KERNELS_DIR, KernelSpec
 from hqval.timing.gemv import Shape
 from hqval.timing.harness import Arm, QueueFiller, TimingConfig, time_single
 from hqval.timing.schedule import Mode, rotation_copies
 
 # 1 GiB each way: ~0.5 ms on an H200, far past launch overhead and 20x its L2.
 COPY_BYTES = 1 << 30
+STREAM_READ_SOURCE = KERNELS_DIR / "stream_read.hip"
+STREAM_READ_BLOCK = 256
+# 16-byte words per thread: four passes of four loads in flight, ~0.4% of the bytes written.
+STREAM_READ_WORDS = 16
 
 
 @dataclass(frozen=True)
@@ -76,3 +82,54 @@ def torch_mv_bf16(backend: Backend, shape: Shape, mode: Mode, llc_bytes: int,
     del weights
     torch.cuda.synchronize()
     return Baseline("torch_mv_bf16", runs, wbytes + 2 * shape.K + 2 * shape.M)
+
+
+def stream_read_spec() -> KernelSpec:
+    return KernelSpec(name="hqval_stream_read", source=STREAM_READ_SOURCE,
+                      symbol="hqval_stream_read", qt=0, kind="baseline",
+                      include_dirs=(KERNELS_DIR / "include",),
+                      block=STREAM_READ_BLOCK)
+
+
+def stream_read_threads(n16: int) -> int:
+    """Threads of the read floor for ``n16`` 16-byte words: whole blocks of 256."""
+    blocks = max(1, -(-n16 // (STREAM_READ_WORDS * STREAM_READ_BLOCK)))
+    return blocks * STREAM_READ_BLOCK
+
+
+def stream_read_expected(data: np.ndarray, threads: int) -> np.ndarray:
+    """What ``hqval_stream_read`` writes: thread t XORs 16-byte words t, t + threads, ..."""
+    words = np.ascontiguousarray(data[: (data.nbytes // 16) * 16]).view(np.uint32)
+    per_word = np.bitwise_xor.reduce(words.reshape(-1, 4), axis=1)
+    padded = np.zeros(-(-per_word.size // threads) * threads, dtype=np.uint32)
+    padded[: per_word.size] = per_word
+    out: np.ndarray = np.bitwise_xor.reduce(padded.reshape(-1, threads), axis=0)
+    return out
+
+
+def stream_read(backend: Backend, buffers: list[Buffer], nbytes: int, config: TimingConfig,
+                filler: QueueFiller | None) -> Baseline:
+    """The read floor of a cell: each of its rotating weight copies read once per sample
+    with 16-byte loads and nothing else, verified against numpy before it is timed."""
+    n16 = nbytes // 16
+    if n16 == 0 or n16 >= 2**31:
+        raise ValueError(f"stream_read: {nbytes} B is outside 16 B .. 32 GiB")
+    threads = stream_read_threads(n16)
+    program = backend.load(stream_read_spec())
+    out = backend.alloc(4 * threads)
+    grid, block = (threads // STREAM_READ_BLOCK, 1, 1), (STREAM_READ_BLOCK, 1, 1)
+    try:
+        arg_sets: list[list[Buffer | int]] = [[b, n16, out, threads] for b in buffers]
+        backend.launch(program, grid, block, arg_sets[0])
+        backend.synchronize()
+        got = backend.copy_out(out).view(np.uint32)
+        want = stream_read_expected(backend.copy_out(buffers[0], 16 * n16), threads)
+        if not np.array_equal(got, want):
+            bad = int(np.count_nonzero(got != want))
+            raise RuntimeError(f"stream_read: {bad} of {threads} threads read wrong bytes; "
+                               "not timing a wrong read floor")
+        arm = Arm.kernel("stream_read", backend, program, grid, block, arg_sets)
+        runs = time_single(backend, arm, config, filler)
+    finally:
+        backend.free(out)
+    return Baseline("stream_read", runs, 16 * n16)

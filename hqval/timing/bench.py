@@ -1,4 +1,5 @@
-"""The timing run: A/A control, v2-family vs qt=1 cells, copy and torch.mv ceilings.
+"""The timing run: A/A control, v2-family vs qt=1 cells; copy, read-floor and torch.mv
+ceilings.
 
 Everything here runs sequentially on one device (timing cells are never concurrent).
 For each rows-per-block R, mode and shape: an A/A cell (qt=1 against a second copy of
@@ -18,7 +19,7 @@ import numpy as np
 from hqval.backends.base import Backend
 from hqval.result import Row, Status
 from hqval.timing import stats
-from hqval.timing.baselines import Baseline, copy_bandwidth, torch_mv_bf16
+from hqval.timing.baselines import Baseline, copy_bandwidth, stream_read, torch_mv_bf16
 from hqval.timing.cost import ArchRates, KernelCost, predict_ratio
 from hqval.timing.gemv import GemvSetup, Shape, effective_gbps, gemv_bytes, setup_gemv
 from hqval.timing.harness import TimingConfig, filler_for, time_pair
@@ -54,6 +55,7 @@ class BenchPlan:
     config: TimingConfig = field(default_factory=TimingConfig)
     max_reruns: int = 2
     copy: bool = True
+    read_floor: bool = True
     torch: bool = True
     seed: int = 0
     # Instruction costs per kernel name (hqval.timing.cost), for predictions beside
@@ -223,6 +225,24 @@ def _shape_cells(
                      "copies": len(a.weights)}))
         progress(f"[{mode} {shape.name} R={v1_spec.rows_per_block}] {msg}")
 
+        # The read floor: arm A's own weight copies, each read once per sample.
+        floor: Baseline | None = None
+        if plan.read_floor:
+            floor = stream_read(backend, a.weights, nbytes, cfg, filler)
+            rows.append(Row(
+                kind="timing", check=f"stream_read_{mode}",
+                kernel=_cell_name("stream_read", shape), arch=arch, backend=name,
+                status=Status.PASS, measured=floor.median_us,
+                derivation="median event time (us) of reading the cell's weight bytes once "
+                           "with 16-byte loads (kernels/stream_read.hip): no GEMV of these "
+                           "bytes can be faster in this run",
+                message=f"{floor.median_us:.2f} us, {floor.gbps:.0f} GB/s read floor",
+                details={"mode": mode, "shape": shape.name, "samples_us": floor.runs,
+                         "gbps": floor.gbps, "nbytes": floor.nbytes,
+                         "copies": len(a.weights)}))
+            progress(f"[{mode} {shape.name}] read floor {floor.median_us:.2f} us "
+                     f"{floor.gbps:.0f} GB/s")
+
         torch_base: Baseline | None = None
         if plan.torch and backend.name == "cuda":
             torch_base = torch_mv_bf16(backend, shape, mode, facts.llc_bytes, cfg, filler)
@@ -263,6 +283,11 @@ def _shape_cells(
                 if c1 is not None and c2 is not None:
                     details.update(predict_ratio(c1, c2, shape, rates, mode,
                                                  s.spec.rows_per_block).to_dict())
+            if floor is not None:
+                details["read_floor_us"] = floor.median_us
+                details["read_floor_gbps"] = floor.gbps
+                # 1.0 = as fast as merely reading the weights.
+                details["frac_read_floor_b"] = floor.median_us / med_b
             if torch_base is not None:
                 details["torch_us"] = torch_base.median_us
                 details["speedup_vs_torch_b"] = torch_base.median_us / med_b

@@ -81,12 +81,14 @@ def test_table_prints_cells_and_messages() -> None:
     cell = Row(kind="timing", check="timing_cold", kernel="gemv_mq4g256v2_r1@17408x5120",
                arch="sm_90", backend="cuda", status=Status.FAIL, measured=1.0123,
                details={"stats": stats, "median_us_a": 34.0, "median_us_b": 34.4,
-                        "gbps_b": 1400.0, "frac_copy_b": 0.33, "speedup_vs_torch_b": 1.4,
+                        "gbps_b": 1400.0, "frac_copy_b": 0.33, "frac_read_floor_b": 0.456,
+                        "speedup_vs_torch_b": 1.4,
                         "cache_resident": False, "predicted_ratio": 1.002})
     copy = Row(kind="timing", check="copy_bandwidth", kernel="device_copy", arch="sm_90",
                backend="cuda", status=Status.PASS, message="4254 GB/s device-to-device")
     text = bench.format_table([copy, cell])
     lines = text.splitlines()
     assert "4254 GB/s" in lines[1]
-    assert "1.0123" in lines[2] and "33.0" in lines[2] and "1.002" in lines[2]
+    assert "1.0123" in lines[2] and "33.0" in lines[2] and "45.6" in lines[2]
+    assert "1.002" in lines[2]
     assert lines[2].split()[1] == "fail"
