@@ -114,6 +114,10 @@ def stream_read(backend: Backend, buffers: list[Buffer], nbytes: int, config: Ti
     n16 = nbytes // 16
     if n16 == 0 or n16 >= 2**31:
         raise ValueError(f"stream_read: {nbytes} B is outside 16 B .. 32 GiB")
+    short = [b.nbytes for b in buffers if b.nbytes < nbytes]
+    if not buffers or short:
+        raise ValueError(f"stream_read: reading {nbytes} B needs buffers at least that large "
+                         f"(got {[b.nbytes for b in buffers]}); pass the weight bytes")
     threads = stream_read_threads(n16)
     program = backend.load(stream_read_spec())
     out = backend.alloc(4 * threads)

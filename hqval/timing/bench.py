@@ -225,10 +225,11 @@ def _shape_cells(
                      "copies": len(a.weights)}))
         progress(f"[{mode} {shape.name} R={v1_spec.rows_per_block}] {msg}")
 
-        # The read floor: arm A's own weight copies, each read once per sample.
+        # The read floor: arm A's own weight copies, each read once per sample (the
+        # weights only: x and y, a few KB, are left out).
         floor: Baseline | None = None
         if plan.read_floor:
-            floor = stream_read(backend, a.weights, nbytes, cfg, filler)
+            floor = stream_read(backend, a.weights, a.weight_bytes, cfg, filler)
             rows.append(Row(
                 kind="timing", check=f"stream_read_{mode}",
                 kernel=_cell_name("stream_read", shape), arch=arch, backend=name,

@@ -63,3 +63,10 @@ def test_kernel_builds_with_nvrtc_for_the_h200() -> None:
     cubin = cuda.compile_source(spec.source.read_text(), "sm_90", name=spec.source.name,
                                 include_dirs=spec.include_dirs)
     assert b"hqval_stream_read" in cubin.image
+
+
+def test_a_read_longer_than_its_buffers_is_refused_before_any_launch() -> None:
+    be = EmuBackend("gfx1100")
+    buf = be.alloc(1024)
+    with pytest.raises(ValueError, match="needs buffers at least that large"):
+        baselines.stream_read(be, [buf], 2048, None, None)  # type: ignore[arg-type]
