@@ -1,8 +1,9 @@
 // The read floor of a timing cell: every 16-byte word of a buffer read exactly once,
 // grid-stride, four loads in flight per thread, nothing else.  A GEMV that has to read the
-// same weight bytes cannot run faster than this on the same device in the same run, so
-// `hqval bench` reports each cell's time against it (hqval/timing/baselines.py) beside
-// the 1 GiB copy bandwidth, which a read of tens of MB does not reach.
+// same weight bytes is not expected to run faster than this on the same device in the same
+// run (a plain read, not a proven bound), so `hqval bench` reports each cell's time against
+// it (hqval/timing/baselines.py) beside the 1 GiB copy bandwidth, which a read of tens of
+// MB does not reach.
 //
 // NAME(const words* p, int n16, unsigned int* out, int threads): thread i of `threads`
 // (grid.x = threads / 256, block 256) XORs words i, i + threads, ... into out[i], so the

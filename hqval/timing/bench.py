@@ -235,8 +235,8 @@ def _shape_cells(
                 kernel=_cell_name("stream_read", shape), arch=arch, backend=name,
                 status=Status.PASS, measured=floor.median_us,
                 derivation="median event time (us) of reading the cell's weight bytes once "
-                           "with 16-byte loads (kernels/stream_read.hip): no GEMV of these "
-                           "bytes can be faster in this run",
+                           "with a plain 16-byte-load kernel (kernels/stream_read.hip): a "
+                           "GEMV that reads the same bytes is not expected to beat it",
                 message=f"{floor.median_us:.2f} us, {floor.gbps:.0f} GB/s read floor",
                 details={"mode": mode, "shape": shape.name, "samples_us": floor.runs,
                          "gbps": floor.gbps, "nbytes": floor.nbytes,
