@@ -4,9 +4,12 @@ default and help together (nox's _options style).  A subcommand picks the ones i
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -76,3 +79,16 @@ WORKERS = Option(("--workers", "-n"), "HQVAL_WORKERS",
 BASELINE = Option(("--baseline",), None,
                   "baseline run directory (repeatable): a regression against it fails the cell",
                   repeat=True, metavar="RUN")
+
+
+def write_json(payload: Any, dest: str) -> None:
+    """``payload`` as indented JSON to ``dest`` (``-``: standard output).  A file is written
+    beside itself and renamed into place, so an interrupted run leaves no half-written file."""
+    text = json.dumps(payload, indent=1) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(dest)
+    tmp = path.with_name(f".{path.name}.partial")
+    tmp.write_text(text)
+    os.replace(tmp, path)

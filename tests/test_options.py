@@ -4,6 +4,8 @@ types applied to those defaults, ``--json`` with or without a path."""
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +57,13 @@ def test_a_bad_choice_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
         _parser(options.BACKEND).parse_args(["--backend", "vulkan"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_write_json_to_a_file_whole_and_to_stdout(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / "out.json"
+    options.write_json({"a": [1, 2]}, str(dest))
+    assert json.loads(dest.read_text()) == {"a": [1, 2]}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no partial file left
+    options.write_json({"b": 3}, "-")
+    assert json.loads(capsys.readouterr().out) == {"b": 3}

@@ -11,7 +11,6 @@ run stayed noisy, 2 on bad input or a backend that cannot run.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
                                 emit=writer.append if writer else (lambda r: None))
     print(format_table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"envelope": envelope, "rows": [r.to_dict() for r in rows]}, indent=1) + "\n")
+        options.write_json({"envelope": envelope, "rows": [r.to_dict() for r in rows]},
+                           args.json)
     return 0 if all(r.status.ok for r in rows) else 1
 
 

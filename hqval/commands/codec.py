@@ -5,8 +5,6 @@ run it under ``taskset -c 0`` to measure one core)."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +60,6 @@ def _shape(text: str) -> tuple[int, int]:
     return m, k
 
 
-def _emit(payload: dict[str, Any], dest: str) -> None:
-    text = json.dumps(payload, indent=1) + "\n"
-    if dest == "-":
-        sys.stdout.write(text)
-    else:
-        Path(dest).write_text(text)
-
-
 def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
 
@@ -97,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     table = quality.quality_table(datasets, fmts)
     rows = quality.direction_rows(table)
     if args.json:
-        _emit({"table": [q.to_dict() for q in table],
+        options.write_json({"table": [q.to_dict() for q in table],
                "rows": [r.to_dict() for r in quality.table_rows(table) + rows]}, args.json)
     if args.json != "-":
         print(quality.format_table(table))
@@ -115,7 +105,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     res["target_s"] = args.target_s
     res["met"] = res["total_s"] <= args.target_s
     if args.json:
-        _emit(res, args.json)
+        options.write_json(res, args.json)
     if args.json != "-":
         print(f"{res['format']} (qt={res['qt']}) {M}x{K}: encode {res['encode_s']:.3f} s + "
               f"decode {res['decode_s']:.3f} s = {res['total_s']:.3f} s "

@@ -10,14 +10,12 @@ cores, warm <= 3 s).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hqval import options
@@ -65,7 +63,7 @@ def arches_of(raw: Sequence[str] | None) -> list[Any]:
 
 
 def write_rows(path: str, rows: Sequence[Row]) -> None:
-    Path(path).write_text(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
+    options.write_json([r.to_dict() for r in rows], path)
 
 
 def print_rows(rows: Sequence[Row], verbose: bool, what: str) -> None:
@@ -137,5 +135,5 @@ def bench(args: argparse.Namespace, compiler_version: str) -> int:
                 sys.stderr.write(proc.stderr)
                 return 2
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        options.write_json(results, args.json)
     return 0 if results["cold"]["ok"] and results["warm"]["ok"] else 1

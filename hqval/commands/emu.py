@@ -6,8 +6,6 @@ gfx1100 and gfx1201 <= 10 s).  Run under ``taskset -c 0`` to measure one core.""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 from hqval import options
@@ -95,12 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 if not r.ok:
                     status = 1
     if args.json:
-        text = json.dumps({"rows": [row.to_dict() for row in rows]}, indent=1) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text)
+        options.write_json({"rows": [row.to_dict() for row in rows]}, args.json)
     return status
 
 
@@ -131,12 +124,7 @@ def _coverage(args: argparse.Namespace, manifest: Any) -> int:
             if names:
                 status = 1
     if args.json:
-        text = json.dumps({"coverage": rows}, indent=1) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text)
+        options.write_json({"coverage": rows}, args.json)
     return status
 
 

@@ -5,9 +5,6 @@ gemv_rows_default, devices, formats, shapes, kernels with the arches each applie
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from hqval import options
@@ -38,11 +35,8 @@ def run(args: argparse.Namespace) -> int:
     for k in m["kernels"]:
         k["arches"] = [a for a in k["arches"] if a in keep]
     if args.json:
-        text = json.dumps(m, indent=1) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text)
+        options.write_json(m, args.json)
+        if args.json != "-":
             print(f"hqval matrix: wrote {args.json}")
         return 0
     print(render(m))
