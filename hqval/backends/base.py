@@ -9,7 +9,7 @@ backend that cannot run is an error, never a silent skip or switch).
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -113,3 +113,17 @@ class Backend(abc.ABC):
     def copy_device(self, dst: Buffer, src: Buffer, nbytes: int) -> None:
         """Device-to-device copy (the timing issue's bandwidth ceiling)."""
         raise NotImplementedError(f"need device copies: backend {self.name!r}")
+
+
+def unwrap_status(fn: str, result: Any, describe: Callable[[Any], str]) -> Any:
+    """A binding call's ``(status, *values)`` as cuda-bindings and hip-python return it:
+    RuntimeError("FN failed: ...") when the status is not 0, else None, the value, or the
+    values.  ``describe`` turns a failing status into the runtime's own words."""
+    if not isinstance(result, tuple):
+        result = (result,)
+    err, rest = result[0], result[1:]
+    if int(err) != 0:
+        raise RuntimeError(f"{fn} failed: {describe(err)}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest

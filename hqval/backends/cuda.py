@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hqval.backends.base import Backend, BackendUnavailable, Buffer, LaunchInfo, Program
+from hqval.backends.base import (
+    Backend,
+    BackendUnavailable,
+    Buffer,
+    LaunchInfo,
+    Program,
+    unwrap_status,
+)
 
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
@@ -209,17 +216,12 @@ class CudaBackend(Backend):
 
     # -- plumbing ---------------------------------------------------------------------
     def _call(self, fn: str, *args: Any) -> Any:
-        result = getattr(self.cu, fn)(*args)
-        if not isinstance(result, tuple):
-            result = (result,)
-        err, rest = result[0], result[1:]
-        if int(err) != 0:
-            _, text = self.cu.cuGetErrorString(err)
-            msg = text.decode() if isinstance(text, bytes) else str(text)
-            raise RuntimeError(f"{fn} failed: {err.name if hasattr(err, 'name') else err} {msg}")
-        if not rest:
-            return None
-        return rest[0] if len(rest) == 1 else rest
+        return unwrap_status(fn, getattr(self.cu, fn)(*args), self._describe)
+
+    def _describe(self, err: Any) -> str:
+        _, text = self.cu.cuGetErrorString(err)
+        msg = text.decode() if isinstance(text, bytes) else str(text)
+        return f"{err.name if hasattr(err, 'name') else err} {msg}"
 
     def _attr(self, attribute: Any) -> int:
         return int(self._call("cuDeviceGetAttribute", attribute, self.dev))

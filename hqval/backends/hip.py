@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hqval.backends.base import Backend, BackendUnavailable, Buffer, LaunchInfo, Program
+from hqval.backends.base import (
+    Backend,
+    BackendUnavailable,
+    Buffer,
+    LaunchInfo,
+    Program,
+    unwrap_status,
+)
 
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
@@ -120,16 +127,11 @@ class HipBackend(Backend):
         self._modules: list[Any] = []
 
     def _call(self, fn: str, *args: Any) -> Any:
-        result = getattr(self.hip, fn)(*args)
-        if not isinstance(result, tuple):
-            result = (result,)
-        err, rest = result[0], result[1:]
-        if int(err) != 0:
-            _, text = self.hip.hipGetErrorString(err)
-            raise RuntimeError(f"{fn} failed: {err} {text}")
-        if not rest:
-            return None
-        return rest[0] if len(rest) == 1 else rest
+        return unwrap_status(fn, getattr(self.hip, fn)(*args), self._describe)
+
+    def _describe(self, err: Any) -> str:
+        _, text = self.hip.hipGetErrorString(err)
+        return f"{err} {text}"
 
     def device_name(self) -> str:
         return f"{self._device_name} ({self.gcn_arch_name})"
