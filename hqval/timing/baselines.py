@@ -112,13 +112,13 @@ def stream_read(backend: Backend, buffers: list[Buffer], nbytes: int, config: Ti
     """The read floor of a cell: each of its rotating weight copies read once per sample
     with 16-byte loads and nothing else, verified against numpy before it is timed."""
     n16 = nbytes // 16
-    if n16 == 0 or n16 >= 2**31:
-        raise ValueError(f"stream_read: {nbytes} B is outside 16 B .. 32 GiB")
+    threads = stream_read_threads(max(n16, 1))
+    if n16 == 0 or n16 + 4 * threads >= 2**31:  # the kernel's int indices stay in range
+        raise ValueError(f"stream_read: {nbytes} B is outside 16 B .. ~30 GiB")
     short = [b.nbytes for b in buffers if b.nbytes < nbytes]
     if not buffers or short:
         raise ValueError(f"stream_read: reading {nbytes} B needs buffers at least that large "
                          f"(got {[b.nbytes for b in buffers]}); pass the weight bytes")
-    threads = stream_read_threads(n16)
     program = backend.load(stream_read_spec())
     out = backend.alloc(4 * threads)
     grid, block = (threads // STREAM_READ_BLOCK, 1, 1), (STREAM_READ_BLOCK, 1, 1)
