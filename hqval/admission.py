@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from hqval import markdown as md
 from hqval.result import Row, Status
 
 POLICY_PATH = Path(__file__).resolve().parent.parent / "matrices" / "policy.yaml"
@@ -472,12 +473,9 @@ def admit(
 
 
 def to_markdown(adm: Admission) -> str:
-    lines = ["| arch | format | path | status | reasons |", "| --- | --- | --- | --- | --- |"]
-    for c in adm.cells:
-        reasons = "; ".join(c.reasons).replace("|", "\\|")
-        lines.append(f"| {c.arch} | qt={c.qt} {c.format} | {c.path} | **{c.status}** | "
-                     f"{reasons} |")
-    return "\n".join(lines) + "\n"
+    return md.table(["arch", "format", "path", "status", "reasons"],
+                    [[c.arch, f"qt={c.qt} {c.format}", c.path, md.bold(c.status),
+                      md.join(c.reasons, "; ")] for c in adm.cells]) + "\n"
 
 
 def dumps(adm: Admission) -> str:

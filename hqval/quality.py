@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from hqval import markdown as md
 from hqval.formats import GROUP_WEIGHTS, Format, all_formats, by_qt
 from hqval.formats.base import F32Array
 from hqval.result import Row, Status
@@ -150,14 +151,13 @@ def format_table(table: Sequence[Quality]) -> str:
         out.append(f"### {dataset}: {n:,} weights ({n // GROUP_WEIGHTS:,} groups), "
                    f"tail threshold |w| >= {rows[0].tail_threshold:.4e}")
         out.append("")
-        out.append("| format | qt | status | B/group | MSE | vs qt13 | tail-1% MSE | vs qt13 "
-                   "| max_rel |")
-        out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|")
-        for q in rows:
-            dm = f"{q.mse / base.mse - 1:+.1%}" if base else ""
-            dt = f"{q.tail_mse / base.tail_mse - 1:+.1%}" if base else ""
-            out.append(f"| {q.format} | {q.qt} | {q.status} | {q.group_bytes} | {q.mse:.4e} "
-                       f"| {dm} | {q.tail_mse:.4e} | {dt} | {q.max_rel:.3%} |")
+        out.append(md.table(
+            ["format", "qt", "status", "B/group", "MSE", "vs qt13", "tail-1% MSE", "vs qt13",
+             "max_rel"],
+            [[q.format, q.qt, q.status, q.group_bytes, f"{q.mse:.4e}",
+              f"{q.mse / base.mse - 1:+.1%}" if base else "", f"{q.tail_mse:.4e}",
+              f"{q.tail_mse / base.tail_mse - 1:+.1%}" if base else "", f"{q.max_rel:.3%}"]
+             for q in rows], align="lrlrrrrrr"))
         out.append("")
     return "\n".join(out)
 

@@ -3,6 +3,7 @@ written through the real results store (used by the results, report and command 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -85,3 +86,56 @@ def make_run(tmp_path: Path) -> RunFactory:
         return w.path
 
     return make
+
+
+def live_markup(markdown: str) -> list[str]:
+    """The markup a renderer would act on in ``markdown``, outside code spans and backslash
+    escapes: raw HTML, links/images, autolinks and strikethrough are what a row's own text
+    must never produce.  Returns the offending snippets (empty when clean).
+    The scanner follows CommonMark: a backslash escapes the next punctuation character, and
+    a run of n backticks opens a code span closed by the next run of exactly n."""
+    found: list[str] = []
+    for line in markdown.splitlines():
+        plain, i = [], 0
+        while i < len(line):
+            ch = line[i]
+            if ch == "\\" and i + 1 < len(line):
+                plain.append(" ")
+                i += 2
+                continue
+            if ch == "`":
+                n = len(line[i:]) - len(line[i:].lstrip("`"))
+                j = i + n
+                while True:
+                    k = line.find("`" * n, j)
+                    if k < 0:
+                        break
+                    m = len(line[k:]) - len(line[k:].lstrip("`"))
+                    if m == n:
+                        break
+                    j = k + m
+                if k < 0:
+                    found.append(f"unclosed code span in {line!r}")
+                    break
+                plain.append(" ")
+                i = k + n
+                continue
+            plain.append(ch)
+            i += 1
+        s = "".join(plain)
+        for pat in (r"<[A-Za-z/!?]", r"\[", r"\]\(", "://", r"www\.", "@", "~~"):
+            if re.search(pat, s):
+                found.append(f"{pat!r} in {line!r}")
+    return found
+
+
+def table_cells(line: str) -> int:
+    """Cells in a GFM table row: every ``|`` splits, code spans included, unless escaped."""
+    pipes, i = 0, 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        pipes += line[i] == "|"
+        i += 1
+    return pipes - 1

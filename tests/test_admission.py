@@ -277,3 +277,16 @@ def test_failures_on_arches_outside_the_policy_fail_the_gate() -> None:
                            "timing_cold[gemv44@4096x5120|sm_90|cuda]")
     assert adm.exit_code == 1
     assert {c.arch for c in adm.cells} == {"gfx1100"}
+
+
+def test_markdown_escapes_reasons() -> None:
+    from .conftest import live_markup, table_cells  # type: ignore[import-not-found]
+
+    rows = [r if r.kernel != "gemv44" or r.check != "reference_parity" else
+            Row(r.kind, r.check, r.kernel, r.arch, r.backend, Status.FAIL,
+                message="bad | <img src=x> [a](https://e.example)")
+            for r in full_emu("gfx1201")]
+    md = to_markdown(run(rows))
+    assert "**rejected**" in md
+    assert live_markup(md) == []
+    assert {table_cells(line) for line in md.splitlines()} == {5}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from hqval import markdown as md
 from hqval import options
 
 
@@ -46,18 +47,19 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         if args.table:
             print(f"## {arch.name}")
-            print("| kernel | VGPR | SGPR | spill v/s | scratch | LDS | occupancy | VALU | SALU "
-                  "| SMEM | VMEM | loop VALU |")
-            print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            table = []
             for spec, res in mine:
                 if res is None or not res.ok or res.code_object is None:
                     continue
                 s = summary(analyze(res.code_object, arch.name)[spec.symbol], arch)
                 c, lc = s["classes"], s["loop_classes"]
-                print(f"| {spec.name} | {s['vgpr']} | {s['sgpr']} | {s['vgpr_spill']}/"
-                      f"{s['sgpr_spill']} | {s['scratch']} | {s['lds']} | {s['occupancy']} "
-                      f"| {c.get('valu', 0)} | {c.get('salu', 0)} | {c.get('smem', 0)} "
-                      f"| {c.get('vmem', 0)} | {lc.get('valu', 0)} |")
+                table.append([spec.name, s["vgpr"], s["sgpr"],
+                              f"{s['vgpr_spill']}/{s['sgpr_spill']}", s["scratch"], s["lds"],
+                              s["occupancy"], c.get("valu", 0), c.get("salu", 0),
+                              c.get("smem", 0), c.get("vmem", 0), lc.get("valu", 0)])
+            print(md.table(["kernel", "VGPR", "SGPR", "spill v/s", "scratch", "LDS",
+                            "occupancy", "VALU", "SALU", "SMEM", "VMEM", "loop VALU"],
+                           table, align="lrrlrrrrrrrr"))
     print_rows(rows, args.verbose, "audit")
     print(f"hqval audit: {len(arches)} arches, {time.perf_counter() - t0:.2f} s")
     if args.json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from hqval import markdown as md
 from hqval import options
 
 
@@ -44,26 +45,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(m: dict[str, Any]) -> str:
-    out = ["## arches", "",
-           "| arch | family | product | wave | wmma | VGPRs/SIMD | gemv_rows_default | CUs "
-           "| boost MHz | f32 TFLOPS | L2 MiB | IC MiB | GB/s |",
-           "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for n, a in m["arches"].items():
-        out.append(f"| {n} | {a['family']} | {a['product']} | {a['wave_size']} | {a['wmma']} "
-                   f"| {a['vgprs_per_simd']} | {a['gemv_rows_default']} | {a['cu_count']} "
-                   f"| {a['boost_mhz']} | {a['peak_f32_gflops'] / 1000:.1f} | {a['l2_mib']} "
-                   f"| {a['infinity_cache_mib']} | {a['vram_gbps']} |")
+    out = ["## arches", "", md.table(
+        ["arch", "family", "product", "wave", "wmma", "VGPRs/SIMD", "gemv_rows_default", "CUs",
+         "boost MHz", "f32 TFLOPS", "L2 MiB", "IC MiB", "GB/s"],
+        [[n, a["family"], a["product"], a["wave_size"], a["wmma"], a["vgprs_per_simd"],
+          a["gemv_rows_default"], a["cu_count"], a["boost_mhz"],
+          f"{a['peak_f32_gflops'] / 1000:.1f}", a["l2_mib"], a["infinity_cache_mib"],
+          a["vram_gbps"]] for n, a in m["arches"].items()], align="lllrlrrrrrrrr")]
     if m["devices"]:
         out += ["", "## devices", ""]
         for n, d in m["devices"].items():
             out.append(f"- {n}: {d['vendor']} {d['arch']}, {d['sm_count']} SMs, "
                        f"L2 {d['l2_mib']} MiB, {d['hbm_gbps']} GB/s, {d['memory_gib']} GiB")
-    out += ["", "## formats", "", "| format | qt | aliases | B/group | sub-block | payload "
-            "| rotated | status |", "|---|---:|---|---:|---:|---:|---|---|"]
-    for n, f in m["formats"].items():
-        out.append(f"| {n} | {f['qt']} | {', '.join(f['aliases'])} | {f['group_bytes']} "
-                   f"| {f['sub_block']} | +{f['payload_offset']} | {f['rotated']} "
-                   f"| {f['status']} |")
+    out += ["", "## formats", "", md.table(
+        ["format", "qt", "aliases", "B/group", "sub-block", "payload", "rotated", "status"],
+        [[n, f["qt"], ", ".join(f["aliases"]), f["group_bytes"], f["sub_block"],
+          f"+{f['payload_offset']}", f["rotated"], f["status"]]
+         for n, f in m["formats"].items()], align="lrlrrrll")]
     out += ["", "## shapes", ""]
     out += [f"- {s['name']}: {s['M']} x {s['K']} ({s['set']}) {s.get('role', '')}".rstrip()
             for s in m["shapes"]]

@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 import hqval
+from hqval import markdown as md
 from hqval.admission import Admission, AdmissionStatus
 from hqval.report.data import (
     ReportData,
@@ -45,6 +46,9 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,  # a block tag's own newline is not output (markdown spacing)
     )
     env.globals.update(anchor=anchor, fmt=_fmt, show=_show)
+    # the markdown template escapes every value from the runs (title, envelope fields,
+    # identities, notes) through the one markdown printer
+    env.filters.update(md=md.text, mdcode=md.code)
     return env
 
 
@@ -90,16 +94,6 @@ def render_html(data: ReportData, title: str | None = None) -> str:
     )
 
 
-def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A markdown table; cells are escaped so a ``|`` in an identity cannot split a row."""
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _check_rows(data: ReportData) -> list[list[str]]:
     out = []
     for name, rows in data.checks_by_name().items():
@@ -129,15 +123,15 @@ def render_checkpoint(data: ReportData, title: str | None = None,
                       for e in envs})
     dates = sorted(str(e.get("date")) for e in envs if e.get("date"))
     cols = data.columns
-    admission_table = md_table(
+    admission_table = md.table(
         ["arch", *(f"qt={qt} {path}" for qt, _, path in cols)],
         [[a, *(str(c.status) if (c := data.cell(a, qt, path)) else "" for qt, _, path in cols)]
          for a in data.arches])
     rejected = [c for c in data.admission.cells if c.status is AdmissionStatus.REJECTED]
-    rejected_table = md_table(
+    rejected_table = md.table(
         ["cell", "failing", "reasons"],
-        [[f"{c.arch} qt={c.qt} {c.path}", ", ".join(f"`{f}`" for f in c.failing),
-          "; ".join(c.reasons)] for c in rejected]) if rejected else ""
+        [[f"{c.arch} qt={c.qt} {c.path}", md.join(md.code(f) for f in c.failing),
+          md.join(c.reasons, "; ")] for c in rejected]) if rejected else ""
     checks = _check_rows(data)
     timing = data.timing()
     return _env().get_template("checkpoint.md.j2").render(
@@ -154,15 +148,15 @@ def render_checkpoint(data: ReportData, title: str | None = None,
         admission_table=admission_table,
         rejected_table=rejected_table,
         infrastructure=list(data.admission.infrastructure),
-        rows_table=md_table(["row status (real kernels and steps)", "rows"],
+        rows_table=md.table(["row status (real kernels and steps)", "rows"],
                             list(data.row_counts().items()))
-        + ("\n\n" + md_table(["mutant verdict", "mutants"], list(data.mutant_counts().items()))
+        + ("\n\n" + md.table(["mutant verdict", "mutants"], list(data.mutant_counts().items()))
            if data.mutant_counts() else ""),
-        checks_table=md_table(["check", "cells", "pass", "fail/error",
+        checks_table=md.table(["check", "cells", "pass", "fail/error",
                                "worst measured / tolerance"], checks) if checks else "",
-        timing_table=md_table(
+        timing_table=md.table(
             ["cell", "ratio v2/v1", "CI", "p (MWU)", "predicted", "GB/s"],
-            [[f"`{t.row.identity}`", _fmt(t.ratio),
+            [[md.code(t.row.identity), _fmt(t.ratio),
               f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "",
               _fmt(t.p), _fmt(t.predicted), _fmt(t.gbps)] for t in timing])
         if timing else "",

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hqval import markdown as md
 from hqval.result import Row, Status
 
 THRESHOLD = 0.01
@@ -156,7 +157,7 @@ def to_markdown(cmp: Comparison, *, all_cells: bool = False) -> str:
     shown = cmp.changes if all_cells else cmp.notable()
     n_reg = len(cmp.regressions)
     lines = [
-        f"### hqval compare: `{cmp.base_label}` -> `{cmp.new_label}`",
+        f"### hqval compare: {md.code(cmp.base_label)} -> {md.code(cmp.new_label)}",
         "",
         f"{n_reg} regression(s) among {len(cmp.changes)} cell(s) compared "
         f"(timing: change >= {THRESHOLD:.0%} and Mann-Whitney p < {ALPHA}).",
@@ -165,12 +166,9 @@ def to_markdown(cmp: Comparison, *, all_cells: bool = False) -> str:
     if not shown:
         lines.append("No changes.")
         return "\n".join(lines) + "\n"
-    lines += ["| verdict | cell | kind | base | new | change | p | note |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for c in shown:
-        change = "" if c.change is None else f"{c.change:+.2%}"
-        p = "" if c.p is None else f"{c.p:.2g}"
-        note = c.note.replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {c.verdict} | `{c.identity}` | {c.kind} | {c.base} | {c.new} | "
-                     f"{change} | {p} | {note} |")
+    lines.append(md.table(
+        ["verdict", "cell", "kind", "base", "new", "change", "p", "note"],
+        [[c.verdict, md.code(c.identity), c.kind, c.base, c.new,
+          "" if c.change is None else f"{c.change:+.2%}", "" if c.p is None else f"{c.p:.2g}",
+          c.note] for c in shown]))
     return "\n".join(lines) + "\n"

@@ -19,8 +19,8 @@ def test_compare_reports_regressions_as_markdown(make_run: RunFactory, tmp_path:
     md = capsys.readouterr().out
     assert md == out.read_text()
     assert "2 regression(s)" in md
-    assert "| regressed | `reference_parity[gemv_mq4g256v2_r1|gfx1100|hip]` | parity |" in md
-    assert "| regressed | `ratio_hot[gemv_mq4g256v2_r1|gfx1100|hip]` | timing |" in md
+    assert "| regressed | `reference_parity[gemv_mq4g256v2_r1\\|gfx1100\\|hip]` | parity |" in md
+    assert "| regressed | `ratio_hot[gemv_mq4g256v2_r1\\|gfx1100\\|hip]` | timing |" in md
 
 
 def test_compare_identical_runs_exit_0(make_run: RunFactory,

@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 
 from hqval.admission import ArchCaps, admit_runs
-from hqval.report.render import build, md_table, render_checkpoint, render_html, write_report
+from hqval.report.render import build, render_checkpoint, render_html, write_report
+from hqval.result import Row, Status
 from hqval.results import store
 
-from ..conftest import RunFactory, evidence  # type: ignore[import-not-found]
+from ..conftest import (  # type: ignore[import-not-found]
+    RunFactory,
+    evidence,
+    live_markup,
+    table_cells,
+)
 
 CAPS = {"gfx1010": ArchCaps("gfx1010", "none"), "gfx1100": ArchCaps("gfx1100", "gfx11"),
         "gfx1201": ArchCaps("gfx1201", "gfx12")}
@@ -108,9 +114,21 @@ def test_checkpoint_without_failures(make_run: RunFactory) -> None:
     assert "## Rejected cells" not in md
 
 
-def test_md_table_escapes_pipes() -> None:
-    t = md_table(["a", "b"], [["x|y", 1]])
-    assert t.splitlines() == ["| a | b |", "| --- | --- |", "| x\\|y | 1 |"]
+def test_checkpoint_escapes_what_the_rows_carry(make_run: RunFactory) -> None:
+    """A kernel name, message and host with markup in them stay text in checkpoint.md:
+    no table gains a column, no link, image or HTML appears."""
+    evil = "k|x`y <img src=x onerror=alert(1)> [click](https://evil.example)"
+    rows = [*evidence("gfx1100", fail="reference_parity"),
+            Row("check", "bit_identity", evil, "sm_90", "emu", Status.FAIL,
+                message=f"wrong | {evil}")]
+    run = store.load(make_run(rows, arch="gfx1100", host=f"lab {evil}"))
+    adm, _ = admit_runs([run], arches=CAPS)
+    md = render_checkpoint(build([run], adm))
+    assert "## Failing outside admission" in md and "## Rejected cells" in md
+    assert live_markup(md) == []
+    for table in re.findall(r"(?m)(^\|.*\n)+", md + "\n"):
+        lines = table.splitlines()
+        assert len({table_cells(line) for line in lines}) == 1, lines
 
 
 def test_write_report_files(make_run: RunFactory, tmp_path: Path) -> None:

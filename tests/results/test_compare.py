@@ -91,3 +91,17 @@ def test_parity_regression_fix_missing_and_new() -> None:
 def test_markdown_says_no_changes() -> None:
     rows = [_check("a", Status.PASS)]
     assert "No changes." in to_markdown(compare_rows(rows, rows))
+
+
+def test_markdown_escapes_identities_labels_and_notes() -> None:
+    from ..conftest import live_markup, table_cells  # type: ignore[import-not-found]
+
+    evil = "k|`x` <b>[a](https://evil.example)</b>"
+    base = [_check(evil, Status.PASS)]
+    new = [Row("check", "reference_parity", evil, "gfx1100", "emu", Status.FAIL,
+               measured=1.0, message=f"note | {evil}")]
+    md = to_markdown(compare_rows(base, new, f"main {evil}", "pr"))
+    assert "regressed" in md
+    assert live_markup(md) == []
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    assert len(rows) == 3 and {table_cells(line) for line in rows} == {8}
