@@ -1,8 +1,12 @@
-"""``hqval`` command line: a thin layer that parses arguments and calls one library function.
+"""hqval: validate and time 4-bit quantized GPU kernels across AMD RDNA targets.
+
+Start with ``hqval run --arch gfx1100`` (compile, audit, checks, mutants, timing,
+admission and report in one go); the other commands are its steps, run alone.  Exit codes:
+0 all applicable cells passed, 1 a check failed or regressed, 2 a usage or infrastructure
+problem (bad input, a requested backend missing).
 
 Each subcommand lives in ``hqval.commands.<name>`` and exposes ``add_arguments(parser)``
-and ``run(args) -> int``.  Exit codes: 0 all applicable cells passed, 1 a check failed or
-regressed, 2 a usage or infrastructure problem (bad input, a requested backend missing).
+and ``run(args) -> int``.
 """
 
 from __future__ import annotations
@@ -12,20 +16,38 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# The registry is one explicit dict: name -> (module, one-line help).
+import hqval
+
+# The registry is one explicit dict, in workflow order (the whole chain first, then its
+# steps in the order the chain runs them, then the tools around it):
+# name -> (module, what the command is for, in one line).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "codec": ("hqval.commands.codec", "codec quality table (MSE, tail MSE, max_rel) and --bench"),
-    "matrix": ("hqval.commands.matrix", "print the loaded arch/format/kernel matrix"),
-    "compile": ("hqval.commands.compile", "compile every kernel for every arch it applies to"),
-    "audit": ("hqval.commands.audit", "ISA audit of the compiled code objects"),
-    "emu": ("hqval.commands.emu", "run one kernel on the RDNA wave interpreter (--bench)"),
-    "check": ("hqval.commands.check", "run the validation checks on a backend"),
-    "mutants": ("hqval.commands.mutants", "mutation kill matrix"),
-    "bench": ("hqval.commands.bench", "interleaved device-event timing"),
-    "admit": ("hqval.commands.admit", "admission status per (qt, arch, path)"),
-    "compare": ("hqval.commands.compare", "compare two runs: regressions as markdown"),
-    "report": ("hqval.commands.report", "render HTML and markdown checkpoint reports"),
-    "run": ("hqval.commands.run", "the whole chain for one or more arches"),
+    "run": ("hqval.commands.run",
+            "validate arches end to end: compile, audit, checks, mutants, timing, admit, report"),
+    "compile": ("hqval.commands.compile",
+                "build every kernel's code object for each arch it applies to"),
+    "audit": ("hqval.commands.audit",
+              "check the compiled machine code: forbidden instructions, registers, occupancy"),
+    "check": ("hqval.commands.check",
+              "run the correctness checks (parity, bit identity, ...) on one backend"),
+    "mutants": ("hqval.commands.mutants",
+                "prove the checks catch broken kernels: which check kills each mutant"),
+    "bench": ("hqval.commands.bench",
+              "time v2 against v1 kernels on a GPU (interleaved, with A/A noise control)"),
+    "admit": ("hqval.commands.admit",
+              "decide which (format, arch, path) cells the runs' evidence admits"),
+    "report": ("hqval.commands.report",
+               "write the HTML report and markdown checkpoint of one or more runs"),
+    "compare": ("hqval.commands.compare",
+                "list what changed between a baseline run and a new one, as markdown"),
+    "emu": ("hqval.commands.emu",
+            "run one kernel on the RDNA wave interpreter (trace, coverage, speed)"),
+    "codec": ("hqval.commands.codec",
+              "measure each format's quantization error (MSE, tail MSE, max rel)"),
+    "matrix": ("hqval.commands.matrix",
+               "show the arches, formats and kernels the suite knows, and which apply where"),
+    "doctor": ("hqval.commands.doctor",
+               "say which toolchains, runtimes and browser this machine has, and what is missing"),
 }
 
 
@@ -34,8 +56,12 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hqval", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = argparse.ArgumentParser(
+        prog="hqval", description=__doc__.split("\n\nEach subcommand")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"hqval {hqval.__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         try:
@@ -57,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if getattr(args, "_missing", None):
-        print(f"hqval {args.command}: not built in this version ({args._missing})",
+        print(f"hqval {args.command}: not available in this install ({args._missing} is "
+              "missing); reinstall hqval",
               file=sys.stderr)
         return 2
     try:

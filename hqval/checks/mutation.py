@@ -109,7 +109,7 @@ def real_failures(rows: Iterable[Row]) -> list[Row]:
 
 def matrix_text(verdict_rows: Sequence[Row], cell_rows: Iterable[Row]) -> str:
     """mutant x check table per arch: K killed (fails), . passes (survives it),
-    E error, - unsupported/not built."""
+    E error, - unsupported (the mutant is not built for that arch)."""
     rows = list(cell_rows)
     columns = sorted({r.check for r in rows})
     status = {(r.kernel, r.arch, r.check): r.status for r in rows}
@@ -122,6 +122,6 @@ def matrix_text(verdict_rows: Sequence[Row], cell_rows: Iterable[Row]) -> str:
         marks = [mark.get(status.get((v.kernel, v.arch, c), Status.UNSUPPORTED), "?")
                  .center(len(a)) for c, a in zip(columns, abbrev, strict=True)]
         verdict = {Status.PASS: "killed", Status.FAIL: "SURVIVED",
-                   Status.UNSUPPORTED: "not built"}.get(v.status, str(v.status))
+                   Status.UNSUPPORTED: "unsupported"}.get(v.status, str(v.status))
         lines.append(f"{v.kernel}|{v.arch}".ljust(width) + " " + " ".join(marks) + "  " + verdict)
     return "\n".join(lines)

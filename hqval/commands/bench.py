@@ -37,9 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"time every R in {SWEEP_ROWS}")
     parser.add_argument("--candidates", default="44,45",
                         help="qt ids timed against qt=1 (comma-separated)")
-    parser.add_argument("--warmup", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=32,
+                        help="untimed A/B sample pairs before each run (module load, first "
+                             "touch, clock ramp; default 32)")
     parser.add_argument("--iterations", type=int, default=100, help="samples per arm per run")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3,
+                        help="independent timed runs per cell, pooled for the ratio "
+                             "(default 3)")
     parser.add_argument("--max-reruns", type=int, default=2,
                         help="re-runs of a noisy A/A control before reporting it noisy")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",

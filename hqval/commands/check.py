@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hqval import options
 
@@ -88,6 +88,62 @@ class BackendMissing(RuntimeError):
 PYTEST_INI = "[pytest]\naddopts = --strict-markers\nxfail_strict = true\n"
 
 
+class _Selection:
+    """pytest plugin recording which cells ``-k`` keeps and which it drops."""
+
+    def __init__(self) -> None:
+        self.kept: list[str] = []
+        self.dropped: list[str] = []
+
+    def pytest_deselected(self, items: list[Any]) -> None:
+        self.dropped += [i.name for i in items]
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.kept = [i.name for i in session.items]
+
+
+def require_keyword_match(manifests: list[Path], arches: list[str], backend: str,
+                          checks: list[str] | None, keyword: str | None) -> None:
+    """Raise UsageError, before any worker starts, when ``-k`` selects no cell; the message
+    names the closest identities, checks, kernels or arches.  Selection is pytest's own
+    (an in-process ``--collect-only`` of the same cells), so the two cannot disagree."""
+    if not keyword:
+        return
+    import contextlib
+    import difflib
+    import io
+    import re
+
+    import pytest
+
+    from hqval.cli import UsageError
+
+    sel = _Selection()
+    args = [*map(str, manifests), "-p", "hqval.checks.plugin", "-p", "no:cacheprovider",
+            "-p", "no:xdist", "-p", "no:benchmark", "--collect-only", "-qq",
+            "--hqval-backend", backend, "-k", keyword]
+    for arch in arches:
+        args += ["--hqval-arch", arch]
+    for c in checks or []:
+        args += ["--hqval-check", c]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = int(pytest.main(args, plugins=[sel]))
+    if code not in (0, 5):  # pytest's usage error (a malformed expression) or a crash
+        lines = [ln.removeprefix("ERROR: ") for ln in out.getvalue().splitlines() if ln.strip()]
+        raise UsageError(f"-k {keyword!r} could not be evaluated: "
+                         + (lines[-1] if lines else f"pytest exit {code}"))
+    if sel.kept:
+        return
+    words = set(sel.dropped)
+    for ident in sel.dropped:  # check[kernel|arch|backend]: each part is a word too
+        words.update(w for w in re.split(r"[\[\]|]", ident) if w)
+    close = difflib.get_close_matches(keyword, sorted(words), n=5, cutoff=0.6)
+    hint = ("; close matches: " + ", ".join(close)) if close else \
+        "; run `hqval matrix` to list the kernels and checks"
+    raise UsageError(f"-k {keyword!r} matches none of the {len(sel.dropped)} cells{hint}")
+
+
 def run_cells(
     manifests: list[Path], arches: list[str], backend: str, *, json_out: Path,
     checks: list[str] | None, keyword: str | None, workers: str, junit_xml: str | None,
@@ -155,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
     except BackendMissing as exc:
         print(f"hqval check: backend unavailable: {exc}", file=sys.stderr)
         return 2
+    require_keyword_match([manifest.resolve()], arches, args.backend, args.check, args.keyword)
     for arch, line in chosen.items():
         print(f"hqval check: {arch}: {line}")
     with tempfile.TemporaryDirectory(prefix="hqval-check-") as tmp:

@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     except check_command.BackendMissing as exc:
         print(f"hqval mutants: backend unavailable: {exc}", file=sys.stderr)
         return 2
+    check_command.require_keyword_match([real_path.resolve(), mutants_path.resolve()], arches,
+                                        args.backend, args.check, args.keyword)
     for arch, line in chosen.items():
         print(f"hqval mutants: {arch}: {line}")
 
@@ -112,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     broken = real_failures(real_rows)
     killed = sum(v.status == Status.PASS for v in verdict_rows)
     print(f"hqval mutants: {killed} killed, {len(survived)} survived, "
-          f"{sum(v.status == Status.UNSUPPORTED for v in verdict_rows)} not built; "
+          f"{sum(v.status == Status.UNSUPPORTED for v in verdict_rows)} unsupported; "
           f"real kernels: {len(broken)} failing or erroring cells of {len(real_rows)}")
     for v in survived:
         print(f"  SURVIVED {v.identity}: {v.message} ({v.details.get('mutation')})")

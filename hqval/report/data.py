@@ -157,7 +157,7 @@ class ReportData:
         return out
 
     def mutant_counts(self) -> dict[str, int]:
-        label = {"pass": "killed", "fail": "survived", "unsupported": "not built"}
+        label = {"pass": "killed", "fail": "survived"}  # unsupported stays unsupported
         out: dict[str, int] = {}
         for r in self.of_kind("mutant"):
             key = label.get(str(r.status), str(r.status))

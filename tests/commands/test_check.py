@@ -73,3 +73,34 @@ def test_external_manifest_gets_the_same_checks(tmp_path: Path) -> None:
                  "--manifest", str(manifest), "--json", str(out)]) == 0
     rows = {r["identity"]: r["status"] for r in json.loads(out.read_text())}
     assert rows["bit_identity[gemv_mq4g256v2_r1|gfx1201|emu]"] == "pass"
+
+
+def test_k_without_a_match_is_exit_2_at_once_naming_close_matches(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from hqval.commands import check as check_command
+
+    def no_workers(*a: object, **k: object) -> None:
+        raise AssertionError("cells started although -k matches nothing")
+
+    monkeypatch.setattr(check_command, "run_cells", no_workers)
+    t0 = time.perf_counter()
+    code = main(["check", "--arch", "gfx1100", "--backend", "emu", "-k", "bit_identiy"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert time.perf_counter() - t0 < 10
+    assert err.count("\n") == 1  # one line
+    assert "-k 'bit_identiy' matches none of the" in err
+    assert "close matches: bit_identity" in err
+    assert main(["check", "--arch", "gfx1100", "--backend", "emu", "-k", "and or"]) == 2
+    assert "could not be evaluated" in capsys.readouterr().err
+
+
+def test_k_that_matches_is_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hqval.commands import check as check_command
+    from hqval.manifest import DEFAULT_MANIFEST
+
+    # the same collection pytest runs: an expression that selects cells passes
+    check_command.require_keyword_match([DEFAULT_MANIFEST.resolve()], ["gfx1100"], "emu",
+                                        None, "gemv_mq4c_r2 and not padded_offset")

@@ -1,0 +1,50 @@
+"""hqval.doctor: every probe reports found or missing with what a missing piece disables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hqval import doctor, isa
+
+
+def test_this_machine_has_the_toolchain() -> None:
+    """CI installs clang-19, lld-19 and llvm-19 (.ci/run): all found, with a version."""
+    found = {f.piece: f for f in doctor.diagnose()}
+    for piece in ("HIP-capable clang (LLVM 19)", "ld.lld (LLVM 19)", "llvm-objdump",
+                  "llvm-readelf"):
+        assert found[piece].found, found[piece].detail
+        assert "19" in found[piece].detail
+    assert "code object cache" in found
+    assert all(f.disables for f in found.values())
+
+
+def test_an_empty_path_reports_every_tool_missing_and_what_it_disables(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
+    monkeypatch.delenv("HQVAL_CLANG", raising=False)
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "no-rocm"))
+    isa.find_llvm_tool.cache_clear()
+    try:
+        got = {f.piece: f for f in doctor.diagnose()}
+    finally:
+        isa.find_llvm_tool.cache_clear()
+    clang = got["HIP-capable clang (LLVM 19)"]
+    assert not clang.found and clang.required
+    assert "apt-get install clang-19" in clang.detail
+    assert "no code object can be built" in clang.disables
+    assert not got["ld.lld (LLVM 19)"].found
+    assert not got["Chromium"].found and "apt-get install chromium" in got["Chromium"].detail
+    assert "report test" in got["Chromium"].disables
+
+
+def test_cache_size_is_counted(tmp_path: Path) -> None:
+    from hqval.toolchain import cache_root
+
+    root = cache_root(tmp_path)
+    (root / "ab").mkdir(parents=True)
+    (root / "ab" / "x.co").write_bytes(b"\0" * (3 * 2**20))
+    f = doctor.cache(str(tmp_path))
+    assert f.found and "1 files, 3.0 MiB" in f.detail and str(root) in f.detail
+    assert "not created yet" in doctor.cache(str(tmp_path / "none")).detail
