@@ -7,7 +7,7 @@ assertions (``Fixture.assertions``).  A check must call ``fixture.require()`` be
 trusting it: a fixture that does not discriminate is an error, never a pass.
 
 ==================  =============================================================
-equal_halves        qt=44 with both halves' headers equal, qt=1/13/45 on the SAME
+equal_halves        qt=44 with both halves' headers equal, qt=6/13/45 on the SAME
                     nibbles with the same (widened) header: all decode bit-identically
 disjoint_halves     half 0 in [-1, 1], half 1 in [96, 160]: any header mix-up is off
                     by ~100
@@ -36,7 +36,7 @@ import numpy.typing as npt
 from hqval.formats import GROUP_WEIGHTS, all_formats, by_qt, rotate
 from hqval.formats.base import F32Array, U8Array, check_k
 
-AFFINE_QTS = (1, 13, 44, 45)
+AFFINE_QTS = (6, 13, 44, 45)
 
 
 class FixtureError(Exception):
@@ -158,7 +158,7 @@ def bit_equal(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> bool:
 # -- equal halves -----------------------------------------------------------------------
 def equal_halves(M: int = 16, K: int = 1024, seed: int = 0) -> Fixture:
     """One set of nibbles and one fp16 (scale, zero) per group, written four ways: qt=44
-    with both halves' headers equal, qt=45 (header + zero pad), qt=1 and qt=13 with the
+    with both halves' headers equal, qt=45 (header + zero pad), qt=6 and qt=13 with the
     header widened to f32.  All four decode bit-identically (design note 1e property 2).
 
     The headers come from encoding a Gaussian tensor whose sigma varies per row as qt=45,
@@ -191,7 +191,7 @@ def equal_halves(M: int = 16, K: int = 1024, seed: int = 0) -> Fixture:
     b1 = np.zeros((M, G, 136), np.uint8)
     b1[:, :, 0:8] = pair.view(np.uint8).reshape(M, G, 8)
     b1[:, :, 8:] = payload
-    blobs = {1: b1.reshape(M, -1), 13: b1.reshape(M, -1).copy(),
+    blobs = {6: b1.reshape(M, -1), 13: b1.reshape(M, -1).copy(),
              44: b44.reshape(M, -1), 45: blob45}
 
     decoded = {qt: by_qt(qt).decode(b, K) for qt, b in blobs.items()}
@@ -311,7 +311,7 @@ def padded_qt45(M: int = 16, K: int = 1024, seed: int = 0) -> Fixture:
     u[:, 0], u[:, 1] = 0.0, 1.0
     u = rng.permuted(u, axis=-1)
     w = (lo[:, None] + width[:, None] * u).astype(np.float32).reshape(M, K)
-    blobs = _encode_all(w, (45, 1045, 44, 1, 13))
+    blobs = _encode_all(w, (45, 1045, 44, 6, 13))
     b = blobs[45]
     g = b.reshape(M, G, 136)
     scale, zero = by_qt(45).headers(b, K)

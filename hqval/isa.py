@@ -11,7 +11,7 @@ The rules, each one ``Row(kind="audit", check=f"audit_{rule}")`` with its eviden
   wmma            (e) prefill kernels contain v_wmma of the arch's generation
   payload_offset  (f) the payload is read at offset 8 of the group
 
-Rules (a) and (d) compare a kernel with its qt=1 baseline: the two share every instruction
+Rules (a) and (d) compare a kernel with its qt=6 baseline: the two share every instruction
 except the header decode (one template, two instantiations), so a difference in vector
 loads or VALU count is the header's doing.
 """

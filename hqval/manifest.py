@@ -8,10 +8,10 @@ Paths in a manifest are relative to the manifest file.  Top level::
     kernels:
       - name: gemv_mq4g256v2_r1      # identity in every row; default symbol
         source: gemv_hfq4g256.hip
-        qt: 44
+        qt: 44                       # or format: mq4g256v2 (a name or alias)
         kind: gemv                   # gemv | gemv_qkv | gemm
         requires: any                # any | wmma_gfx11 | wmma_gfx12
-        baseline: gemv_hfq4g256_r1   # its qt=1 kernel (omit for qt=1 itself)
+        baseline: gemv_hfq4g256_r1   # its qt=6 kernel (omit for qt=6 itself)
         rows_per_block: 1            # optional keys: see _kernel_fields()
 
 A mutant manifest adds ``mutant_of``, ``mutation`` (one line) and ``expected_killer`` (the
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from hqval import formats
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, load_yaml, problem, validate
 
 KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
@@ -116,13 +117,34 @@ def _known_define(value: Any) -> str | None:
     return None
 
 
+def _known_qt(value: Any) -> str | None:
+    try:
+        formats.by_qt(value)
+    except KeyError as exc:
+        return str(exc.args[0])
+    return None
+
+
+def _known_format(value: Any) -> str | None:
+    try:
+        formats.by_name(str(value))
+    except KeyError as exc:
+        return str(exc.args[0])
+    return None
+
+
 def _kernel_fields(mutants: bool) -> dict[str, Spec]:
     fields = {
         "name": Spec.scalar(str, fix="a unique identifier, e.g. gemv_mq4g256v2_r1"),
         "source": Spec.scalar(str, fix="a .hip file path relative to the manifest"),
         "symbol": Spec.scalar(str, required=False,
                               fix='the extern "C" kernel name in the source (default: name)'),
-        "qt": Spec.scalar(int, minimum=0, fix="the engine dtype id, e.g. 1, 44 or 45"),
+        "qt": Spec.scalar(int, required=False, validators=(_known_qt,),
+                          fix="the engine dtype id of a registered format (hqval.formats), "
+                              "e.g. 6, 44 or 45, or name it with format:"),
+        "format": Spec.scalar(str, required=False, validators=(_known_format,),
+                              fix="a format name or alias of hqval.formats, e.g. hfq4g256, "
+                                  "mq4g256v2, mq4c"),
         "kind": Spec.scalar(str, enum=KINDS),
         "residual": Spec.scalar(bool, required=False, fix="true if the kernel does y +="),
         "rows_per_block": Spec.scalar(int, required=False, minimum=1,
@@ -133,7 +155,7 @@ def _kernel_fields(mutants: bool) -> dict[str, Spec]:
                              fix="the ABI is one wave32 per block: block: 32"),
         "requires": Spec.scalar(str, enum=REQUIRES),
         "baseline": Spec.scalar(str, required=False,
-                                fix="name of the qt=1 kernel with the same arithmetic"),
+                                fix="name of the qt=6 kernel with the same arithmetic"),
         "defines": Spec.scalar(dict, required=False, validators=(_known_define,),
                                fix="a mapping NAME: value of preprocessor defines"),
         "include_dirs": Spec.list_of(Spec.scalar(str), required=False,
@@ -209,13 +231,14 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
                                     "WMMA kernel", "say wmma_gfx11 or wmma_gfx12"))
         includes = top_includes + _dirs(doc, (*key, "include_dirs"),
                                         entry.get("include_dirs", []), problems)
+        qt = _entry_qt(doc, key, entry, problems)
         defines = entry.get("defines", {})
         amd_only = entry.get("amd_only")
         specs.append(KernelSpec(
             name=name,
             source=source,
             symbol=entry.get("symbol") or name,
-            qt=entry["qt"],
+            qt=qt,
             kind=entry["kind"],
             residual=entry.get("residual", False),
             rows_per_block=entry.get("rows_per_block", 1),
@@ -243,6 +266,23 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
     if problems:
         raise ManifestError(problems)
     return Manifest(path=path, kernels=specs)
+
+
+def _entry_qt(doc: YamlDoc, key: tuple[str | int, ...], entry: dict[str, Any],
+              problems: list[Problem]) -> int:
+    """The entry's qt: given as ``qt``, as ``format`` (a name), or both when they agree."""
+    qt, name = entry.get("qt"), entry.get("format")
+    if name is None:
+        if qt is None:
+            problems.append(problem(doc, key, f"{entry['name']}: no qt and no format",
+                                    "add 'qt: <id>' or 'format: <name>' (hqval.formats)"))
+            return -1
+        return int(qt)
+    by_name = formats.by_name(str(name)).qt
+    if qt is not None and int(qt) != by_name:
+        problems.append(problem(doc, (*key, "qt"), f"qt={qt} but format {name!r} is "
+                                f"qt={by_name}", "give one of them, or make them agree"))
+    return by_name
 
 
 def load_mutants(path: str | Path | None = None) -> Manifest:

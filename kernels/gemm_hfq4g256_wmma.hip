@@ -10,11 +10,11 @@
 // dequantized A tile is reused for BT B tiles (weight reuse).  Weights are dequantized as
 // q * sc + zp and go to the WMMA as f16: clang-19 fuses the two into v_fma_mix{lo,hi}_f16
 // (the exact q*sc+zp rounded once, to f16).  So a GEMM matches the GEMV only to f16 input
-// rounding, while qt=44/45 match qt=1 bit for bit with equal headers (same instructions).
+// rounding, while qt=44/45 match qt=6 bit for bit with equal headers (same instructions).
 #include "hq4_gemm_wmma.h"
 
 #if HQ_WMMA_GEN == 11
-// gfx11: qt=1 and qt=44 (base, residual, BT 4/6/8).  No qt=45 sibling on gfx11: that arch
+// gfx11: qt=6 and qt=44 (base, residual, BT 4/6/8).  No qt=45 sibling on gfx11: that arch
 // falls back to per-token decode (design note section 9).
 #define HQ_GEMM_GFX11(PREFIX, HDR)                          \
     HQ_GEMM(PREFIX##_wmma_gfx11, HDR, 1, false)             \
@@ -29,7 +29,7 @@ HQ_GEMM_GFX11(gemm_hfq4g256, HdrHfq4v1)
 HQ_GEMM_GFX11(gemm_mq4g256v2, HdrMq4v2)
 #endif
 #else
-// gfx12: qt=1, qt=44 and qt=45 (base and residual).
+// gfx12: qt=6, qt=44 and qt=45 (base and residual).
 #define HQ_GEMM_GFX12(PREFIX, HDR)                          \
     HQ_GEMM(PREFIX##_wmma_gfx12, HDR, 1, false)             \
     HQ_GEMM(PREFIX##_wmma_gfx12_residual, HDR, 1, true)

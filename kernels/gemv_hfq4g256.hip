@@ -1,4 +1,4 @@
-// Decode GEMV for the 136 B / 256-weight family: qt=1 (and qt=13), qt=44, qt=45.
+// Decode GEMV for the 136 B / 256-weight family: qt=6 (and qt=13), qt=44, qt=45.
 //
 // ABI (docs/ARCHITECTURE.md): NAME(const unsigned char* W, const float* x, float* y,
 // int M, int K); block 32 (one wave32); grid.x = ceil(M / R); row m of W starts at byte

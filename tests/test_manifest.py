@@ -51,11 +51,11 @@ def test_every_v2_kernel_has_a_v1_baseline_of_the_same_shape() -> None:
     m = load_manifest()
     for spec in m.kernels:
         assert spec.source.is_file()
-        if spec.qt == 1:
+        if spec.qt == 6:
             assert spec.baseline is None
             continue
         base = m.by_name(spec.baseline or "")
-        assert base.qt == 1
+        assert base.qt == 6
         assert (base.kind, base.rows_per_block, base.batch_tile, base.residual,
                 base.requires) == (spec.kind, spec.rows_per_block, spec.batch_tile,
                                    spec.residual, spec.requires)
@@ -82,7 +82,7 @@ def test_mutants_name_their_real_kernel_and_killer() -> None:
         assert m.is_mutant and m.mutation and m.expected_killer
         target = real.by_name(m.mutant_of or "")
         assert (target.kind, target.qt, target.requires) == (m.kind, m.qt, m.requires)
-        assert real.by_name(m.baseline or "").qt == 1
+        assert real.by_name(m.baseline or "").qt == 6
     lane_addr = mutants.by_name("gemv_mut_lane_header_address_r1")
     assert lane_addr.expected_killer == "audit_header_scalar"
 
@@ -102,8 +102,16 @@ def test_external_manifest_paths_are_relative_to_it(tmp_path: Path) -> None:
     (GOOD_ENTRY + "    rows_per_blok: 2\n", None, ":8: kernels[0].rows_per_blok: unknown key "
                                                   "'rows_per_blok'; fix: rename it to "
                                                   "'rows_per_block'"),
-    ("  - name: k1\n    source: k.hip\n    kind: gemv\n", None,
-     ":3: kernels[0]: missing required key 'qt'"),
+    ("  - name: k1\n    source: k.hip\n    kind: gemv\n    requires: any\n", None,
+     ":3: kernels[0]: k1: no qt and no format; fix: add 'qt: <id>' or 'format: <name>'"),
+    (GOOD_ENTRY.replace("qt: 44", "qt: 1"), None,
+     "kernels[0].qt: unknown qt=1; qt=1 is the engine's F16, HFQ4G256 is qt=6; known "
+     "formats: 6 (hfq4g256), 13 (mq4g256), 44 (mq4g256v2), 45 (mq4cg256)"),
+    (GOOD_ENTRY.replace("qt: 44", "qt: 43"), None, "kernels[0].qt: unknown qt=43; known"),
+    (GOOD_ENTRY.replace("qt: 44", "format: mq5"), None,
+     "kernels[0].format: unknown format name 'mq5'; known names:"),
+    (GOOD_ENTRY + "    format: mq4c\n", None,
+     "kernels[0].qt: qt=44 but format 'mq4c' is qt=45"),
     (GOOD_ENTRY.replace("gemv", "gemx"), None, ":6: kernels[0].kind: 'gemx' is not one of"),
     (GOOD_ENTRY.replace("k.hip", "nope.hip"), None, "nope.hip does not exist"),
     (GOOD_ENTRY + GOOD_ENTRY, None, "'k1' repeats the entry at line 3"),
@@ -155,7 +163,7 @@ def test_applies_to_accepts_anything_with_wmma() -> None:
     class Fake:
         wmma = "gfx12"
 
-    spec = KernelSpec(name="x", source=Path("x.hip"), symbol="x", qt=1, kind="gemm",
+    spec = KernelSpec(name="x", source=Path("x.hip"), symbol="x", qt=6, kind="gemm",
                       requires="wmma_gfx12")
     assert spec.applies_to(Fake())
     Fake.wmma = "gfx11"
@@ -173,3 +181,10 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as err:
         load_manifest(fixed)
     assert [p.key for p in err.value.problems] == ["kernels[0].source", "kernels[1].baseline"]
+
+
+def test_a_format_may_be_named_instead_of_its_qt(tmp_path: Path) -> None:
+    path = write_tree(tmp_path, GOOD_ENTRY.replace("qt: 44", "format: mq4c") + GOOD_ENTRY
+                      .replace("k1", "k2").replace("qt: 44", "format: hfq4g256\n    qt: 6"))
+    m = load_manifest(path)
+    assert [k.qt for k in m.kernels] == [45, 6]

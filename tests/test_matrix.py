@@ -90,10 +90,10 @@ def test_formats_yaml_agrees_with_registry() -> None:
 
 
 def test_duplicate_qt_refused(tmp_path: Path) -> None:
-    text = (matrix.MATRICES_DIR / "formats.yaml").read_text().replace("qt: 13", "qt: 1")
+    text = (matrix.MATRICES_DIR / "formats.yaml").read_text().replace("qt: 13", "qt: 6")
     p = tmp_path / "formats.yaml"
     p.write_text(text)
-    with pytest.raises(SchemaError, match=r"formats.mq4g256.qt: qt=1 already used"):
+    with pytest.raises(SchemaError, match=r"formats.mq4g256.qt: qt=6 already used"):
         matrix.load_formats(p)
 
 

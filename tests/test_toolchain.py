@@ -40,7 +40,7 @@ HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) tiny(const unsigned char* W, const float* x,
 def tiny_spec(tmp_path: Path, source: str = TINY, **kw: object) -> KernelSpec:
     (tmp_path / "tiny.h").write_text("#define TINY_SCALE 2.0f\n")
     (tmp_path / "tiny.hip").write_text(source)
-    base = KernelSpec(name="tiny", source=tmp_path / "tiny.hip", symbol="tiny", qt=1,
+    base = KernelSpec(name="tiny", source=tmp_path / "tiny.hip", symbol="tiny", qt=6,
                       kind="gemv", include_dirs=(PRELUDE,))
     return replace(base, **kw)  # type: ignore[arg-type]
 

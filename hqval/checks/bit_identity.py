@@ -3,7 +3,7 @@
 Design note section 1e: with scale_half0 == scale_half1 and zero_half0 == zero_half1, qt=44
 is numerically identical to v1 on the same nibbles (qt=45 likewise with its one fp16 pair
 and zero pad).  ``hqval.fixtures.equal_halves`` builds that
-construction from one set of nibbles (qt=1/13 with the fp16 pair widened to f32, qt=44 with
+construction from one set of nibbles (qt=6/13 with the fp16 pair widened to f32, qt=44 with
 the pair twice, qt=45 with the pair and the zero pad).
 
 Fixture assertions before any launch: the fixture's own (all decode bit-identically, the
@@ -24,7 +24,7 @@ from hqval import fixtures
 from hqval.checks import inputs
 from hqval.checks.cell import CheckContext
 from hqval.checks.launch import Outcome, decode, gemm
-from hqval.formats import by_qt
+from hqval.formats import V1_QTS, by_qt
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
@@ -68,9 +68,9 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
         return ctx.row(NAME, spec, Status.ERROR,
                        f"{spec.name} names no v1 baseline: add 'baseline:' to its manifest entry")
     base = ctx.kernel(spec.baseline)
-    if base.qt not in (1, 13):
+    if base.qt not in V1_QTS:
         return ctx.row(NAME, spec, Status.ERROR,
-                       f"baseline {base.name} is qt={base.qt}, not a v1 (qt=1/13) kernel")
+                       f"baseline {base.name} is qt={base.qt}, not a v1 (qt=6/13) kernel")
     if base.kind != spec.kind or base.residual != spec.residual:
         return ctx.row(NAME, spec, Status.ERROR,
                        f"baseline {base.name} ({base.kind}, residual={base.residual}) is not "

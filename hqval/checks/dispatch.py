@@ -25,10 +25,10 @@ class ArchCaps(Protocol):
     def wmma(self) -> str: ...
 
 
-# qt -> the WMMA generations with a batched-prefill GEMM.  qt=1/13 are the v1 baselines the
+# qt -> the WMMA generations with a batched-prefill GEMM.  qt=6/13 are the v1 baselines the
 # qt=44 WMMA port mirrors (HasWmma: gfx11 + gfx12).
 PREFILL_WMMA: dict[int, frozenset[str]] = {
-    1: frozenset({"gfx11", "gfx12"}),
+    6: frozenset({"gfx11", "gfx12"}),
     13: frozenset({"gfx11", "gfx12"}),
     44: frozenset({"gfx11", "gfx12"}),
     45: frozenset({"gfx12"}),

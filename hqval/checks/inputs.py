@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hqval.fixtures import Fixture, FixtureError
-from hqval.formats import by_qt
+from hqval.formats import HFQ4G256_QT, by_qt
 from hqval.formats.base import Format
 
 __all__ = ["FixtureError"]
@@ -159,7 +159,7 @@ def misreadings(fmt: Format) -> dict[str, Callable[[U8, int], F64]]:
 
     out["scale_zero_swapped"] = scale_zero_swapped
     if getattr(fmt, "header", None) == "f16" and fmt.group_bytes == 136:
-        v1 = by_qt(1)
+        v1 = by_qt(HFQ4G256_QT)
 
         def f32_header_read(blob: U8, K: int) -> F64:
             return v1.decode(blob, K).astype(np.float64)

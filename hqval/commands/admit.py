@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"hqval admit: failing on an arch outside the policy: {ident}", file=sys.stderr)
     if adm.unclassified:
         print(f"hqval admit: {adm.unclassified} row(s) map to no format and path "
-              "(compile/audit of qt=1 baselines, device baselines): not evidence here",
+              "(compile/audit of qt=6 baselines, device baselines): not evidence here",
               file=sys.stderr)
     if args.json:
         Path(args.json).write_text(dumps(adm))

@@ -4,7 +4,7 @@
     hqval bench --backend hip --arch gfx1100 --shape 17408x5120 --sweep-rows --out runs/x
 
 Cells run one at a time (never concurrently on a device).  Exit 0 when every cell ran
-and none regressed, 1 when a cell is significantly slower than its qt=1 baseline or a
+and none regressed, 1 when a cell is significantly slower than its qt=6 baseline or a
 run stayed noisy, 2 on bad input or a backend that cannot run.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hqval import options
+from hqval.formats import HFQ4G256_QT
 
 SWEEP_ROWS = (1, 2, 4, 8)
 
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep-rows", action="store_true",
                         help=f"time every R in {SWEEP_ROWS}")
     parser.add_argument("--candidates", default="44,45",
-                        help="qt ids timed against qt=1 (comma-separated)")
+                        help="qt ids timed against qt=6 (comma-separated)")
     parser.add_argument("--warmup", type=int, default=32,
                         help="untimed A/B sample pairs before each run (module load, first "
                              "touch, clock ramp; default 32)")
@@ -183,9 +184,9 @@ def predict_only(args: argparse.Namespace, arch: str) -> int:
     print(f"{'kernel':24} {'shape':12} {'mode':5} {'pred v2/v1':>10} {'us(v1)':>8} "
           f"{'us(v2)':>8} {'bound':7} {'resident':8}")
     for R in rows:
-        v1 = find_kernels(manifest, 1, R)
+        v1 = find_kernels(manifest, HFQ4G256_QT, R)
         if v1 is None:
-            raise UsageError(f"no qt=1 GEMV kernel with rows_per_block {R} in the manifest")
+            raise UsageError(f"no qt=6 GEMV kernel with rows_per_block {R} in the manifest")
         c1 = measure_cost(v1, arch)
         saved.append(c1)
         for qt in candidates:

@@ -4,8 +4,8 @@ and by name.
 ==========  ======  =====  =======  ==========  ==========================================
 name        qt      bytes  rotated  status      header
 ==========  ======  =====  =======  ==========  ==========================================
-hfq4g256    1       136    no       shipping    f32 scale, f32 zero per 256
-mq4g256     13      136    FWHT     shipping    same bytes as qt=1 (alias ``mq4v1``)
+hfq4g256    6       136    no       shipping    f32 scale, f32 zero per 256
+mq4g256     13      136    FWHT     shipping    same bytes as qt=6 (alias ``mq4v1``)
 mq4g256v2   44      136    FWHT     shipping    fp16 (scale, zero) per 128 (alias ``mq4``)
 mq4cg256    45      136    FWHT     shipping    fp16 (scale, zero) per 256 + 4 B zero pad
                                                 (alias ``mq4c``)
@@ -17,6 +17,10 @@ mq4_k       1046    144    FWHT     candidate   per-32 6-bit sub-scales/mins, fp
 Every format keeps its 128 nibble bytes at the end of the group; all but the retired
 compact form put them at [8..136).  qt ids >= 1000 are suite-local: the engine never
 allocated one for these formats, and the suite must not squat on an engine id.
+
+The ids are the engine's (design note section 1d: "qt=6 HFQ4G256 is unrotated; qt=13
+MQ4G256 is rotated").  qt=1 is the engine's F16, not a 4-bit format: results written before
+results schema 2 called HFQ4G256 qt=1, and ``hqval.results.store`` migrates them on load.
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ from hqval.formats.rotation import rotate, sign_vector, unrotate
 from hqval.formats.tensorfile import QT_F32, TensorFile, load_tensor, save_tensor
 
 __all__ = [
+    "ENGINE_F16_QT",
     "GROUP_WEIGHTS",
+    "HFQ4G256_QT",
     "QT_F32",
     "SUITE_LOCAL_QT",
+    "V1_QTS",
     "AffineFormat",
     "Format",
     "HierarchicalFormat",
@@ -50,17 +57,22 @@ __all__ = [
 ]
 
 SUITE_LOCAL_QT = 1000
+# The engine's F16 dtype id: not a 4-bit format, and the id this suite once gave HFQ4G256.
+ENGINE_F16_QT = 1
+# The v1 formats (f32 scale + f32 zero per 256): HFQ4G256 and its rotated twin MQ4G256.
+HFQ4G256_QT = 6
+V1_QTS = (HFQ4G256_QT, 13)
 
 _FORMATS: tuple[Format, ...] = (
     AffineFormat(
-        qt=1, name="hfq4g256", group_bytes=136, rotated=False, status="shipping",
+        qt=HFQ4G256_QT, name="hfq4g256", group_bytes=136, rotated=False, status="shipping",
         payload_offset=8, header="f32", halves=1,
         description="HFQ4-G256: f32 scale [0..4), f32 zero [4..8) per 256, unrotated",
     ),
     AffineFormat(
         qt=13, name="mq4g256", aliases=("mq4v1",), group_bytes=136, rotated=True,
         status="shipping", payload_offset=8, header="f32", halves=1,
-        description="MQ4-G256 (v1): qt=1's bytes on FWHT-rotated weights",
+        description="MQ4-G256 (v1): qt=6's bytes on FWHT-rotated weights",
     ),
     AffineFormat(
         qt=44, name="mq4g256v2", aliases=("mq4",), group_bytes=136, rotated=True,
@@ -97,9 +109,19 @@ def all_formats() -> tuple[Format, ...]:
 def by_qt(qt: int) -> Format:
     try:
         return _BY_QT[int(qt)]
-    except KeyError:
-        known = ", ".join(f"{f.qt} ({f.name})" for f in _FORMATS)
-        raise KeyError(f"unknown qt={qt}; known formats: {known}") from None
+    except (KeyError, ValueError, TypeError):
+        raise KeyError(unknown_qt_message(qt)) from None
+
+
+def known_qts() -> str:
+    """The registered ids with their names, for error messages: ``6 (hfq4g256), 13 ...``."""
+    return ", ".join(f"{f.qt} ({f.name})" for f in _FORMATS)
+
+
+def unknown_qt_message(qt: object) -> str:
+    hint = (f"; qt={ENGINE_F16_QT} is the engine's F16, HFQ4G256 is qt=6"
+            if qt == ENGINE_F16_QT else "")
+    return f"unknown qt={qt}{hint}; known formats: {known_qts()}"
 
 
 def by_name(name: str) -> Format:

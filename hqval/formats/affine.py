@@ -1,4 +1,4 @@
-"""Affine min/max formats: qt=1 HFQ4G256, qt=13 MQ4G256, qt=44 MQ4G256V2, qt=45 MQ4CG256
+"""Affine min/max formats: qt=6 HFQ4G256, qt=13 MQ4G256, qt=44 MQ4G256V2, qt=45 MQ4CG256
 and the retired 132 B compact form.
 
 All five share one rule (design note section 3): per sub-block, ``lo = min``, ``hi = max``,
@@ -137,7 +137,7 @@ def fma_f32(q: npt.ArrayLike, scale: npt.ArrayLike, zero: npt.ArrayLike) -> F32A
 
     When every scale has at most 20 significant bits (fp16-widened headers, mq4_k's
     ``d * sc``), ``q * scale`` is exact in f32 (4 + 20 <= 24 bits), so f32 multiply then add
-    is the fma.  Otherwise (qt=1/13's f32 scale) the product is formed exactly in f64
+    is the fma.  Otherwise (qt=6/13's f32 scale) the product is formed exactly in f64
     (4 + 24 <= 53 bits) and the sum ``p + zero`` is rounded to odd at 53 bits before the final
     rounding to f32: a plain f64 add followed by a cast would round twice and can miss the
     correct f32 neighbour when the exact sum sits just off an f32 midpoint (for example

@@ -26,7 +26,7 @@ U8Array = npt.NDArray[np.uint8]
 class Format(abc.ABC):
     """One 4-bit weight format: identity, geometry, and its byte-exact codec.
 
-    ``qt`` is the engine's dtype id where the engine allocated one (1, 13, 44, 45); formats
+    ``qt`` is the engine's dtype id where the engine allocated one (6, 13, 44, 45); formats
     the engine never allocated carry a suite-local id >= 1000 so tensor files can still
     self-describe (see ``hqval.formats.SUITE_LOCAL_QT``).
     """

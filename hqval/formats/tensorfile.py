@@ -4,8 +4,9 @@ format's bytes).
 
 A file is an uncompressed ``.npz`` holding ``magic``, ``version``, ``qt``, ``K``, ``data``
 and ``meta`` (a JSON string).  ``qt = 0`` (``QT_F32``) tags unquantized float32 weights.
-Writes go to a temporary file in the same directory and are renamed into place, so a
-failed save leaves nothing partial behind.
+Version 1 files tagged HFQ4G256 as qt=1 (the engine's F16 id); they load as qt=6, the
+engine's HFQ4G256.  Writes go to a temporary file in the same directory and are renamed
+into place, so a failed save leaves nothing partial behind.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import numpy as np
 import numpy.typing as npt
 
 MAGIC = "hqval-tensor"
-VERSION = 1
+VERSION = 2
 QT_F32 = 0
+# version -> {qt written by that version: the qt it means now}
+_QT_RENAMES: dict[int, dict[int, int]] = {1: {1: 6}}
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,11 @@ def load_tensor(path: str | os.PathLike[str], qt: int) -> TensorFile:
         raise ValueError(f"{p}: not an hqval tensor file (no '{MAGIC}' tag); save it with "
                          f"hqval.formats.save_tensor so it carries its qt")
     version = int(fields["version"])
-    if version != VERSION:
-        raise ValueError(f"{p}: tensor file version {version}, this hqval reads {VERSION}")
+    if version != VERSION and version not in _QT_RENAMES:
+        raise ValueError(f"{p}: tensor file version {version}, this hqval reads {VERSION} "
+                         f"(and migrates {sorted(_QT_RENAMES)})")
     file_qt = int(fields["qt"])
+    file_qt = _QT_RENAMES.get(version, {}).get(file_qt, file_qt)
     if file_qt != qt:
         raise ValueError(
             f"{p}: file holds {_describe(file_qt)} but was opened as {_describe(qt)}; no "

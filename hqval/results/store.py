@@ -150,8 +150,45 @@ def _v0_to_v1(
     return env, out
 
 
+# Schema 1 registered HFQ4G256 as qt=1; the engine's id is qt=6 (qt=1 is its F16).
+_V1_HFQ4G256_QT, _V2_HFQ4G256_QT = 1, 6
+
+
+def _v1_to_v2(
+    envelope: dict[str, Any], rows: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """v1 called HFQ4G256 qt=1.  v2 uses the engine's id, qt=6: the envelope's kernel table
+    and every row's ``details.qt`` (admission rows and check details) say 6 where they said
+    1.  Messages are kept as written (they are the run's own words)."""
+    env = dict(envelope)
+    env["schema_version"] = 2
+    kernels = env.get("kernels")
+    if isinstance(kernels, dict):
+        env["kernels"] = {
+            name: _renumber(info) if isinstance(info, dict) else info
+            for name, info in kernels.items()
+        }
+    out = []
+    for r in rows:
+        n = dict(r)
+        details = n.get("details")
+        if isinstance(details, dict):
+            n["details"] = _renumber(details)
+        if n.get("kind") == "admit" and n.get("kernel") == f"qt{_V1_HFQ4G256_QT}":
+            n["kernel"] = f"qt{_V2_HFQ4G256_QT}"  # the identity follows from the fields
+        out.append(n)
+    return env, out
+
+
+def _renumber(d: dict[str, Any]) -> dict[str, Any]:
+    qt = d.get("qt")
+    if qt == _V1_HFQ4G256_QT and not isinstance(qt, bool):
+        return {**d, "qt": _V2_HFQ4G256_QT}
+    return d
+
+
 # version N -> function producing version N+1
-MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1}
+MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1, 1: _v1_to_v2}
 
 
 def migrate(

@@ -1,11 +1,11 @@
-"""The timing run: A/A control, v2-family vs qt=1 cells; copy, read-floor and torch.mv
+"""The timing run: A/A control, v2-family vs qt=6 cells; copy, read-floor and torch.mv
 ceilings.
 
 Everything here runs sequentially on one device (timing cells are never concurrent).
-For each rows-per-block R, mode and shape: an A/A cell (qt=1 against a second copy of
+For each rows-per-block R, mode and shape: an A/A cell (qt=6 against a second copy of
 itself) first; if its ratio misses 1.00 by more than ``AA_TOLERANCE`` it is re-run up to
 ``max_reruns`` times, and a group whose A/A stays noisy has every row marked ERROR
-("noisy") instead of trusted.  Then each candidate kernel against its qt=1 baseline.
+("noisy") instead of trusted.  Then each candidate kernel against its qt=6 baseline.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from hqval.backends.base import Backend
+from hqval.formats import HFQ4G256_QT
 from hqval.result import Row, Status
 from hqval.timing import stats
 from hqval.timing.baselines import Baseline, copy_bandwidth, stream_read, torch_mv_bf16
@@ -31,7 +32,7 @@ GATE_DERIVATION = (
     "p < 0.05 (design note section 6: v2 is throughput-neutral where bandwidth-bound)"
 )
 AA_DERIVATION = (
-    "A/A (qt=1 vs itself) must be within 0.5% of 1.00: a quarter of the smallest change "
+    "A/A (qt=6 vs itself) must be within 0.5% of 1.00: a quarter of the smallest change "
     "reported; otherwise order or clock effects dominate the run"
 )
 
@@ -170,9 +171,9 @@ def _run_bench(
     # shape and mode, then reused by every R of a --sweep-rows run.
     ceilings: dict[tuple[str, str, Mode], Baseline] = {}
     for R in plan.rows:
-        v1_spec = find_kernels(manifest, 1, R)
+        v1_spec = find_kernels(manifest, HFQ4G256_QT, R)
         if v1_spec is None:
-            raise NotImplementedError(f"need a qt=1 GEMV kernel with rows_per_block {R}")
+            raise NotImplementedError(f"need a qt=6 GEMV kernel with rows_per_block {R}")
         cands = [s for s in (find_kernels(manifest, qt, R) for qt in plan.candidates) if s]
         for mode in plan.modes:
             for shape in plan.shapes:
@@ -300,7 +301,7 @@ def _shape_cells(
             if not aa_ok or any(pair.queue_drained):
                 status, why = Status.ERROR, "noisy run: not trusted (" + msg + ")"
             elif st.changed() and st.ratio > 1.0:
-                status, why = Status.FAIL, "significantly slower than its qt=1 baseline"
+                status, why = Status.FAIL, "significantly slower than its qt=6 baseline"
             else:
                 status, why = Status.PASS, "within the gate"
             rows.append(Row(

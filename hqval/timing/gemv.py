@@ -1,6 +1,6 @@
 """GEMV timing cells: real encoded weights on the device, verified, then timed A/B.
 
-A cell is (shape, mode, R): the qt=1 kernel (arm A) against a v2-family kernel (arm B)
+A cell is (shape, mode, R): the qt=6 kernel (arm A) against a v2-family kernel (arm B)
 with the same arithmetic, each reading its own format's bytes.  Before any timing, every
 kernel's output is checked against the f64 oracle of its decoded weights, so a timing is
 never taken of a kernel that computes the wrong thing (or nothing).

@@ -24,7 +24,7 @@
 // accumulated from -16 S in one fma chain.  3 instructions per weight plus 2 per
 // group-row; S is per group, shared by the R rows.  The rounding differs from
 // hq4_dot8's (one extra rounding of S, a cancellation against 16 S), within the
-// GEMV parity bound by orders of magnitude; qt=1/44/45 all use this same arithmetic, so
+// GEMV parity bound by orders of magnitude; qt=6/44/45 all use this same arithmetic, so
 // bit identity between them on equal halves is unchanged.
 struct GemvX {
     hq_float4 a, b;
@@ -86,7 +86,7 @@ static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, const GemvX
 // __syncwarp).  Per group and half h the lane that owns C[.][h] adds
 //   sc_h * P_h + zp_h * S_h,  P_h = sum q x over the half,  S_h = sum x over the half,
 // with (sc_h, zp_h) from Hdr::decode(raw, 64 h): the half is the payload byte offset of
-// the tile's weights, the same layout rule as the per-weight path.  qt=1/44/45 share
+// the tile's weights, the same layout rule as the per-weight path.  qt=6/44/45 share
 // every instruction except Hdr::load/decode, so equal halves stay bit-identical.
 #define HQ_GEMV_TC 1
 

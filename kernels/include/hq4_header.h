@@ -2,8 +2,8 @@
 //
 // Every format keeps the 128 nibble bytes at [8..136) of the group; only the 8 header
 // bytes differ.  Each decoder is a policy the kernel bodies are instantiated with, so the
-// qt=1, qt=44 and qt=45 kernels of one family share every other instruction and, with
-// equal half headers, qt=44/45 reproduce qt=1 bit for bit.
+// qt=6, qt=44 and qt=45 kernels of one family share every other instruction and, with
+// equal half headers, qt=44/45 reproduce qt=6 bit for bit.
 //
 // Interface (all static):
 //   kGroupBytes, kPayloadOffset   group stride and nibble payload offset in bytes
@@ -23,7 +23,7 @@ struct Hq4Raw {
     unsigned int b;  // header dword at group byte +4
 };
 
-// qt=1 HFQ4-G256 (also qt=13 MQ4-G256: same bytes, FWHT-rotated activations):
+// qt=6 HFQ4-G256 (also qt=13 MQ4-G256: same bytes, FWHT-rotated activations):
 // [0..4) f32 scale, [4..8) f32 zero, one pair for all 256 weights.
 struct HdrHfq4v1 {
     static constexpr unsigned int kGroupBytes = 136;

@@ -53,7 +53,7 @@ def test_fixture_that_is_not_bit_identical_is_an_error(
     # the fixture's own assertions fail, and the check must refuse to judge.
     def not_equal(M: int, K: int, seed: int) -> fixtures.Fixture:
         fx = fixtures.disjoint_halves(M, K, seed)
-        broken = fixtures.Assertion("decode_qt1_equals_qt44", False, "disjoint halves")
+        broken = fixtures.Assertion("decode_qt6_equals_qt44", False, "disjoint halves")
         return fixtures.Fixture(fx.name, seed, M, K, fx.weights, fx.blobs,
                                 (*fx.assertions, broken))
 

@@ -16,7 +16,7 @@ MANIFEST = load_manifest(None)
     (44, "gfx1100", "gemm"), (44, "gfx1151", "gemm"), (44, "gfx1201", "gemm"),
     (45, "gfx1201", "gemm"), (45, "gfx1100", "per_token_gemv"), (45, "gfx1151", "per_token_gemv"),
     (44, "gfx1030", "per_token_gemv"), (44, "gfx1010", "per_token_gemv"),
-    (1, "gfx1010", "per_token_gemv"), (1, "gfx1100", "gemm"),
+    (6, "gfx1010", "per_token_gemv"), (6, "gfx1100", "gemm"),
 ])
 def test_route_follows_the_design_note(qt: int, arch: str, path: str) -> None:
     route = prefill_route(MANIFEST, qt, ARCHES[arch])

@@ -33,7 +33,7 @@ def backend() -> EmuBackend:
 
 def _inputs() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(1)
-    blob = by_qt(1).encode(rng.standard_normal((M, K)).astype(np.float32))
+    blob = by_qt(6).encode(rng.standard_normal((M, K)).astype(np.float32))
     return blob, rng.standard_normal(K).astype(np.float32)
 
 
@@ -56,7 +56,7 @@ def test_good_launch_passes_guards(backend: EmuBackend) -> None:
     spec = MANIFEST.by_name("gemv_hfq4g256_r1")
     blob, x = _inputs()
     out = decode(backend, backend.load(spec), spec, blob, x, None)
-    ref = by_qt(1).decode(blob, K).astype(np.float64) @ x
+    ref = by_qt(6).decode(blob, K).astype(np.float64) @ x
     assert np.max(np.abs(out.values - ref)) < 1e-5 * np.max(np.abs(ref))
     assert out.counts
 

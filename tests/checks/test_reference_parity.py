@@ -16,7 +16,7 @@ from .conftest import ARCHES
 
 Ctx = Callable[..., CheckContext]
 # One representative per arch keeps the emulator time modest; together they cover plain,
-# residual and fused-QKV decode for qt=1/44/45 at R=1/2/4.
+# residual and fused-QKV decode for qt=6/44/45 at R=1/2/4.
 GOOD = list(zip(ARCHES, ("gemv_mq4g256v2_r1", "gemv_mq4c_residual_r2", "gemv_hfq4g256_qkv_r2",
                          "gemv_mq4g256v2_residual_r1", "gemv_mq4c_r4"), strict=True))
 

@@ -64,7 +64,7 @@ def test_external_manifest_gets_the_same_checks(tmp_path: Path) -> None:
         "kernels:\n"
         "  - name: gemv_hfq4g256_r1\n"
         f"    source: {src / 'gemv_hfq4g256.hip'}\n"
-        "    qt: 1\n    kind: gemv\n    requires: any\n"
+        "    qt: 6\n    kind: gemv\n    requires: any\n"
         "  - name: gemv_mq4g256v2_r1\n"
         f"    source: {src / 'gemv_hfq4g256.hip'}\n"
         "    qt: 44\n    kind: gemv\n    requires: any\n    baseline: gemv_hfq4g256_r1\n")

@@ -32,7 +32,7 @@ def external_tree(tmp_path: Path, body: str = "+ 1.0f") -> Path:
 schema: 1
 include_dirs: [{PRELUDE}]
 kernels:
-  - {{name: ext_ok, source: ok.hip, qt: 1, kind: gemv, requires: any}}
+  - {{name: ext_ok, source: ok.hip, qt: 6, kind: gemv, requires: any}}
   - {{name: ext_bad, source: bad.hip, qt: 44, kind: gemv, requires: any, baseline: ext_ok}}
 """)
     return manifest

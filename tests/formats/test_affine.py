@@ -1,4 +1,4 @@
-"""Affine formats (qt=1, 13, 44, 45, retired compact): byte layout, the section 3 encoder to
+"""Affine formats (qt=6, 13, 44, 45, retired compact): byte layout, the section 3 encoder to
 the letter, exact decode, and the bad-input refusals."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis.extra.numpy import arrays
 from hqval.formats import by_qt, fma_f32
 from hqval.formats.affine import AffineFormat
 
-AFFINE = (1, 13, 44, 45, 1045)
+AFFINE = (6, 13, 44, 45, 1045)
 
 
 def ref_encode(fmt: AffineFormat, w: np.ndarray) -> bytes:
@@ -85,12 +85,12 @@ def test_layout_qt44_by_hand() -> None:
     assert np.array_equal(by_qt(44).decode(b[None], 256), w)
 
 
-def test_layout_qt45_pad_and_qt1_f32_header() -> None:
+def test_layout_qt45_pad_and_qt6_f32_header() -> None:
     w = np.linspace(-3.0, 4.5, 256, dtype=np.float32)[None]
     b45 = by_qt(45).encode(w)[0]
     assert struct.unpack("<ee", b45[:4].tobytes()) == (0.5, -3.0)
     assert b45[4:8].tolist() == [0, 0, 0, 0]
-    b1 = by_qt(1).encode(w)[0]
+    b1 = by_qt(6).encode(w)[0]
     assert struct.unpack("<ff", b1[:8].tobytes()) == (0.5, -3.0)
     assert b1[8:].tobytes() == b45[8:].tobytes()
     bc = by_qt(1045).encode(w)[0]
@@ -154,7 +154,7 @@ def test_gaussian_error_is_half_a_step(qt: int) -> None:
 @settings(max_examples=60, deadline=None)
 @given(sc=st.floats(2.0**-14, 60.0, width=16), z=st.floats(-1000, 1000, width=16),
        data=st.data())
-def test_equal_halves_qt44_decodes_like_qt1_on_same_nibbles(
+def test_equal_halves_qt44_decodes_like_qt6_on_same_nibbles(
     sc: float, z: float, data: st.DataObject
 ) -> None:
     q = np.array(data.draw(st.lists(st.integers(0, 15), min_size=256, max_size=256)), np.uint8)
@@ -163,7 +163,7 @@ def test_equal_halves_qt44_decodes_like_qt1_on_same_nibbles(
     b1 = np.frombuffer(struct.pack("<ff", sc, z) + payload.tobytes(), np.uint8)
     b45 = np.frombuffer(struct.pack("<ee", sc, z) + bytes(4) + payload.tobytes(), np.uint8)
     d44 = by_qt(44).decode(b44[None], 256)
-    for qt, b in ((1, b1), (13, b1), (45, b45)):
+    for qt, b in ((6, b1), (13, b1), (45, b45)):
         assert np.array_equal(by_qt(qt).decode(b[None], 256).view(np.uint32), d44.view(np.uint32))
 
 
@@ -264,7 +264,7 @@ def test_f32_range_overflow_refused() -> None:
     w = np.zeros((1, 256), np.float32)
     w[0, 0], w[0, 1] = -3e38, 3e38
     with pytest.raises(ValueError, match="overflow the f32"):
-        by_qt(1).encode(w)
+        by_qt(6).encode(w)
 
 
 @pytest.mark.parametrize("qt", AFFINE)

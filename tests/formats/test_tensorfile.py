@@ -22,9 +22,9 @@ def test_roundtrip_blob_and_weights(tmp_path: Path) -> None:
 
 
 def test_loading_as_another_format_is_refused(tmp_path: Path) -> None:
-    blob = by_qt(1).encode(np.ones((2, 256), np.float32))
-    save_tensor(tmp_path / "v1.npz", blob, 1)
-    with pytest.raises(ValueError, match=r"holds qt=1 \(hfq4g256\) but was opened as qt=44"):
+    blob = by_qt(6).encode(np.ones((2, 256), np.float32))
+    save_tensor(tmp_path / "v1.npz", blob, 6)
+    with pytest.raises(ValueError, match=r"holds qt=6 \(hfq4g256\) but was opened as qt=44"):
         load_tensor(tmp_path / "v1.npz", 44)
     with pytest.raises(ValueError, match="qt=0"):
         load_tensor(tmp_path / "v1.npz", QT_F32)
@@ -59,3 +59,19 @@ def test_interrupted_write_leaves_no_partial_file(tmp_path: Path,
     with pytest.raises(OSError, match="disk full"):
         save_tensor(tmp_path / "y.npz", np.zeros((1, 136), np.uint8), 45)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_version_1_files_tagged_qt1_load_as_hfq4g256_qt6(tmp_path: Path) -> None:
+    """Version 1 called HFQ4G256 qt=1 (the engine's F16 id): such a file loads as qt=6, and
+    is still refused as any other format."""
+    blob = by_qt(6).encode(np.ones((2, 256), np.float32))
+    np.savez(tmp_path / "old.npz", magic=np.array("hqval-tensor"), version=np.array(1),
+             qt=np.array(1), K=np.array(256), data=blob, meta=np.array("{}"))
+    t = load_tensor(tmp_path / "old.npz", 6)
+    assert t.qt == 6 and np.array_equal(t.data, blob)
+    with pytest.raises(ValueError, match=r"holds qt=6 \(hfq4g256\) but was opened as qt=44"):
+        load_tensor(tmp_path / "old.npz", 44)
+    np.savez(tmp_path / "v3.npz", magic=np.array("hqval-tensor"), version=np.array(3),
+             qt=np.array(6), K=np.array(256), data=blob, meta=np.array("{}"))
+    with pytest.raises(ValueError, match="tensor file version 3"):
+        load_tensor(tmp_path / "v3.npz", 6)

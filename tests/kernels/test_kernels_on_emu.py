@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs clang-19 and llvm-objdump-19 (apt-get install clang-19 llvm-19)")
 
 REAL = load_manifest()
-PREFIX = {1: "gemv_hfq4g256", 44: "gemv_mq4g256v2", 45: "gemv_mq4c"}
+PREFIX = {6: "gemv_hfq4g256", 44: "gemv_mq4g256v2", 45: "gemv_mq4c"}
 # f32 accumulation of K <= 1536 products in a different order than the f64 oracle: the
 # error is a few ulp of sum|w x|; 1e-5 of that bound leaves a 10x margin.
 GEMV_TOL = 1e-5
@@ -74,7 +74,7 @@ def rel_err(got: np.ndarray, ref: np.ndarray, scale: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - ref) / scale))
 
 
-@pytest.mark.parametrize("qt", [1, 44, 45])
+@pytest.mark.parametrize("qt", [6, 44, 45])
 @pytest.mark.parametrize(("variant", "arch"), [
     ("r1", "gfx1100"), ("r2", "gfx1100"), ("r4", "gfx1030"), ("r8", "gfx1100"),
     ("residual_r2", "gfx1201")])
@@ -105,10 +105,10 @@ def equal_half_blobs(rng: np.random.Generator, M: int, K: int) -> dict[int, np.n
     zp = (rng.standard_normal((M, G)) * 0.5).astype(np.float16)
     pair = (sc.view(np.uint16).astype(np.uint32) | (zp.view(np.uint16).astype(np.uint32) << 16))
     out = {}
-    for qt in (1, 44, 45):
+    for qt in (6, 44, 45):
         g = np.zeros((M, G, 136), np.uint8)
         g[:, :, 8:] = nib
-        if qt == 1:
+        if qt == 6:
             g[:, :, 0:4] = sc.astype(np.float32)[..., None].view(np.uint8)
             g[:, :, 4:8] = zp.astype(np.float32)[..., None].view(np.uint8)
         else:
@@ -128,7 +128,7 @@ def test_v2_and_mq4c_are_bit_identical_to_v1_on_equal_halves(
     blobs = equal_half_blobs(rng, M, K)
     x = rng.standard_normal(K).astype(np.float32)
     outs = {}
-    for qt in (1, 44, 45):
+    for qt in (6, 44, 45):
         spec = REAL.by_name(f"{PREFIX[qt]}_{variant}")
         R = spec.rows_per_block
         if spec.kind == "gemv_qkv":
@@ -140,9 +140,9 @@ def test_v2_and_mq4c_are_bit_identical_to_v1_on_equal_halves(
         else:
             (outs[qt],) = launch(spec, arch, cache, (-(-M // R), 1, 1),
                                  [blobs[qt], x, np.zeros(M, np.float32)], [M, K], [2])
-    assert np.array_equal(outs[44].view(np.uint32), outs[1].view(np.uint32))
-    assert np.array_equal(outs[45].view(np.uint32), outs[1].view(np.uint32))
-    assert np.isfinite(outs[1]).all() and np.abs(outs[1]).max() > 0
+    assert np.array_equal(outs[44].view(np.uint32), outs[6].view(np.uint32))
+    assert np.array_equal(outs[45].view(np.uint32), outs[6].view(np.uint32))
+    assert np.isfinite(outs[6]).all() and np.abs(outs[6]).max() > 0
 
 
 def test_fused_qkv_writes_three_projections_of_different_heights(cache: Path) -> None:

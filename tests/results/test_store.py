@@ -156,6 +156,54 @@ def test_every_version_below_current_has_a_migration() -> None:
     assert set(store.MIGRATIONS) == set(range(hqval.SCHEMA_VERSION))
 
 
+def test_schema_1_hfq4g256_qt1_becomes_the_engines_qt6(tmp_path: Path) -> None:
+    """Schema 1 called HFQ4G256 qt=1 (the engine's F16 id): the kernel table, details.qt and
+    admission rows read as qt=6; other qts and the run's own messages are kept."""
+    run_dir = tmp_path / "v1"
+    run_dir.mkdir()
+    (run_dir / "envelope.json").write_text(json.dumps({
+        "schema_version": 1, "arch": ["gfx1100"], "backend": "emu",
+        "kernels": {"gemv_hfq4g256_r1": {"qt": 1, "kind": "gemv"},
+                    "gemv_mq4g256v2_r1": {"qt": 44, "kind": "gemv"}}}))
+    rows = [
+        {"kind": "check", "check": "bit_identity", "kernel": "gemv_hfq4g256_r1",
+         "arch": "gfx1100", "backend": "emu", "status": "pass", "details": {"qt": 1},
+         "message": "qt=1 baseline"},
+        {"kind": "admit", "check": "admit_decode", "kernel": "qt1", "arch": "gfx1100",
+         "backend": "policy", "status": "pass", "details": {"qt": 1, "path": "decode"}},
+        {"kind": "check", "check": "bit_identity", "kernel": "gemv_mq4g256v2_r1",
+         "arch": "gfx1100", "backend": "emu", "status": "pass", "details": {"qt": 44}},
+    ]
+    (run_dir / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = store.load(run_dir)
+    assert run.envelope["schema_version"] == hqval.SCHEMA_VERSION
+    assert run.envelope["kernels"]["gemv_hfq4g256_r1"]["qt"] == 6
+    assert run.envelope["kernels"]["gemv_mq4g256v2_r1"]["qt"] == 44
+    by_kernel = {r.kernel: r for r in run.rows}
+    assert by_kernel["gemv_hfq4g256_r1"].details["qt"] == 6
+    assert by_kernel["gemv_hfq4g256_r1"].message == "qt=1 baseline"
+    assert by_kernel["qt6"].details["qt"] == 6 and "qt6|" in by_kernel["qt6"].identity
+    assert by_kernel["gemv_mq4g256v2_r1"].details["qt"] == 44
+
+
+def test_committed_checkpoints_load_with_hfq4g256_as_qt6() -> None:
+    """The checkpoints under reports/ are historical (schema 1, qt=1 on disk) and are left as
+    written; loading them migrates."""
+    root = Path(hqval.__file__).resolve().parents[1] / "reports" / "checkpoints"
+    env_files = sorted(root.rglob("envelope.json"))
+    assert env_files, f"no committed run directories under {root}"
+    for env_file in env_files:
+        raw = json.loads(env_file.read_text())
+        run = store.load(env_file.parent)
+        assert run.envelope["schema_version"] == hqval.SCHEMA_VERSION
+        table = run.envelope.get("kernels", {})
+        for name, info in table.items():
+            if raw.get("schema_version", 0) < 2 and "hfq4g256" in name:
+                assert raw["kernels"][name]["qt"] == 1 and info["qt"] == 6, name
+            assert info.get("qt") != 1, name
+        assert all(r.details.get("qt") != 1 for r in run.rows), env_file
+
+
 def test_later_row_for_a_cell_supersedes_the_earlier(tmp_path: Path) -> None:
     w = _writer(tmp_path)
     w.append([_row(0, Status.ERROR), _row(1)])

@@ -50,5 +50,5 @@ def test_find_kernels_by_qt_and_rows() -> None:
     m = load_manifest(None)
     spec = bench.find_kernels(m, 44, 2)
     assert spec.name == "gemv_mq4g256v2_r2" and not spec.residual
-    assert bench.find_kernels(m, 1, 8).name == "gemv_hfq4g256_r8"
+    assert bench.find_kernels(m, 6, 8).name == "gemv_hfq4g256_r8"
     assert bench.find_kernels(m, 44, 3) is None
