@@ -283,6 +283,18 @@ def _failed(row: Row) -> bool:
     return row.status in (Status.FAIL, Status.ERROR)
 
 
+def _listed(items: Sequence[str], last: str = "and") -> str:
+    """``a``, ``a and b``, ``a, b and c``: a list as a sentence reads it."""
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+def _unmet(need: Need, arch: ArchCaps) -> str:
+    """Why a need is not met, as a sentence: 'wmma is none here, not gfx11 or gfx12: ...'."""
+    return (f"{arch.name} has {need.cap} {arch.cap(need.cap)}, not "
+            f"{_listed(need.allowed, 'or')}: {need.why}")
+
+
 def admit_cell(
     pp: PathPolicy, arch: ArchCaps, rows: Sequence[Row], qt_rows: Sequence[Row],
     notes: Sequence[str] = (), regressed: Sequence[str] = (),
@@ -298,15 +310,12 @@ def admit_cell(
 
     for need in pp.needs:
         if need.otherwise is AdmissionStatus.UNSUPPORTED and arch.cap(need.cap) not in need.allowed:
-            reasons.insert(0, f"{need.cap}={arch.cap(need.cap)} not in "
-                              f"{list(need.allowed)}: {need.why}")
+            reasons.insert(0, _unmet(need, arch))
             return cell(AdmissionStatus.UNSUPPORTED)
 
     unmet = [n for n in pp.needs if arch.cap(n.cap) not in n.allowed]
     if unmet:  # only fallback needs remain unmet
-        need = unmet[0]
-        reasons.insert(0, f"{need.cap}={arch.cap(need.cap)} not in {list(need.allowed)}: "
-                          f"{need.why}")
+        reasons.insert(0, _unmet(unmet[0], arch))
         fb_rows = [r for r in qt_rows if r.check in pp.fallback_checks]
         failing = [r.identity for r in fb_rows if _failed(r)]
         # the fallback runs the decode kernels, so their own failures count too
@@ -360,7 +369,7 @@ def admit_cell(
     hw_ok = bool(hw) and not hw_missing
     if hw_ok and (hw_timing or not pp.timing_required):
         timed = " and timing" if hw_timing else ""
-        reasons.append(f"required checks {list(pp.checks)}{timed} passed on "
+        reasons.append(f"required checks {_listed(pp.checks)}{timed} passed on "
                        f"{', '.join(sorted({r.backend for r in hw}))} hardware")
         return cell(AdmissionStatus.MEASURED, hw + hw_timing)
     if hw_ok:
@@ -368,7 +377,7 @@ def admit_cell(
                        "not measured")
     emu, emu_missing = covered(False)
     if emu and not emu_missing:
-        reasons.append(f"required checks {list(pp.checks)} passed on the emulator")
+        reasons.append(f"required checks {_listed(pp.checks)} passed on the emulator")
         return cell(AdmissionStatus.EMULATED, emu)
     if hw_ok:
         return cell(AdmissionStatus.UNTESTED, hw)

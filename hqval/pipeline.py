@@ -430,7 +430,7 @@ class RunResult:
 
 
 def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResult:
-    from hqval.admission import admit_runs, dumps, to_markdown
+    from hqval.admission import admit_runs, dumps, load_policy, to_markdown
     from hqval.report.render import build, write_report
     from hqval.results.compare import to_markdown as compare_markdown
 
@@ -453,7 +453,7 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
     md = compare_markdown(cmp) if cmp is not None else ""
     exit_code = adm.exit_code
     others = adm.outside
-    data = build([run], adm, md)
+    data = build([run], adm, md, policy=load_policy())  # the policy admit_runs used
     paths = write_report(data, ctx.writer.path / "report")
     lines = [to_markdown(adm),
              "rows of the real kernels and steps: "

@@ -93,6 +93,14 @@ def test_design_note_status_shape_from_emulated_evidence() -> None:
     assert status(adm, 45, "decode", "gfx1010") is S.EMULATED
     assert status(adm, 44, "prefill", "gfx1010") is S.FALLBACK
     assert adm.exit_code == 0
+    # reasons are sentences: no Python list reprs or key=value shorthand
+    reasons = [x for c in adm.cells for x in c.reasons]
+    assert not [x for x in reasons if re.search(r"\[|'| not in ", x)]
+    fb = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "prefill", "gfx1010"))
+    assert fb.reasons[0].startswith("gfx1010 has wmma none, not gfx11 or gfx12: ")
+    em = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1010"))
+    assert "required checks bit_identity and reference_parity passed on the emulator" \
+        in em.reasons
 
 
 def test_measured_needs_hardware_checks_and_timing() -> None:

@@ -20,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hqval.admission import load_policy
     from hqval.commands.admit import evaluate, load_runs
     from hqval.report.render import build, write_report
     from hqval.results.compare import to_markdown as compare_markdown
@@ -27,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     adm, cmp = evaluate(args)
     runs = load_runs(args.runs)
     md = compare_markdown(cmp) if cmp is not None else ""
-    paths = write_report(build(runs, adm, md), args.out)
+    # evaluate() has read the policy (a bad one is exit 2 there); the report draws its gate
+    paths = write_report(build(runs, adm, md, policy=load_policy(args.policy)), args.out)
     for kind, path in paths.items():
         print(f"hqval report: {kind}: {path}")
     return 0

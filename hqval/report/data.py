@@ -3,14 +3,13 @@ so the HTML and markdown printers render the same facts."""
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from hqval.admission import Admission, AdmissionStatus, Cell
-from hqval.result import Row
+from hqval.admission import Admission, AdmissionStatus, Cell, Policy
+from hqval.report.timing import TimingCell, is_ratio_row, timing_cells, verdict_counts
+from hqval.result import Row, Status
 from hqval.results.store import Run
 
 STATUS_ORDER = [s.value for s in AdmissionStatus]
@@ -22,59 +21,12 @@ def anchor(identity: str) -> str:
 
 
 @dataclass(frozen=True)
-class TimingCell:
-    row: Row
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p: float | None
-    predicted: float | None
-    gbps: float | None
-    cache_resident: bool | None
-    noisy: bool
-
-
-def _num(d: Mapping[str, Any], *keys: str) -> float | None:
-    for k in keys:
-        v = d.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-            return float(v)
-    return None
-
-
-def is_ratio_row(row: Row) -> bool:
-    d = row.details
-    return isinstance(d.get("stats"), dict) or "ci_low" in d or "ratio" in d
-
-
-def timing_cell(row: Row) -> TimingCell:
-    d = row.details
-    stats = d.get("stats") if isinstance(d.get("stats"), dict) else {}
-    assert isinstance(stats, dict)
-    merged = {**stats, **d}
-    if "gbps_b" in merged and "gbps" not in merged:
-        merged["gbps"] = merged["gbps_b"]  # the candidate arm's effective bandwidth
-    ratio = row.measured if row.measured is not None and math.isfinite(row.measured) else None
-    return TimingCell(
-        row=row,
-        ratio=ratio if ratio is not None else _num(merged, "ratio"),
-        ci_low=_num(merged, "ci_low"),
-        ci_high=_num(merged, "ci_high"),
-        p=_num(merged, "mwu_p", "p"),
-        predicted=_num(merged, "predicted_ratio", "predicted"),
-        gbps=_num(merged, "gbps", "effective_gbps"),
-        cache_resident=merged.get("cache_resident") if isinstance(
-            merged.get("cache_resident"), bool) else None,
-        noisy=bool(merged.get("noisy", False)),
-    )
-
-
-@dataclass(frozen=True)
 class ReportData:
     runs: tuple[Run, ...]
     rows: tuple[Row, ...]
     admission: Admission
     comparison_markdown: str = ""
+    policy: Policy | None = None  # the admission policy in use (its gates are drawn)
 
     @property
     def arches(self) -> list[str]:
@@ -108,8 +60,19 @@ class ReportData:
         return dict(sorted(out.items()))
 
     def timing(self) -> list[TimingCell]:
-        """The v2/v1 (and A/A) ratio cells: timing rows with ratio statistics."""
-        return [timing_cell(r) for r in self.of_kind("timing") if is_ratio_row(r)]
+        """The v2/v1 (and A/A) ratio cells of every run, grouped by mode, R and shape."""
+        return timing_cells(self.runs)
+
+    def admission_gate(self) -> float | None:
+        """The policy's v2/v1 ratio gate, drawn only when it was applied: some timing row
+        is hardware evidence of an admission cell's arch."""
+        if self.policy is None:
+            return None
+        admitted = {c.arch for c in self.admission.cells}
+        if not any(r.arch in admitted and r.backend != "emu" for r in self.of_kind("timing")):
+            return None
+        ratios = [p.max_ratio for p in self.policy.paths if p.max_ratio is not None]
+        return min(ratios) if ratios else None
 
     def timing_baselines(self) -> list[Row]:
         """Other timing rows: device copy bandwidth, vendor library baselines (their
@@ -131,6 +94,27 @@ class ReportData:
             columns.update(cells)
             table.append((v, cells))
         return sorted(columns), table
+
+    def mutant_grid(self) -> list[tuple[str, str, list[tuple[str, list[Row]]]]]:
+        """The kill matrix collapsed to fit a screen: per mutant (with what it breaks),
+        its arches grouped by identical outcome ("killed by reference_parity",
+        "SURVIVED", "unsupported"), each group with its verdict rows."""
+        _, table = self.mutant_matrix()
+        by: dict[str, tuple[str, dict[str, list[Row]]]] = {}
+        for v, _cells in table:
+            mutation = v.details.get("mutation")
+            if v.status is Status.PASS:
+                killers = ", ".join(str(k) for k in v.details.get("killed_by") or [])
+                outcome = f"killed by {killers}" if killers else "killed"
+            elif v.status is Status.FAIL:
+                outcome = "SURVIVED"
+            else:
+                outcome = str(v.status)
+            entry = by.setdefault(v.kernel, (str(mutation) if mutation else "", {}))
+            entry[1].setdefault(outcome, []).append(v)
+        return [(k, info, sorted(groups.items(), key=lambda kv: (
+                    not kv[0].startswith("SURVIVED"), not kv[0].startswith("killed"))))
+                for k, (info, groups) in sorted(by.items())]
 
     def status_counts(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUS_ORDER, 0)
@@ -177,21 +161,59 @@ def merge_rows(runs: Sequence[Run]) -> list[Row]:
     return out
 
 
+def _arches(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{len(names)} arches"
+
+
+def _timing_finding(data: ReportData) -> str:
+    cells = [c for c in data.timing() if not c.aa]
+    if not cells:
+        return ""
+    counts = verdict_counts(cells)
+    words = {"pass": "within their gate", "fail": "slower than their gate",
+             "noisy": "noisy (not trusted)", "error": "errored"}
+    parts = [f"{n} {words.get(v, v)}" for v, n in sorted(
+        counts.items(), key=lambda kv: ["fail", "noisy", "error", "pass"].index(kv[0])
+        if kv[0] in ("fail", "noisy", "error", "pass") else 9)]
+    devices = sorted({c.device for c in cells})
+    return f"v2/v1 timing on {', '.join(devices)}: " + ", ".join(parts)
+
+
 def finding(data: ReportData) -> str:
-    """The checkpoint's title: what the evidence says, in one line."""
+    """The checkpoint's title: what the evidence says, in one line: per format and path,
+    where it stands on how many arches (rejected first), or, for runs outside admission,
+    what the timing and checks found."""
     cells = data.admission.cells
     if not cells:
         arches = ", ".join(sorted({r.arch for r in data.rows if r.arch != "-"})) or "no arch"
-        n = len(data.admission.outside)
-        if n:
-            return f"{n} failing cell(s) on {arches}, outside admission (reported, not admitted)"
-        return f"No failing cell on {arches}, outside admission (reported, not admitted)"
-    counts = data.status_counts()
-    rejected = sorted({c.arch for c in cells if c.status is AdmissionStatus.REJECTED})
-    head = (f"{counts['rejected']} of {len(cells)} cells rejected ({', '.join(rejected)})"
-            if rejected else f"No admitted cell failed across {len(data.arches)} arch(es)")
-    rest = ", ".join(f"{n} {s}" for s, n in counts.items() if s != "rejected")
-    return f"{head}: {rest}" if rest else head
+        timing = _timing_finding(data)
+        checks = [r for r in data.of_kind("check") if r.kernel not in data.mutant_kernels()]
+        bad = [r for r in checks if not r.status.ok]
+        check_part = (f"{len(bad)} of {len(checks)} check cells failed" if bad else
+                      f"all {len(checks)} check cells pass or do not apply") if checks else ""
+        head = "; ".join(p for p in (timing, check_part) if p)
+        if not head:
+            n = len(data.admission.outside)
+            head = f"{n} failing cell(s)" if n else "no failing cell"
+        return f"{head} ({arches}, outside admission: reported, not admitted)"
+    by: dict[tuple[int, str], dict[str, list[str]]] = {}
+    for c in cells:
+        by.setdefault((c.qt, c.path), {}).setdefault(str(c.status), []).append(c.arch)
+
+    def rank(kv: tuple[str, list[str]]) -> tuple[int, int]:
+        status, arches = kv
+        return (status != "rejected", -len(arches))
+
+    parts = []
+    for (qt, path), statuses in sorted(by.items(), key=lambda kv: (
+            "rejected" not in kv[1], kv[0])):
+        bits = sorted(statuses.items(), key=rank)
+        first, rest = bits[0], bits[1:]
+        text = f"qt={qt} {path} {first[0]} on {_arches(sorted(first[1]))}"
+        text += "".join(f", {s} on {_arches(sorted(a)) if len(a) == 1 else len(a)}"
+                        for s, a in rest)
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def summary(data: ReportData) -> str:

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ import jinja2
 
 import hqval
 from hqval import markdown as md
-from hqval.admission import Admission, AdmissionStatus
+from hqval.admission import Admission, AdmissionStatus, Policy
+from hqval.report import svg
+from hqval.report import timing as tv
 from hqval.report.data import (
     ReportData,
     anchor,
@@ -28,7 +31,6 @@ from hqval.report.data import (
     not_claimed,
     summary,
 )
-from hqval.report.svg import margin_plot, timing_plot
 from hqval.result import Status
 from hqval.results.store import Run
 
@@ -68,30 +70,99 @@ def _show(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def build(runs: Sequence[Run], admission: Admission, comparison_markdown: str = "") -> ReportData:
-    return ReportData(tuple(runs), tuple(merge_rows(runs)), admission, comparison_markdown)
+def build(runs: Sequence[Run], admission: Admission, comparison_markdown: str = "",
+          policy: Policy | None = None) -> ReportData:
+    """``policy``: the admission policy the verdicts were reached with (its gate is drawn
+    where it applied); None draws only the gates the rows themselves record."""
+    return ReportData(tuple(runs), tuple(merge_rows(runs)), admission, comparison_markdown,
+                      policy)
 
 
-def _max_ratio() -> float | None:
-    from hqval.admission import load_policy
+@dataclass(frozen=True)
+class Plot:
+    name: str  # file stem beside checkpoint.md: plots/<name>.svg
+    section: str  # checks | heatmap | forest | sweep | history | noisy
+    title: str
+    svg: str
+    identity: str = ""  # a distribution plot's cell
 
-    ratios = [p.max_ratio for p in load_policy().paths if p.max_ratio is not None]
-    return min(ratios) if ratios else None
+
+def samples_name(c: tv.TimingCell) -> str:
+    """File stem of a cell's sample-distribution plot (identity and run: unique)."""
+    return "samples-" + anchor(f"{c.row.identity}-{c.run_label}")[2:]
+
+
+def plots(data: ReportData) -> list[Plot]:
+    """Every plot of the report, once, for the HTML page (inline) and checkpoint.md (files)."""
+    out: list[Plot] = []
+    checks = [r for rows in data.checks_by_name().values() for r in rows]
+    m = svg.margin_matrix(checks)
+    if m:
+        out.append(Plot("check-margins", "checks", "Measured error over tolerance, per check "
+                        "and kernel (worst over arches)", m))
+    cells = data.timing()
+    newest = tv.latest(cells)
+    by_qt: dict[int | None, list[tv.TimingCell]] = {}
+    for c in newest:
+        if not c.aa:
+            by_qt.setdefault(c.qt, []).append(c)
+    for qt, cs in sorted(by_qt.items(), key=lambda kv: kv[0] or 0):
+        title = f"{tv.format_name(qt)}: v2/v1 ratio against qt=1 by device, R, mode and shape"
+        h = svg.heatmap(cs, title, f"hatch-{qt}")
+        if h:
+            out.append(Plot(f"heatmap-qt{qt}", "heatmap", title, h))
+    forest = svg.timing_plot(cells, data.admission_gate())
+    if forest:
+        out.append(Plot("timing-ratios", "forest", "v2/v1 ratio per cell, grouped by mode, "
+                        "R and shape", forest))
+    if tv.swept(newest):
+        sw = svg.sweep_plot(newest)
+        if sw:
+            out.append(Plot("rows-per-block-sweep", "sweep",
+                            "Median time against rows per block R", sw))
+    hist = tv.history(cells)
+    if hist:
+        out.append(Plot("history", "history", f"Ratio across {len({c.run_label for c in cells})}"
+                        " runs, per cell seen in more than one", svg.history_plot(hist)))
+    for c in cells:
+        if c.verdict != "pass" and (c.samples_a or c.samples_b):
+            d = svg.distribution_plot(c)
+            if d:
+                out.append(Plot(samples_name(c), "noisy" if c.noisy else "slow", c.row.identity, d,
+                                c.row.identity))
+    return out
 
 
 def render_html(data: ReportData, title: str | None = None) -> str:
-    checks = [r for rows in data.checks_by_name().values() for r in rows]
+    all_plots = plots(data)
+    cells = data.timing()
     return _env().get_template("report.html.j2").render(
         title=title or finding(data),
         version=hqval.__version__,
         generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         data=data,
         statuses=[s.value for s in AdmissionStatus],
-        timing_svg=timing_plot(data.timing(), _max_ratio()),
-        margin_svg=margin_plot(checks),
+        plots={p.section: [q for q in all_plots if q.section == p.section] for p in all_plots},
+        timing_groups=tv.grouped(cells),
+        noisy=[c for c in cells if c.noisy],
+        distribution=svg.distribution_plot,
+        derivations=_derivations(data),
+        admission_gate=data.admission_gate(),
         envelope_keys=ENVELOPE_KEYS,
         not_claimed=not_claimed(data),
     )
+
+
+def _derivations(data: ReportData) -> dict[str, list[tuple[str, list[str]]]]:
+    """check -> [(derivation, the kernels it is stated for)]: each derivation once."""
+    out: dict[str, list[tuple[str, list[str]]]] = {}
+    for name, rows in data.checks_by_name().items():
+        by: dict[str, set[str]] = {}
+        for r in rows:
+            if r.derivation:
+                by.setdefault(r.derivation, set()).add(r.kernel)
+        out[name] = [(d, sorted(k)) for d, k in by.items()]
+    return out
 
 
 def _check_rows(data: ReportData) -> list[list[str]]:
@@ -109,7 +180,10 @@ def _check_rows(data: ReportData) -> list[list[str]]:
 
 
 def render_checkpoint(data: ReportData, title: str | None = None,
-                      lifecycle: str = "automated checkpoint (hqval run); not reviewed") -> str:
+                      lifecycle: str = "automated checkpoint (hqval run); not reviewed",
+                      plot_dir: str | None = "plots") -> str:
+    """``plot_dir``: where write_report puts the SVG files, relative to checkpoint.md
+    (None: no plot links)."""
     envs = [r.envelope for r in data.runs]
     seeds = data.seeds()
     fixture = ("hqval.fixtures seeds " + ", ".join(map(str, seeds))) if seeds else \
@@ -134,6 +208,16 @@ def render_checkpoint(data: ReportData, title: str | None = None,
           md.join(c.reasons, "; ")] for c in rejected]) if rejected else ""
     checks = _check_rows(data)
     timing = data.timing()
+    all_plots = plots(data) if plot_dir is not None else []
+    figures = [(p.title, f"{plot_dir}/{p.name}.svg") for p in all_plots
+               if p.section not in ("noisy", "slow")]
+    drawn = {p.name for p in all_plots}
+
+    def samples_link(c: tv.TimingCell) -> Any:
+        name = samples_name(c)
+        return md.Markdown(f"[samples]({plot_dir}/{name}.svg)") if name in drawn else ""
+
+    noisy = [c for c in timing if c.noisy]
     return _env().get_template("checkpoint.md.j2").render(
         title=title or finding(data),
         date=(dates[0] if len(set(dates)) <= 1 else f"{dates[0]} .. {dates[-1]}")
@@ -155,23 +239,37 @@ def render_checkpoint(data: ReportData, title: str | None = None,
         checks_table=md.table(["check", "cells", "pass", "fail/error",
                                "worst measured / tolerance"], checks) if checks else "",
         timing_table=md.table(
-            ["cell", "ratio v2/v1", "CI", "p (MWU)", "predicted", "GB/s"],
-            [[md.code(t.row.identity), _fmt(t.ratio),
+            ["mode · R · shape", "cell", "verdict", "ratio", "CI", "p (MWU)", "gate applied",
+             "predicted", "GB/s", "run"],
+            [[t.group_label, md.code(t.row.identity), t.verdict, _fmt(t.ratio),
               f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "",
-              _fmt(t.p), _fmt(t.predicted), _fmt(t.gbps)] for t in timing])
+              _fmt(t.p), t.gate_text, _fmt(t.predicted), _fmt(t.gbps), t.run_label]
+             for t in timing])
         if timing else "",
+        noisy=[(md.code(c.row.identity), md.text(c.why_noisy()), samples_link(c))
+               for c in noisy],
+        figures=[(md.text(t), path) for t, path in figures],
         not_claimed=not_claimed(data),
     )
 
 
 def write_report(data: ReportData, out_dir: str | Path) -> dict[str, Path]:
-    """Write report.html, checkpoint.md and admission.json into ``out_dir``."""
+    """Write report.html, checkpoint.md, admission.json and the plots (plots/*.svg, linked
+    from checkpoint.md) into ``out_dir``."""
     from hqval.admission import dumps
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"html": out / "report.html", "markdown": out / "checkpoint.md",
              "admission": out / "admission.json"}
+    plot_dir = out / "plots"
+    all_plots = plots(data)
+    if all_plots:
+        plot_dir.mkdir(exist_ok=True)
+        for p in all_plots:
+            (plot_dir / f"{p.name}.svg").write_text(
+                '<?xml version="1.0" encoding="utf-8"?>\n' + p.svg + "\n")
+        paths["plots"] = plot_dir
     paths["html"].write_text(render_html(data))
     paths["markdown"].write_text(render_checkpoint(data))
     paths["admission"].write_text(dumps(data.admission))

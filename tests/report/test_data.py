@@ -5,11 +5,10 @@ from hqval.report.data import (
     ReportData,
     anchor,
     finding,
-    is_ratio_row,
     not_claimed,
     summary,
-    timing_cell,
 )
+from hqval.report.timing import is_ratio_row
 from hqval.result import Row, Status
 
 
@@ -29,11 +28,32 @@ def test_finding_and_summary_come_from_the_cells() -> None:
     d = _data(_cell("gfx1100", 45, "prefill", AdmissionStatus.FALLBACK),
               _cell("gfx1201", 45, "prefill", AdmissionStatus.EMULATED),
               _cell("gfx1010", 44, "decode", AdmissionStatus.REJECTED))
-    assert finding(d) == "1 of 3 cells rejected (gfx1010): 1 emulated, 1 fallback"
+    assert finding(d) == ("qt=44 decode rejected on gfx1010; qt=45 prefill fallback on "
+                          "gfx1100, emulated on gfx1201")
     assert summary(d) == ("qt=45 prefill: emulated on gfx1201; fallback on gfx1100. "
                           "qt=44 decode: rejected on gfx1010.")
-    assert finding(_data()) == ("No failing cell on no arch, outside admission (reported, "
+    assert finding(_data()) == ("no failing cell (no arch, outside admission: reported, "
                               "not admitted)")
+    nine = [_cell(f"gfx{i}", 44, "decode", AdmissionStatus.EMULATED) for i in range(9)]
+    assert finding(_data(*nine)) == "qt=44 decode emulated on 9 arches"
+
+
+def test_finding_of_timing_runs_outside_admission_counts_slow_and_noisy() -> None:
+    def t(k: str, st: Status, msg: str = "") -> Row:
+        return Row("timing", "timing_cold", k + "@4096x5120", "sm_90", "cuda", st,
+                   measured=1.02, tolerance=1.01, message=msg, details={"stats": {}})
+
+    rows = (t("a", Status.PASS), t("b", Status.FAIL),
+            t("c", Status.ERROR, "noisy run: not trusted"))
+    from pathlib import Path
+
+    from hqval.results.store import Run
+
+    d = ReportData((Run(Path("r"), {"device": "H200"}, list(rows)),), rows,
+                   Admission((), (), 0))
+    assert finding(d) == ("v2/v1 timing on H200: 1 slower than their gate, 1 noisy (not "
+                          "trusted), 1 within their gate (sm_90, outside admission: "
+                          "reported, not admitted)")
 
 
 def test_not_claimed_lists_what_was_not_measured() -> None:
@@ -48,21 +68,16 @@ def test_not_claimed_lists_what_was_not_measured() -> None:
     assert "No hardware timing" not in "\n".join(not_claimed(_data(rows=(hw,))))
 
 
-def test_timing_cell_reads_stats_and_ignores_non_finite() -> None:
-    r = Row("timing", "ratio", "k", "gfx1100", "hip", Status.PASS, measured=float("nan"),
-            details={"stats": {"ratio": 1.02, "ci_low": 1.01, "ci_high": 1.03,
-                               "mwu_p": 1e-5}, "predicted_ratio": 1.015, "noisy": True})
-    t = timing_cell(r)
-    assert (t.ratio, t.ci_low, t.ci_high, t.p, t.predicted, t.noisy) == (
-        1.02, 1.01, 1.03, 1e-5, 1.015, True)
-
-
 def test_ratio_cells_and_device_baselines_are_told_apart() -> None:
     ratio = Row("timing", "timing_hot", "k@4096x5120", "sm_90", "cuda", Status.PASS,
                 measured=1.003, details={"stats": {"ratio": 1.003}, "gbps_b": 965.0})
     copy = Row("timing", "copy_bandwidth", "device_copy", "sm_90", "cuda", Status.PASS,
                measured=4255.0, details={"median_us": 10.0})
-    d = _data(rows=(ratio, copy))
+    from pathlib import Path
+
+    from hqval.results.store import Run
+
+    d = ReportData((Run(Path("r"), {}, [ratio, copy]),), (ratio, copy), Admission((), (), 0))
     assert [t.row for t in d.timing()] == [ratio]
     assert d.timing_baselines() == [copy]
     assert is_ratio_row(ratio) and not is_ratio_row(copy)

@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -85,15 +86,80 @@ def test_html_admission_matrix_colours_and_evidence(make_run: RunFactory) -> Non
         assert f">{section}</h2>" in html
     assert "<svg" in html and "predicted 1.0100" in html  # prediction beside measurement
     assert "lab-a" in html and "lab-b" in html  # provenance of both machines
-    # verdict, then one column per check: reference_parity killed it, bit_identity did not
-    assert '<td class="pass" title="killed by reference_parity">killed</td>' in html
-    assert '<td class="skipped">pass</td><td class="pass">killed</td></tr>' in html
+    # the kill matrix collapses to one row per mutant, arches grouped by outcome; each
+    # arch is an anchor whose hover gives every check's result there
+    row = re.search(r"<tr><td><code>mut_halves_swapped</code>.*?</tr>", html)
+    assert row, "no kill-matrix row for the mutant"
+    assert '<span class="pass">killed by reference_parity</span> on ' in row.group(0)
+    assert "halves swapped" in row.group(0)  # what the mutant breaks
+    assert re.search(r'<span id="r-mutant-mut_halves_swapped-gfx1100-hip" title="[^"]*'
+                     r'bit_identity: pass; reference_parity: killed">gfx1100</span>',
+                     row.group(0)), row.group(0)
+    assert "audit_no_spill</th>" not in html  # no column per check: it fits the screen
+
+
+def test_each_check_states_its_derivation_once(make_run: RunFactory) -> None:
+    html, _ = _report(make_run)
+    # 3 arches x several kernels share one derivation: it is written once per check
+    for check in ("reference_parity", "padded_offset"):
+        section = html.split(f"<h3>{check}</h3>", 1)[1].split("<h3>", 1)[0]
+        assert section.count("f32 accumulation over K=4096: 1e-4 relative") == 1
+    assert "<th>derivation</th>" not in html
+
+
+def _timing_rows() -> list[Row]:
+    """One sm_90 group: a noisy A/A control (so its candidate is noisy too), and a second
+    group whose candidate is slower than its gate."""
+    samples = [[10.0 + 0.1 * (i % 5) for i in range(20)], [10.4 + 0.1 * (i % 5)
+                                                           for i in range(20)]]
+
+    def row(check: str, kernel: str, status: Status, ratio: float, tol: float,
+            msg: str, **d: object) -> Row:
+        return Row("timing", check, kernel, "sm_90", "cuda", status, measured=ratio,
+                   tolerance=tol, message=msg,
+                   details={"mode": "cold", "rows_per_block": 1, "samples_a": samples,
+                            "samples_b": samples[::-1],
+                            "stats": {"ratio": ratio, "ci_low": ratio - 0.002,
+                                      "ci_high": ratio + 0.002,
+                                      "run_ratios": [ratio - 0.02, ratio + 0.02]}, **d})
+
+    return [row("timing_aa_cold", "gemv_hfq4g256_r1@4096x5120", Status.ERROR, 1.0061, 0.005,
+                "A/A 1.0061; noisy after 3 tries", tries=[1.007, 1.0065, 1.0061]),
+            row("timing_cold", "gemv_mq4c_r1@4096x5120", Status.ERROR, 1.02, 1.01,
+                "1.02; noisy run: not trusted (A/A 1.0061)"),
+            row("timing_aa_cold", "gemv_hfq4g256_r1@5120x5120", Status.PASS, 1.001, 0.005,
+                "A/A 1.001"),
+            row("timing_cold", "gemv_mq4c_r1@5120x5120", Status.FAIL, 1.03, 1.01,
+                "1.03; significantly slower than its qt=1 baseline")]
+
+
+def test_noisy_cells_and_why_are_on_the_page(make_run: RunFactory) -> None:
+    run = store.load(make_run(_timing_rows(), arch="sm_90", backend="cuda"))
+    adm, _ = admit_runs([run], arches=CAPS)
+    data = build([run], adm)
+    html = render_html(data)
+    noisy = html.split('<h3 id="noisy">', 1)[1].split("</ul>", 1)[0]
+    assert "2 cell(s) are noisy" in noisy
+    assert "timing_aa_cold[gemv_hfq4g256_r1@4096x5120|sm_90|cuda]" in noisy
+    assert "measured 1.0061, outside 1 ± 0.005 after 3 tries" in noisy
+    assert "its group&#39;s A/A control was noisy" in noisy
+    assert noisy.count('class="plot dist"') == 2  # the samples of each, side by side
+    # the slow cell is not listed as noisy, and is drawn differently
+    assert "gemv_mq4c_r1@5120x5120" not in noisy
+    assert 'class="mark fail"' in html and 'class="mark noisy"' in html
+    assert 'class="plot heatmap"' in html
+    assert "Cells: ." not in html and "No admission cells" in html
+    _, md = html, render_checkpoint(data)
+    assert "## Noisy cells (not trusted either way)" in md
+    assert "plots/heatmap-qt45.svg" in md and "plots/timing-ratios.svg" in md
 
 
 def test_checkpoint_markdown_shape(make_run: RunFactory) -> None:
     _, md = _report(make_run)
     lines = md.splitlines()
-    assert lines[0].startswith("# 2 of 12 cells rejected (gfx1010)")
+    # the title states the finding: per format and path, rejected first
+    assert lines[0].startswith("# qt=44 decode rejected on gfx1010, measured on gfx1100, "
+                               "emulated on gfx1201; qt=44 prefill rejected on gfx1010")
     header = "\n".join(lines[1:10])
     for key in ("Date", "Lifecycle", "Fixture", "Host", "Commit"):
         assert f"- **{key}:**" in header
@@ -110,7 +176,8 @@ def test_checkpoint_markdown_shape(make_run: RunFactory) -> None:
 
 def test_checkpoint_without_failures(make_run: RunFactory) -> None:
     _, md = _report(make_run, fail=False)
-    assert md.startswith("# No admitted cell failed across 3 arch(es)")
+    assert md.startswith("# qt=44 decode emulated on 2 arches, measured on gfx1100;")
+    assert "rejected" not in md.splitlines()[0]
     assert "## Rejected cells" not in md
 
 
@@ -125,7 +192,11 @@ def test_checkpoint_escapes_what_the_rows_carry(make_run: RunFactory) -> None:
     adm, _ = admit_runs([run], arches=CAPS)
     md = render_checkpoint(build([run], adm))
     assert "## Failing outside admission" in md and "## Rejected cells" in md
-    assert live_markup(md) == []
+    # the only markup is the report's own figure links (fixed names under plots/)
+    figures = [ln for ln in md.splitlines() if ln.startswith("![")]
+    assert figures and all(re.fullmatch(r"!\[[^\]`]*\]\(plots/[\w.-]+\.svg\)", f)
+                           for f in figures), figures
+    assert live_markup("\n".join(ln for ln in md.splitlines() if ln not in figures)) == []
     for table in re.findall(r"(?m)(^\|.*\n)+", md + "\n"):
         lines = table.splitlines()
         assert len({table_cells(line) for line in lines}) == 1, lines
@@ -136,8 +207,14 @@ def test_write_report_files(make_run: RunFactory, tmp_path: Path) -> None:
     adm, _ = admit_runs([run], arches=CAPS)
     paths = write_report(build([run], adm), tmp_path / "out")
     assert sorted(p.name for p in paths.values()) == ["admission.json", "checkpoint.md",
-                                                      "report.html"]
+                                                      "plots", "report.html"]
     assert all(p.stat().st_size > 0 for p in paths.values())
+    # every plot linked from checkpoint.md is a file beside it, and valid SVG
+    md = paths["markdown"].read_text()
+    linked = re.findall(r"\]\((plots/[^)]+\.svg)\)", md)
+    assert linked and all((tmp_path / "out" / p).is_file() for p in linked)
+    for p in linked:
+        ET.parse(tmp_path / "out" / p)
 
 
 def _chromium() -> str | None:
@@ -215,7 +292,8 @@ def test_checkpoint_for_a_run_outside_admission(make_run: RunFactory) -> None:
     run = store.load(make_run(rows, arch="sm_90", backend="cuda"))
     adm, _ = admit_runs([run], arches=CAPS)
     md = render_checkpoint(build([run], adm))
-    assert md.startswith("# 1 failing cell(s) on sm_90, outside admission")
+    assert md.startswith("# v2/v1 timing on cuda:sm_90: 1 slower than their gate (sm_90, "
+                         "outside admission")
     assert "No admission cells" in md
     assert "- `timing_cold[gemv_mq4g256v2_r1@5120x5120|sm_90|cuda]`" in md
     assert "\n\n\n" not in md
