@@ -107,7 +107,8 @@ def plots(data: ReportData) -> list[Plot]:
         if not c.aa:
             by_qt.setdefault(c.qt, []).append(c)
     for qt, cs in sorted(by_qt.items(), key=lambda kv: kv[0] or 0):
-        title = f"{tv.format_name(qt)}: v2/v1 ratio against qt=1 by device, R, mode and shape"
+        title = (f"{tv.format_name(qt)}: v2/v1 ratio against {tv.format_name(tv.V1_QT)} by "
+                 "device, R, mode and shape")
         h = svg.heatmap(cs, title, f"hatch-{qt}")
         if h:
             out.append(Plot(f"heatmap-qt{qt}", "heatmap", title, h))
@@ -148,6 +149,7 @@ def render_html(data: ReportData, title: str | None = None) -> str:
         distribution=svg.distribution_plot,
         derivations=_derivations(data),
         admission_gate=data.admission_gate(),
+        v1=f"qt={tv.V1_QT}",
         envelope_keys=ENVELOPE_KEYS,
         not_claimed=not_claimed(data),
     )

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from hqval.formats import HFQ4G256_QT as V1_QT
 from hqval.report.data import anchor
 from hqval.report.timing import TimingCell, format_name
 from hqval.result import Row
@@ -175,8 +176,8 @@ def distribution_plot(c: TimingCell, width: int = 420) -> str:
     h = 24 + runs * lane + 22
     left = 58
     k, b = _axis(lo, hi, left, width - 8)
-    a_name = "qt=1" if not c.aa else "qt=1 (A)"
-    b_name = format_name(c.qt) if not c.aa else "qt=1 (B)"
+    a_name = f"qt={V1_QT}" if not c.aa else f"qt={V1_QT} (A)"
+    b_name = format_name(c.qt) if not c.aa else f"qt={V1_QT} (B)"
     out = [_open(width, h, f"sample distributions of {c.row.identity}", "plot dist"),
            f"<title>{escape(c.row.identity)} ({c.run_label}): A = {a_name}, "
            f"B = {b_name}, {runs} run(s)</title>",
@@ -230,7 +231,8 @@ def distribution_plot(c: TimingCell, width: int = 420) -> str:
 # ---------------------------------------------------------------- heatmap per format
 
 def _ratio_fill(r: float) -> str:
-    """Diverging: blue faster than qt=1, white parity, red slower (saturates at +-15%)."""
+    """Diverging: blue faster than the v1 baseline, white parity, red slower (saturates
+    at +-15%)."""
     t = max(-1.0, min(1.0, math.log(r) / math.log(1.15)))
     if t >= 0:
         g = int(255 - 175 * t)
@@ -305,7 +307,7 @@ def heatmap(cells: Sequence[TimingCell], title: str, hatch_id: str) -> str:
 
 def sweep_plot(cells: Sequence[TimingCell]) -> str:
     """Median time against rows per block R, one small chart per mode and shape: a line
-    for qt=1 (arm A) and one per candidate format (arm B).  Lower is faster."""
+    for the v1 baseline (arm A) and one per candidate format (arm B).  Lower is faster."""
     cand = [c for c in cells if not c.aa and c.rows_per_block and c.median_b is not None]
     panels = sorted({(c.mode, c.shape) for c in cand},
                     key=lambda mc: (mc[0] != "hot", [int(x) for x in mc[1].split("x")
@@ -315,13 +317,13 @@ def sweep_plot(cells: Sequence[TimingCell]) -> str:
     pw, ph, per_row = 264, 170, 5
     n_rows = math.ceil(len(panels) / per_row)
     width, h = pw * min(per_row, len(panels)), ph * n_rows + 26
-    palette = {1: "#1f6fb2", 44: "#d35400", 45: "#27ae60"}
+    palette = {V1_QT: "#1f6fb2", 44: "#d35400", 45: "#27ae60"}
     out = [_open(width, h, "median time against rows per block", "plot sweep")]
-    legend = sorted({c.qt or 0 for c in cand} | {1})
+    legend = sorted({c.qt or 0 for c in cand} | {V1_QT})
     for i, q in enumerate(legend):
         out.append(f'<line x1="{8 + i * 150}" y1="12" x2="{28 + i * 150}" y2="12" '
                    f'stroke="{palette.get(q, "#555")}" stroke-width="2"/>'
-                   + _text(32 + i * 150, 16, format_name(q) + (" (A)" if q == 1 else " (B)"),
+                   + _text(32 + i * 150, 16, format_name(q) + (" (A)" if q == V1_QT else " (B)"),
                            10))
     for n, (mode, shape) in enumerate(panels):
         ox, oy = pw * (n % per_row), 26 + ph * (n // per_row)
@@ -331,7 +333,7 @@ def sweep_plot(cells: Sequence[TimingCell]) -> str:
             assert c.rows_per_block is not None and c.median_b is not None
             lines.setdefault(c.qt or 0, {})[c.rows_per_block] = (c.median_b, c)
             if c.median_a is not None:
-                lines.setdefault(1, {}).setdefault(c.rows_per_block, (c.median_a, c))
+                lines.setdefault(V1_QT, {}).setdefault(c.rows_per_block, (c.median_a, c))
         rs = sorted({r for pts in lines.values() for r in pts})
         ys = [v for pts in lines.values() for v, _ in pts.values()]
         lo, hi = min(ys), max(ys)
@@ -364,10 +366,10 @@ def sweep_plot(cells: Sequence[TimingCell]) -> str:
             out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="1.8"/>')
             for r in order:
                 v, c = pts[r]
-                arm = "A (qt=1)" if q == 1 else "B"
-                verdict = "pass" if q == 1 else c.verdict
+                arm = f"A (qt={V1_QT})" if q == V1_QT else "B"
+                verdict = "pass" if q == V1_QT else c.verdict
                 title = (f"{mode} {shape} R={r} {format_name(q)} arm {arm}: {v:.2f} us"
-                         + ("" if q == 1 else f"; {_cell_title(c)}"))
+                         + ("" if q == V1_QT else f"; {_cell_title(c)}"))
                 if verdict in ("noisy", "fail"):
                     out.append(_dot(px(r), py(v), verdict, title, 3.5))
                 else:

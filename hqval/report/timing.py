@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hqval.formats import HFQ4G256_QT as V1_QT
 from hqval.result import Row, Status
 from hqval.results.store import Run
 
@@ -78,7 +79,7 @@ class TimingCell:
     row: Row
     run_label: str  # which run (several nights or machines): its date, else its path
     device: str
-    kernel: str  # the kernel timed as B (A/A: the qt=1 baseline against itself)
+    kernel: str  # the kernel timed as B (A/A: the v1 baseline against itself)
     shape: str
     mode: str
     rows_per_block: int | None
@@ -94,8 +95,8 @@ class TimingCell:
     gate: float | None  # ratio_max applied (A/A: the band's half width)
     gate_source: str
     verdict: str  # pass | fail | noisy | error | skipped | unsupported
-    median_a: float | None  # us, arm A (qt=1)
-    median_b: float | None  # us, arm B (the candidate; A/A: qt=1 again)
+    median_a: float | None  # us, arm A (the v1 baseline)
+    median_b: float | None  # us, arm B (the candidate; A/A: the baseline again)
     samples_a: tuple[tuple[float, ...], ...]
     samples_b: tuple[tuple[float, ...], ...]
     run_ratios: tuple[float, ...]
@@ -143,7 +144,8 @@ class TimingCell:
             tries = (f" after {len(self.tries)} tries ("
                      + ", ".join(f"{t:.4f}" for t in self.tries) + ")"
                      if len(self.tries) > 1 else "")
-            bits.append(f"the A/A control (qt=1 against itself) measured {self.ratio:.4f}, "
+            bits.append(f"the A/A control (qt={V1_QT} against itself) measured "
+                        f"{self.ratio:.4f}, "
                         f"outside 1 ± {self.gate:g}{tries}")
         elif "noisy" in msg:
             bits.append("its group's A/A control was noisy, so the ratio is not trusted")
@@ -214,7 +216,7 @@ def timing_cell(row: Row, run_label: str = "", device: str = "",
         samples_a=_runs(d.get("samples_a")), samples_b=_runs(d.get("samples_b")),
         run_ratios=tuple(float(x) for x in run_ratios if isinstance(x, (int, float))),
         tries=tuple(float(x) for x in tries if isinstance(x, (int, float))),
-        baseline=str(d.get("baseline") or ("" if aa else "qt=1")),
+        baseline=str(d.get("baseline") or ("" if aa else f"qt={V1_QT}")),
     )
 
 

@@ -130,7 +130,7 @@ def _timing_rows() -> list[Row]:
             row("timing_aa_cold", "gemv_hfq4g256_r1@5120x5120", Status.PASS, 1.001, 0.005,
                 "A/A 1.001"),
             row("timing_cold", "gemv_mq4c_r1@5120x5120", Status.FAIL, 1.03, 1.01,
-                "1.03; significantly slower than its qt=1 baseline")]
+                "1.03; significantly slower than its qt=6 baseline")]
 
 
 def test_noisy_cells_and_why_are_on_the_page(make_run: RunFactory) -> None:

@@ -90,7 +90,7 @@ def test_sweep_plot_draws_a_line_per_format() -> None:
     cells = [cell(f"gemv_mq4c_r{r}@4096x5120", 1.0) for r in (1, 2, 4)]
     svg = sweep_plot(cells)
     paths = [p for p in ET.fromstring(svg).iter(f"{NS}path") if p.get("fill") == "none"]
-    assert len(paths) == 2  # qt=1 (arm A) and qt=45 (arm B)
+    assert len(paths) == 2  # qt=6 (arm A) and qt=45 (arm B)
     assert "R=1" in svg and "R=4" in svg
 
 

@@ -65,7 +65,7 @@ def test_why_noisy_is_a_sentence_from_the_evidence() -> None:
                                message="A/A 1.0051; noisy after 3 tries",
                                tries=[0.9924, 1.0064, 1.0051]))
     why = aa.why_noisy()
-    assert "measured 1.0051, outside 1 ± 0.005" in why
+    assert "(qt=6 against itself) measured 1.0051, outside 1 ± 0.005" in why
     assert "after 3 tries (0.9924, 1.0064, 1.0051)" in why
     assert "runs' own ratios spread from 0.9851 to 1.0251" in why
     assert "[" not in why
