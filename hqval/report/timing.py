@@ -22,6 +22,8 @@ from hqval.result import Row, Status
 from hqval.results.store import Run
 
 MODES = ("hot", "cold")
+__all__ = ["V1_QT", "TimingCell", "grouped", "history", "is_ratio_row", "latest", "swept",
+           "timing_cell", "timing_cells", "verdict_counts"]
 
 
 def _num(d: Mapping[str, Any], *keys: str) -> float | None:
