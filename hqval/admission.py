@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from hqval import markdown as md
+from hqval.matrix import Arch, load_arches
 from hqval.result import Row, Status
 
 POLICY_PATH = Path(__file__).resolve().parent.parent / "matrices" / "policy.yaml"
@@ -176,25 +177,9 @@ def load_policy(path: str | Path | None = None) -> Policy:
 # ---------------------------------------------------------------------------- arch caps
 
 
-@dataclass(frozen=True)
-class ArchCaps:
-    """The capabilities admission needs to know about an arch."""
-
-    name: str
-    wmma: str  # none | gfx11 | gfx12
-    wave_size: int = 32
-    family: str = ""
-
-    def cap(self, name: str) -> str:
-        return str(getattr(self, name))
-
-
-def arch_caps_from_matrix(path: str | Path | None = None) -> dict[str, ArchCaps]:
-    """Caps of every arch in matrices/arches.yaml."""
-    from hqval.matrix import load_arches
-
-    return {name: ArchCaps(name=name, wmma=a.wmma, wave_size=a.wave_size, family=a.family)
-            for name, a in load_arches(path).items()}
+def arch_caps_from_matrix(path: str | Path | None = None) -> dict[str, Arch]:
+    """Every arch of matrices/arches.yaml (its capabilities are what the policy names)."""
+    return load_arches(path)
 
 
 # ---------------------------------------------------------------------------- evidence
@@ -296,7 +281,7 @@ def _unmet(need: Need, arch: ArchCaps) -> str:
 
 
 def admit_cell(
-    pp: PathPolicy, arch: ArchCaps, rows: Sequence[Row], qt_rows: Sequence[Row],
+    pp: PathPolicy, arch: Arch, rows: Sequence[Row], qt_rows: Sequence[Row],
     notes: Sequence[str] = (), regressed: Sequence[str] = (),
 ) -> Cell:
     """Status of one cell.  ``rows`` are the rows of this (qt, path, arch); ``qt_rows`` all
@@ -430,7 +415,7 @@ class Admission:
 def admit(
     rows: Sequence[Row],
     policy: Policy,
-    arches: Mapping[str, ArchCaps],
+    arches: Mapping[str, Arch],
     *,
     kernels: Mapping[str, KernelInfo] | None = None,
     regressed: Iterable[str] = (),
@@ -495,7 +480,7 @@ def admit_runs(
     runs: Sequence[Any],
     *,
     policy: Policy | None = None,
-    arches: Mapping[str, ArchCaps] | None = None,
+    arches: Mapping[str, Arch] | None = None,
     baseline: Sequence[Any] = (),
     only_arches: Iterable[str] | None = None,
 ) -> tuple[Admission, Any]:
@@ -515,9 +500,28 @@ def admit_runs(
                            ", ".join(str(b.path) for b in baseline),
                            ", ".join(str(r.path) for r in runs))
         regressed = [c.identity for c in cmp.regressions]
+    if only_arches is None:  # every arch the runs were asked for, rows or not
+        asked = [a for run in runs for a in run.envelope.get("arch") or []]
+        only_arches = list(dict.fromkeys(
+            [a for a in asked if a in arches]
+            + sorted({r.arch for r in rows if r.arch in arches})))
     adm = admit(rows, policy, arches, kernels=kernels, regressed=regressed,
                 only_arches=only_arches)
     if regressed:
         adm = Admission(adm.cells, adm.infrastructure, adm.unclassified, tuple(regressed),
                         adm.outside)
     return adm, cmp
+
+
+def evaluate(run_paths: Sequence[str | Path], baseline_paths: Sequence[str | Path] = (),
+             policy_path: str | Path | None = None) -> tuple[list[Any], Admission, Any]:
+    """(runs, Admission, Comparison | None) for run directories, baselines and a policy
+    (``hqval admit`` and ``hqval report``).  A damaged run or policy raises ValueError
+    (``RunDirError``, ``PolicyError``) naming the file."""
+    from hqval.results.store import load_runs
+
+    runs = load_runs(run_paths)
+    baseline = load_runs(baseline_paths, "--baseline")
+    policy = load_policy(policy_path)
+    adm, cmp = admit_runs(runs, policy=policy, baseline=baseline)
+    return runs, adm, cmp

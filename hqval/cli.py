@@ -64,13 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            p.set_defaults(_missing=module_name)
-            continue
+        module = importlib.import_module(module_name)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
@@ -82,15 +76,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if getattr(args, "_missing", None):
-        print(f"hqval {args.command}: not available in this install ({args._missing} is "
-              "missing); reinstall hqval",
-              file=sys.stderr)
-        return 2
     try:
         return int(args._run(args))
     except UsageError as exc:
         print(f"hqval {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a read-only --out, a full disk: one line naming the path
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"hqval {args.command}: error: {where}{exc.strerror or exc}; nothing was "
+              "admitted (fix the path or free space, then rerun)", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as exc:
+        print(f"hqval {args.command}: error: input is not UTF-8 ({exc.reason} at byte "
+              f"{exc.start}); nothing was admitted", file=sys.stderr)
         return 2
 
 

@@ -24,10 +24,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from hqval import formats
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, load_yaml, problem, validate
+
+if TYPE_CHECKING:
+    from hqval.matrix import Arch
 
 KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
 DEFAULT_MANIFEST = KERNELS_DIR / "kernels.yaml"
@@ -42,11 +45,6 @@ _REQUIRED_WMMA = {"any": None, "wmma_gfx11": "gfx11", "wmma_gfx12": "gfx12"}
 
 class ManifestError(SchemaError):
     """A manifest that cannot be used; every problem names file, line, key and fix."""
-
-
-class HasWmma(Protocol):
-    @property
-    def wmma(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,7 @@ class KernelSpec:
     def is_gemm(self) -> bool:
         return self.kind == "gemm"
 
-    def applies_to(self, arch: HasWmma) -> bool:
+    def applies_to(self, arch: Arch) -> bool:
         """Whether this kernel is built for ``arch`` (anything with an ``.wmma`` attribute in
         {"none", "gfx11", "gfx12"}, normally ``hqval.matrix.Arch``)."""
         needed = _REQUIRED_WMMA[self.requires]
@@ -307,3 +305,11 @@ def _define_value(v: Any) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
     return str(v)
+
+
+def load_specs(manifest: str | Path | None, mutants: bool = False) -> list[KernelSpec]:
+    """The kernels of ``manifest`` (default the suite's), then the suite's mutants."""
+    specs = list(load_manifest(manifest).kernels)
+    if mutants:
+        specs += load_mutants().kernels
+    return specs

@@ -8,14 +8,13 @@ RDNA3 dGPUs, otherwise 2.  It is never typed into the YAML.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, check, load_yaml, problem
-
-if TYPE_CHECKING:
-    from hqval.admission import Policy
 
 MATRICES_DIR = Path(__file__).resolve().parents[1] / "matrices"
 SCHEMA_VERSION = 1
@@ -43,6 +42,26 @@ class Arch:
     l2_mib: float
     infinity_cache_mib: float
     vram_gbps: float
+    # "amd" for the gfx targets of arches.yaml; "nvidia" for an sm_XX target of the cuda
+    # backend (checks and timing only: no gfx code object, no ISA audit, no admission)
+    vendor: str = "amd"
+
+    @classmethod
+    def nvidia(cls, name: str) -> Arch:
+        """An ``sm_XX`` target: no AMD WMMA, 32-wide warps, one row per block."""
+        return cls(name=name, family="nvidia", product=name, apu=False, wave_size=32,
+                   wmma="none", is_rdna2=False, is_rdna3_dgpu=False, vgprs_per_simd=0,
+                   lds_bytes=0, cu_count=0, boost_mhz=0, f32_flop_per_clk_cu=0, l2_mib=0.0,
+                   infinity_cache_mib=0.0, vram_gbps=0.0, vendor="nvidia")
+
+    @property
+    def is_amd(self) -> bool:
+        """A gfx target: compiled by clang, audited, admitted by the policy."""
+        return self.vendor == "amd"
+
+    def cap(self, name: str) -> str:
+        """A capability the admission policy names (wmma, wave_size, family) as text."""
+        return str(getattr(self, name))
 
     @property
     def is_wave64_native(self) -> bool:
@@ -51,7 +70,9 @@ class Arch:
     @property
     def gemv_rows_default(self) -> int:
         """Design note section 6: ``if is_wave64_native || is_rdna2 || is_rdna3_dgpu {1}
-        else {2}``."""
+        else {2}``.  An NVIDIA target runs one row per block."""
+        if not self.is_amd:
+            return 1
         return 1 if (self.is_wave64_native or self.is_rdna2 or self.is_rdna3_dgpu) else 2
 
     @property
@@ -291,24 +312,52 @@ def load_formats(path: str | Path | None = None) -> dict[str, FormatEntry]:
     return out
 
 
-def load_policy(path: str | Path | None = None) -> Policy:
-    """``matrices/policy.yaml`` (owned by ``hqval.admission``, which parses it)."""
-    from hqval.admission import load_policy as _load
-
-    return _load(path)
+NVIDIA_ARCH = re.compile(r"sm_\d+")
 
 
-def resolve_arches(names: list[str] | None, path: str | Path | None = None) -> list[Arch]:
-    """The ``--arch`` option: names (or 'all', or None for all) -> Arch list, with a clear
-    error naming the known targets."""
+class ArchError(ValueError):
+    """An ``--arch`` value that names no known target; the message names the known ones."""
+
+
+def resolve_arches(names: Sequence[str] | None, path: str | Path | None = None) -> list[Arch]:
+    """The one ``--arch`` resolver: repeatable values, comma lists, ``all`` (every gfx
+    target of arches.yaml) and ``sm_XX`` (the cuda backend's targets) -> Arch list, in the
+    order given, without duplicates.  Nothing given, an empty value (``--arch ,``) or an
+    unknown name is an ``ArchError`` naming the fix."""
+    if not names:
+        raise ArchError("no --arch given; pass --arch gfx1100 (repeatable, or a comma list), "
+                        "or --arch all")
+    flat = [n.strip() for raw in names for n in str(raw).split(",") if n.strip()]
+    if not flat:
+        raise ArchError(f"--arch {','.join(map(str, names))!r} names no arch; pass --arch "
+                        "gfx1100 (repeatable, or a comma list), or --arch all")
     arches = load_arches(path)
-    if not names or "all" in names:
-        return list(arches.values())
-    unknown = [n for n in names if n not in arches]
+    unknown = [n for n in flat if n != "all" and n not in arches and not NVIDIA_ARCH.fullmatch(n)]
     if unknown:
-        raise ValueError(f"unknown arch {', '.join(unknown)}; known: {', '.join(arches)} "
-                         f"(or 'all')")
-    return [arches[n] for n in names]
+        raise ArchError(f"unknown arch {', '.join(unknown)}; known: {', '.join(arches)}, "
+                        "sm_XX for the cuda backend (or 'all')")
+    out: dict[str, Arch] = {}
+    for n in flat:
+        for a in (arches.values() if n == "all" else
+                  [arches[n] if n in arches else Arch.nvidia(n)]):
+            out.setdefault(a.name, a)
+    return list(out.values())
+
+
+def gfx_arches(names: Sequence[str] | None, what: str) -> list[Arch]:
+    """``resolve_arches`` for a command that builds gfx code objects (compile, audit, the
+    emulator): an ``sm_XX`` target is an ``ArchError`` naming why."""
+    arches = resolve_arches(names)
+    nvidia = [a.name for a in arches if not a.is_amd]
+    if nvidia:
+        raise ArchError(f"--arch {', '.join(nvidia)}: {what} takes gfx targets; NVIDIA kernels "
+                        "are built by NVRTC when the cuda backend loads them (hqval check/run)")
+    return arches
+
+
+def resolve_arch(name: str, path: str | Path | None = None) -> Arch:
+    """One target by name (a cell's arch)."""
+    return resolve_arches([name], path)[0]
 
 
 def matrix_dict(arches_path: str | Path | None = None,

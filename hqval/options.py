@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +27,15 @@ class Option:
     metavar: str | None = None
     # the flag may come without a value, which then means ``bare`` (``--json`` -> "-")
     bare: str | None = None
+    # an on/off switch (``-v``): no value
+    flag: bool = False
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         env_value = os.environ.get(self.env) if self.env else None
         help_text = self.help + (f" [env {self.env}]" if self.env else "")
+        if self.flag:
+            parser.add_argument(*self.flags, action="store_true", help=help_text)
+            return
         kwargs: dict[str, Any] = {"help": help_text, "choices": self.choices,
                                   "metavar": self.metavar}
         if self.type is not None:
@@ -81,6 +87,20 @@ BASELINE = Option(("--baseline",), None,
                   repeat=True, metavar="RUN")
 
 
+POLICY = Option(("--policy",), "HQVAL_POLICY",
+                "admission policy YAML (default: matrices/policy.yaml)", metavar="YAML")
+
+# the options of a check session (hqval check, hqval mutants)
+CHECK = Option(("--check",), None, "only this check (repeatable; default: all)",
+               repeat=True, metavar="NAME")
+KEYWORD = Option(("-k", "--keyword"), None, "pytest -k expression over cell identities",
+                 metavar="EXPR")
+JUNIT_XML = Option(("--junit-xml",), None, "write JUnit XML of the cells here", metavar="PATH")
+VERBOSE = Option(("-v", "--verbose"), None,
+                 "show pytest's own output (default: hqval's progress only)", flag=True)
+SESSION = (CHECK, KEYWORD, JUNIT_XML, WORKERS, SEED, VERBOSE)
+
+
 def write_json(payload: Any, dest: str) -> None:
     """``payload`` as indented JSON to ``dest`` (``-``: standard output).  A file is written
     beside itself and renamed into place, so an interrupted run leaves no half-written file."""
@@ -89,6 +109,8 @@ def write_json(payload: Any, dest: str) -> None:
         sys.stdout.write(text)
         return
     path = Path(dest)
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(text)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial",
+                               dir=path.parent if str(path.parent) else ".")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
     os.replace(tmp, path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -91,3 +92,21 @@ class Row:
 
 def cell_id(check: str, kernel: str, arch: str, backend: str) -> str:
     return f"{check}[{kernel}|{arch}|{backend}]"
+
+
+def row_lines(rows: Sequence[Row], verbose: bool, what: str) -> list[str]:
+    """The console listing of a step's rows: every row that did not pass (every row with
+    ``verbose``), its message's first lines, then the counts by status."""
+    from collections import Counter
+
+    lines: list[str] = []
+    for r in rows:
+        if verbose or not r.status.ok:
+            first = r.message.splitlines()[0] if r.message else ""
+            lines.append(f"{r.status.upper():11} {r.identity}  {first}")
+            if not r.status.ok:
+                lines += [f"{'':12}{line}" for line in r.message.splitlines()[1:6]]
+    counts = Counter(str(r.status) for r in rows)
+    lines.append(f"hqval {what}: {len(rows)} cells: "
+                 + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return lines

@@ -23,12 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
+    from hqval.matrix import Arch
 
 CACHE_LAYOUT = 1
 EM_AMDGPU = 224
@@ -39,14 +40,6 @@ _CANDIDATES = ("clang-20", "clang-19")
 
 class ToolchainError(RuntimeError):
     """No usable compiler; the message names what was searched and how to fix it."""
-
-
-class ArchLike(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def wmma(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -300,7 +293,7 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                                "compiler": compiler.version, "arch": arch,
                                "source": str(spec.source), "command": list(cmd),
                                "created": time.time()})
-    from hqval.isa import elf_symbols
+    from hqval.elf import elf_symbols
 
     symbols = elf_symbols(co.read_bytes())
     if spec.symbol not in symbols:
@@ -350,7 +343,7 @@ class CompileCell:
         )
 
 
-def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[ArchLike],
+def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
                    jobs: int | None = None, cache_dir: str | Path | None = None,
                    include_unsupported: bool = False) -> list[CompileCell]:
     """Compile every spec for every arch it applies to, ``jobs`` compiler processes at a
@@ -387,15 +380,3 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[ArchLike],
            for spec, arch_name in cells]
     return out + skipped
 
-
-# ---- arches --------------------------------------------------------------------------------
-
-def resolve_arches(names: Sequence[str] | None) -> list[Any]:
-    """``--arch`` values (repeatable, comma lists, ``all``) -> ``hqval.matrix.Arch`` list.
-    Raises ``ValueError`` naming the unknown arch and the known ones."""
-    from hqval.matrix import resolve_arches as _resolve
-
-    if not names:
-        raise ValueError("no --arch given; fix: pass --arch gfx1100 (repeatable) or --arch all")
-    flat = [n.strip() for raw in names for n in raw.split(",") if n.strip()]
-    return list(_resolve(flat))

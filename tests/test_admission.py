@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,6 @@ from hqval.admission import (
     POLICY_PATH,
     Admission,
     AdmissionStatus,
-    ArchCaps,
     KernelInfo,
     PolicyError,
     admit,
@@ -19,15 +19,15 @@ from hqval.admission import (
     parse_policy,
     to_markdown,
 )
+from hqval.matrix import load_arches
 from hqval.result import Row, Status
 
 S = AdmissionStatus
+_MATRIX = load_arches()
 ARCHES = {
-    "gfx1010": ArchCaps("gfx1010", "none"),
-    "gfx1100": ArchCaps("gfx1100", "gfx11"),
-    "gfx1201": ArchCaps("gfx1201", "gfx12"),
-    "gfx1030": ArchCaps("gfx1030", "none"),
-    "w64": ArchCaps("w64", "gfx11", wave_size=64),
+    **{n: _MATRIX[n] for n in ("gfx1010", "gfx1100", "gfx1201", "gfx1030")},
+    # a wave64 target (none ships): the policy's wave_size need must make it unsupported
+    "w64": dataclasses.replace(_MATRIX["gfx1100"], name="w64", wave_size=64),
 }
 KERNELS = {
     "gemv44": KernelInfo(44, "decode"),

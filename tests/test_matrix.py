@@ -124,6 +124,24 @@ def test_devices_and_resolve() -> None:
         matrix.resolve_arches(["gfx9999"])
 
 
+def test_one_arch_resolver_takes_lists_all_and_sm_targets() -> None:
+    """The one --arch resolver: comma lists, repeats, 'all', sm_XX (an Arch of vendor
+    nvidia), no duplicates; empty or unknown values are an ArchError naming the fix."""
+    names = [a.name for a in matrix.resolve_arches(["gfx1100,gfx1201", "gfx1100", "sm_90"])]
+    assert names == ["gfx1100", "gfx1201", "sm_90"]
+    sm = matrix.resolve_arch("sm_90")
+    assert not sm.is_amd and sm.wmma == "none" and sm.gemv_rows_default == 1
+    assert matrix.resolve_arch("gfx1100").is_amd
+    assert len(matrix.resolve_arches(["all"])) == len(matrix.load_arches())
+    for bad, why in (([], "no --arch given"), ([","], "names no arch"),
+                     ([" , "], "names no arch"), (["gfx9000"], "unknown arch gfx9000"),
+                     (["sm_x"], "unknown arch sm_x")):
+        with pytest.raises(matrix.ArchError, match=why):
+            matrix.resolve_arches(bad)
+    with pytest.raises(matrix.ArchError, match="compile takes gfx targets"):
+        matrix.gfx_arches(["sm_90"], "compile")
+
+
 PROBE = ('extern "C" __attribute__((global)) void k(float* p) '
          '{ asm volatile("" ::: "v95"); p[__builtin_amdgcn_workitem_id_x()] = 1.0f; }\n')
 

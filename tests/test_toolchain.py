@@ -20,7 +20,6 @@ from hqval.toolchain import (
     compile_kernel,
     compile_matrix,
     find_compiler,
-    resolve_arches,
 )
 
 PRELUDE = Path(__file__).resolve().parents[1] / "kernels" / "include"
@@ -195,15 +194,6 @@ def test_matrix_keeps_going_past_a_failing_cell(tmp_path: Path) -> None:
     # needs_wmma shares tiny's code object: applies on gfx1201, so it compiled there.
     assert rows["compile[needs_wmma|gfx1201|toolchain]"].status is Status.PASS
     assert len(rows) == 6
-
-
-def test_resolve_arches_takes_lists_and_all_and_names_unknown_ones() -> None:
-    assert [a.name for a in resolve_arches(["gfx1100,gfx1201"])] == ["gfx1100", "gfx1201"]
-    assert len(resolve_arches(["all"])) == len(load_arches())
-    with pytest.raises(ValueError, match="gfx9000"):
-        resolve_arches(["gfx9000"])
-    with pytest.raises(ValueError, match="--arch"):
-        resolve_arches([])
 
 
 @pytest.mark.slow

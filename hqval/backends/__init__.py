@@ -10,6 +10,7 @@ recorded on the returned backend as ``selection``.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 
 from hqval.backends.base import Backend, BackendUnavailable
 
@@ -22,7 +23,8 @@ BACKENDS: dict[str, str] = {
 # Which hardware backend can serve an arch name: gfx* on HIP, sm_* on CUDA.
 HARDWARE_FOR_PREFIX: dict[str, str] = {"gfx": "hip", "sm_": "cuda"}
 
-__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "auto", "backend_class", "get"]
+__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "auto", "backend_class", "get",
+           "open_for"]
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -80,3 +82,9 @@ def auto(arch: str) -> Backend:
     why = "; ".join(reasons) or f"no hardware backend serves {arch}"
     backend.selection = f"auto: emu ({why})"
     return backend
+
+
+def open_for(name: str, arches: Iterable[str]) -> dict[str, Backend]:
+    """Open backend ``name`` for every arch before anything runs: one that cannot run here
+    raises ``BackendUnavailable`` at once (never a silent switch, never once per step)."""
+    return {arch: get(name, arch) for arch in arches}

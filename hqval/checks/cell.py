@@ -20,8 +20,8 @@ from hqval.checks.launch import GuardViolation
 from hqval.result import Row, Status, cell_id
 
 if TYPE_CHECKING:
-    from hqval.checks.dispatch import ArchCaps as Arch
     from hqval.manifest import KernelSpec, Manifest
+    from hqval.matrix import Arch
 
 # The check registry: one explicit dict, name -> "module:function".
 CHECKS: dict[str, str] = {
@@ -137,29 +137,18 @@ def _emu_errors() -> tuple[type[BaseException], type[BaseException]] | None:
     return OutOfBounds, UnsupportedInstruction
 
 
-@dataclass(frozen=True)
-class NvidiaArch:
-    """An ``sm_XX`` target for the cuda backend: no AMD WMMA, one row per block."""
-
-    name: str
-    wmma: str = "none"
-    gemv_rows_default: int = 1
-
-
-def arch_caps(name: str) -> Any:
-    """The ``Arch`` for a gfx target (``hqval.matrix`` via the toolchain), or an
-    ``NvidiaArch`` for ``sm_XX``."""
-    if name.startswith("sm_"):
-        return NvidiaArch(name)
-    from hqval.toolchain import resolve_arches
-
-    return resolve_arches([name])[0]
+def unknown_checks(names: list[str] | None) -> str:
+    """'' when every name is a registered check, else the message naming the choices."""
+    unknown = [n for n in names or [] if n not in CHECKS]
+    if not unknown:
+        return ""
+    return f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}"
 
 
 def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
     """Run one cell; never raises for a kernel or fixture problem, always returns a row."""
     fn = check_function(check)
-    if spec.amd_only and ctx.arch.name.startswith("sm_"):
+    if spec.amd_only and not ctx.arch.is_amd:
         return ctx.row(check, spec, Status.UNSUPPORTED,
                        f"{spec.name} is AMD-only (WMMA/ISA); no {ctx.arch.name} build")
     emu_errors = _emu_errors()

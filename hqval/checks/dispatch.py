@@ -11,18 +11,11 @@ exist, so a manifest entry that claims more (a qt=45 GEMM for gfx11) is never ro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec, Manifest
-
-
-class ArchCaps(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def wmma(self) -> str: ...
+    from hqval.matrix import Arch
 
 
 # qt -> the WMMA generations with a batched-prefill GEMM.  qt=6/13 are the v1 baselines the
@@ -48,7 +41,7 @@ class Route:
     reason: str
 
 
-def wmma_prefill_allowed(qt: int, arch: ArchCaps) -> bool:
+def wmma_prefill_allowed(qt: int, arch: Arch) -> bool:
     return arch.wmma in PREFILL_WMMA.get(qt, frozenset())
 
 
@@ -56,7 +49,7 @@ def _real(manifest: Manifest) -> list[KernelSpec]:
     return [k for k in manifest.kernels if not k.is_mutant]
 
 
-def decode_kernel(manifest: Manifest, qt: int, arch: ArchCaps) -> KernelSpec:
+def decode_kernel(manifest: Manifest, qt: int, arch: Arch) -> KernelSpec:
     """The per-token decode GEMV for ``qt`` on ``arch``: non-residual, plain GEMV, with the
     arch's ``gemv_rows_default`` rows per block when built, else the fewest rows."""
     cands = [k for k in _real(manifest)
@@ -69,7 +62,7 @@ def decode_kernel(manifest: Manifest, qt: int, arch: ArchCaps) -> KernelSpec:
 
 
 def prefill_route(
-    manifest: Manifest, qt: int, arch: ArchCaps, batch_tile: int | None = None,
+    manifest: Manifest, qt: int, arch: Arch, batch_tile: int | None = None,
 ) -> Route:
     """How a batch of tokens is prefilled for ``qt`` on ``arch``."""
     if wmma_prefill_allowed(qt, arch):

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
-    from hqval.manifest import KernelSpec
+    from hqval.manifest import KernelSpec, Manifest
+    from hqval.matrix import Arch
 
 VERDICT_CHECK = "mutant"
 
@@ -99,7 +100,36 @@ def verdicts(
 def is_isa_only_off_amd(expected_killer: str, arch: str) -> bool:
     """True when a mutant can only be caught by an AMD ISA audit rule and ``arch`` is not
     an AMD gfx target (the cuda backend's sm_XX), where no such audit exists."""
-    return expected_killer.startswith(("audit_", "audit:")) and not arch.startswith("gfx")
+    from hqval.matrix import NVIDIA_ARCH
+
+    return expected_killer.startswith(("audit_", "audit:")) and bool(NVIDIA_ARCH.fullmatch(arch))
+
+
+def build(mutants: Manifest, arches: Sequence[Arch], cache_dir: str | None = None
+          ) -> tuple[dict[tuple[str, str], Built], list[Row]]:
+    """Compile each mutant per arch and audit what compiled: (built map, audit rows)."""
+    from hqval.isa import audit_matrix
+    from hqval.toolchain import compile_kernel
+
+    built: dict[tuple[str, str], Built] = {}
+    audit_rows: list[Row] = []
+    for arch in arches:
+        cells = []
+        for m in mutants.kernels:
+            if not arch.is_amd:
+                ok = not m.amd_only
+                built[(m.name, arch.name)] = Built(ok, "" if ok else "AMD-only source")
+                continue
+            if not m.applies_to(arch):
+                built[(m.name, arch.name)] = Built(False, f"requires {m.requires}")
+                continue
+            res = compile_kernel(m, arch.name, cache_dir)
+            built[(m.name, arch.name)] = Built(res.ok, "" if res.ok else res.message)
+            if res.ok:
+                cells.append((m, res))
+        if cells:
+            audit_rows += audit_matrix(cells, arch, cache_dir=cache_dir)
+    return built, audit_rows
 
 
 def real_failures(rows: Iterable[Row]) -> list[Row]:

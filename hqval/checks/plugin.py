@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="only these checks (repeatable; default all)")
     group.addoption("--hqval-seed", type=int, default=0, help="fixture seed (default 0)")
     group.addoption("--hqval-json", default=None, help="write every result row here (JSON list)")
+    group.addoption("--hqval-skip", default=None,
+                    help="file of cell identities (one a line) to deselect: cells a resumed "
+                         "run already has")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,18 +55,36 @@ def pytest_configure(config: pytest.Config) -> None:
     _pending.clear()
 
 
-def _is_manifest(path: Path) -> bool:
+_TOP_KEY = re.compile(r"^(kernels|schema)\s*:", re.MULTILINE)
+
+
+def _is_manifest(path: Path, named: bool = False) -> bool:
+    """A YAML file named on the command line is a manifest (its loader then says what is
+    wrong with it); one found in a directory is when it has top-level ``schema:`` and
+    ``kernels:`` keys anywhere in the file, not only near the top."""
     if path.suffix not in (".yaml", ".yml"):
         return False
+    if named:
+        return True
     try:
-        head = path.read_text(errors="replace")[:4096]
+        text = path.read_text(errors="replace")
     except OSError:
         return False
-    return "kernels:" in head and "schema:" in head
+    return len({m.group(1) for m in _TOP_KEY.finditer(text)}) == 2
+
+
+def _named(config: pytest.Config, path: Path) -> bool:
+    for arg in config.args:
+        try:
+            if Path(arg.split("::", 1)[0]).resolve() == path.resolve():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if _is_manifest(file_path):
+    if _is_manifest(file_path, _named(parent.config, file_path)):
         collector: pytest.Collector = ManifestFile.from_parent(parent, path=file_path)
         return collector
     return None
@@ -78,9 +100,10 @@ class _Contexts:
         key = (backend_name, arch_name, str(manifest.path))
         if key not in self._by_key:
             from hqval.backends import get
-            from hqval.checks.cell import CheckContext, arch_caps
+            from hqval.checks.cell import CheckContext
+            from hqval.matrix import resolve_arch
 
-            arch = arch_caps(arch_name)
+            arch = resolve_arch(arch_name)
             backend = get(backend_name, arch_name)
             self._by_key[key] = CheckContext(backend=backend, arch=arch, manifest=manifest,
                                              seed=seed)
@@ -182,6 +205,17 @@ class CellItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, self.name
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_file = config.getoption("--hqval-skip")
+    if not skip_file:
+        return
+    skip = set(Path(skip_file).read_text().splitlines())
+    dropped = [i for i in items if i.name in skip]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if i.name not in skip]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -1,70 +1,36 @@
 """``hqval admit RUN... [--baseline RUN...] [--json OUT]``: admission status per (qt, arch,
 path) from the rows of one or more run directories and ``matrices/policy.yaml``.
 
-Exit 0 when every admitted cell passes, 1 when a cell was rejected (a check or gate failed)
-or regressed against ``--baseline``, 2 on bad input or an infrastructure problem (a missing
-backend, tool or pipeline step: admission fails closed).
+Exit 0 with complete evidence and no failure; 1 when a row failed (a cell rejected, a
+kernel-level finding outside every policy cell) or regressed against ``--baseline``; 2 on
+bad input (a damaged run directory), an infrastructure problem or incomplete evidence
+(admission fails closed).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hqval import options
-
-if TYPE_CHECKING:
-    from hqval.admission import Admission
-    from hqval.results.compare import Comparison
-    from hqval.results.store import Run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories (hqval run --out)")
-    add_admission_arguments(parser)
-    options.JSON_OUT.add_to(parser)
-
-
-def add_admission_arguments(parser: argparse.ArgumentParser) -> None:
-    options.BASELINE.add_to(parser)
-    parser.add_argument("--policy", default=None,
-                        help="admission policy YAML (default: matrices/policy.yaml)")
-
-
-def load_runs(paths: list[str], what: str = "RUN") -> list[Run]:
-    from hqval.cli import UsageError
-    from hqval.results.store import RunDirError, load
-
-    runs = []
-    for p in paths:
-        try:
-            runs.append(load(Path(p)))
-        except RunDirError as exc:
-            raise UsageError(f"{what} {exc}") from None
-    return runs
-
-
-def evaluate(args: argparse.Namespace) -> tuple[Admission, Comparison | None]:
-    """(Admission, Comparison | None) for the command's runs, baseline and policy."""
-    from hqval.admission import PolicyError, admit_runs, load_policy
-    from hqval.cli import UsageError
-
-    runs = load_runs(args.runs)
-    baseline = load_runs(args.baseline, "--baseline")
-    try:
-        policy = load_policy(args.policy)
-    except PolicyError as exc:
-        raise UsageError(str(exc)) from None
-    return admit_runs(runs, policy=policy, baseline=baseline)
+    for opt in (options.BASELINE, options.POLICY, options.JSON_OUT):
+        opt.add_to(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.admission import dumps, to_markdown
+    from hqval.admission import dumps, evaluate, to_markdown
+    from hqval.cli import UsageError
     from hqval.results.compare import to_markdown as compare_markdown
+    from hqval.results.store import write_atomic
 
-    adm, cmp = evaluate(args)
+    try:
+        _, adm, cmp = evaluate(args.runs, args.baseline, args.policy)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     print(to_markdown(adm))
     if cmp is not None:
         print(compare_markdown(cmp))
@@ -77,9 +43,10 @@ def run(args: argparse.Namespace) -> int:
               "(compile/audit of qt=6 baselines, device baselines): not evidence here",
               file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(dumps(adm))
+        write_atomic(args.json, dumps(adm))
     code = adm.exit_code
-    verdict = {0: "every admitted cell passes", 1: "a cell was rejected or regressed",
-               2: "infrastructure problem: admission fails closed"}[code]
+    verdict = {0: "complete evidence, no failure", 1: "a row failed or regressed",
+               2: "incomplete evidence or an infrastructure problem: admission fails closed"
+               }[code]
     print(f"hqval admit: {verdict} (exit {code})", file=sys.stderr)
     return code

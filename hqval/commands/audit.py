@@ -25,13 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
-    from hqval.commands.compile import arches_of, load_specs, print_rows, write_rows
     from hqval.isa import IsaError, analyze, audit_matrix, summary
-    from hqval.result import Row
+    from hqval.manifest import load_specs
+    from hqval.matrix import gfx_arches
+    from hqval.result import Row, row_lines
     from hqval.toolchain import ToolchainError, compile_matrix, find_compiler
 
-    arches = arches_of(args.arch)
-    specs = load_specs(args.manifest, args.mutants)
+    try:
+        arches = gfx_arches(args.arch, "audit")
+        specs = load_specs(args.manifest, args.mutants)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         find_compiler()
     except ToolchainError as exc:
@@ -60,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
             print(md.table(["kernel", "VGPR", "SGPR", "spill v/s", "scratch", "LDS",
                             "occupancy", "VALU", "SALU", "SMEM", "VMEM", "loop VALU"],
                            table, align="lrrlrrrrrrrr"))
-    print_rows(rows, args.verbose, "audit")
+    print("\n".join(row_lines(rows, args.verbose, "audit")))
     print(f"hqval audit: {len(arches)} arches, {time.perf_counter() - t0:.2f} s")
     if args.json:
-        write_rows(args.json, rows)
+        options.write_json([r.to_dict() for r in rows], args.json)
     return 0 if all(r.status.ok for r in rows) else 1

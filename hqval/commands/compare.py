@@ -18,10 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.commands.admit import load_runs
+    from hqval.cli import UsageError
     from hqval.results.compare import compare_rows, to_markdown
+    from hqval.results.store import RunDirError, load_runs
 
-    base, new = load_runs([args.base, args.new])
+    try:
+        base, new = load_runs([args.base, args.new])
+    except RunDirError as exc:
+        raise UsageError(str(exc)) from None
     cmp = compare_rows(base.rows, new.rows, str(args.base), str(args.new))
     md = to_markdown(cmp, all_cells=args.all)
     print(md, end="")

@@ -15,13 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hqval import options
-
-if TYPE_CHECKING:
-    from hqval.result import Row
 
 COLD_TARGET_S = 120.0
 WARM_TARGET_S = 3.0
@@ -39,54 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="print every cell")
 
 
-def load_specs(manifest: str | None, mutants: bool) -> list[Any]:
-    from hqval.cli import UsageError
-    from hqval.manifest import ManifestError, load_manifest, load_mutants
-
-    try:
-        specs = list(load_manifest(manifest).kernels)
-        if mutants:
-            specs += load_mutants().kernels
-    except ManifestError as exc:
-        raise UsageError(str(exc)) from None
-    return specs
-
-
-def arches_of(raw: Sequence[str] | None) -> list[Any]:
-    from hqval.cli import UsageError
-    from hqval.toolchain import resolve_arches
-
-    try:
-        return resolve_arches(raw)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def write_rows(path: str, rows: Sequence[Row]) -> None:
-    options.write_json([r.to_dict() for r in rows], path)
-
-
-def print_rows(rows: Sequence[Row], verbose: bool, what: str) -> None:
-    from collections import Counter
-
-    for r in rows:
-        if verbose or not r.status.ok:
-            first = r.message.splitlines()[0] if r.message else ""
-            print(f"{r.status.upper():11} {r.identity}  {first}")
-            if not r.status.ok:
-                for line in r.message.splitlines()[1:6]:
-                    print(f"{'':12}{line}")
-    counts = Counter(str(r.status) for r in rows)
-    print(f"hqval {what}: {len(rows)} cells: " +
-          ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-
-
 def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
+    from hqval.manifest import load_specs
+    from hqval.matrix import gfx_arches
+    from hqval.result import row_lines
     from hqval.toolchain import ToolchainError, compile_matrix, find_compiler
 
-    arches = arches_of(args.arch)
-    specs = load_specs(args.manifest, args.mutants)
+    try:
+        arches = gfx_arches(args.arch, "compile")
+        specs = load_specs(args.manifest, args.mutants)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         compiler = find_compiler()
     except ToolchainError as exc:
@@ -97,12 +57,12 @@ def run(args: argparse.Namespace) -> int:
     cells = compile_matrix(specs, arches, jobs=args.jobs, cache_dir=args.cache_dir)
     rows = [c.row() for c in cells]
     seconds = time.perf_counter() - t0
-    print_rows(rows, args.verbose, "compile")
+    print("\n".join(row_lines(rows, args.verbose, "compile")))
     built = sum(1 for c in cells if c.result is not None and not c.result.cached)
     print(f"hqval compile: {compiler.version} ({compiler.found_by}); {len(arches)} arches, "
           f"{built} code objects built, {seconds:.2f} s")
     if args.json:
-        write_rows(args.json, rows)
+        options.write_json([r.to_dict() for r in rows], args.json)
     return 0 if all(r.status.ok for r in rows) else 1
 
 

@@ -131,10 +131,10 @@ def _coverage(args: argparse.Namespace, manifest: Any) -> int:
 def _emulated(names: list[str]) -> list[Any]:
     from hqval.cli import UsageError
     from hqval.emu.machine import ARCH_GEN
-    from hqval.toolchain import resolve_arches
+    from hqval.matrix import gfx_arches
 
     try:
-        arches = resolve_arches(names)
+        arches = gfx_arches(names, "the emulator")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         m = matrix_dict(args.arches_file, args.formats_file, args.shapes_file, args.manifest)
-        keep = {a.name for a in resolve_arches(args.arch, args.arches_file)}
+        keep = {a.name for a in resolve_arches(args.arch or ["all"], args.arches_file)}
     except SchemaError as exc:
         raise UsageError(f"matrix file invalid:\n{exc}") from None
     except ValueError as exc:  # unknown --arch, a manifest error

@@ -9,27 +9,31 @@ from __future__ import annotations
 
 import argparse
 
-from hqval.commands.admit import add_admission_arguments
+from hqval import options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories to merge")
     parser.add_argument("-o", "--out", required=True, metavar="DIR",
                         help="output directory for report.html, checkpoint.md, admission.json")
-    add_admission_arguments(parser)
+    for opt in (options.BASELINE, options.POLICY):
+        opt.add_to(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.admission import load_policy
-    from hqval.commands.admit import evaluate, load_runs
-    from hqval.report.render import build, write_report
-    from hqval.results.compare import to_markdown as compare_markdown
+    from pathlib import Path
 
-    adm, cmp = evaluate(args)
-    runs = load_runs(args.runs)
-    md = compare_markdown(cmp) if cmp is not None else ""
-    # evaluate() has read the policy (a bad one is exit 2 there); the report draws its gate
-    paths = write_report(build(runs, adm, md, policy=load_policy(args.policy)), args.out)
+    from hqval.admission import evaluate, load_policy
+    from hqval.cli import UsageError
+    from hqval.run.steps import write_report
+
+    try:
+        runs, adm, cmp = evaluate(args.runs, args.baseline, args.policy)
+        policy = load_policy(args.policy)  # the report draws the gate admission applied
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out = Path(args.out)
+    paths = write_report(runs, adm, cmp, out, policy=policy)
     for kind, path in paths.items():
         print(f"hqval report: {kind}: {path}")
     return 0

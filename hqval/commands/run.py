@@ -1,10 +1,10 @@
 """``hqval run --arch gfx1100 [--backend auto] [--manifest F] --out DIR``: the whole chain
 (compile, audit, checks, mutants, timing where hardware exists, admission, report) into
-one run directory, with progress on long steps and a summary at the end.
+one run directory, with hqval's own progress display and a summary at the end.
 
-Exit status is admission's: 0 every admitted cell passes, 1 a cell was rejected or
-regressed against ``--baseline``, 2 bad input or an infrastructure problem (a missing
-backend, compiler or pipeline step fails closed).
+Exit status is admission's: 0 complete evidence and no failure, 1 a row failed (a cell
+rejected, a kernel-level finding, a regression against ``--baseline``), 2 bad input, a
+backend that cannot run here, or incomplete evidence (admission fails closed).
 """
 
 from __future__ import annotations
@@ -22,45 +22,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="run directory (default runs/<arch>-<UTC timestamp>)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue the run in --out: steps and cells already recorded "
-                             "are skipped")
+                        help="continue the run in --out: cells already recorded are kept, "
+                             "every step with a missing cell is redone")
     for opt in (options.BASELINE, options.SEED, options.WORKERS):
         opt.add_to(parser)
-    parser.add_argument("--no-mutants", action="store_true", help="skip the mutants step")
+    parser.add_argument("--no-mutants", action="store_true",
+                        help="skip the mutants step (the reasons and checkpoint say so)")
     parser.add_argument("--no-timing", action="store_true",
                         help="skip timing even on hardware")
     parser.add_argument("--timing-iterations", type=int, default=100,
                         help="timing samples per arm per run (default 100)")
     parser.add_argument("--timing-runs", type=int, default=3, help="timing runs (default 3)")
+    options.VERBOSE.add_to(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from hqval.backends.base import BackendUnavailable
     from hqval.cli import UsageError
-    from hqval.pipeline import RunConfig, default_out, run_pipeline
-    from hqval.results.store import RunDirError
+    from hqval.run.chain import default_out, run_pipeline
+    from hqval.run.context import RunConfig
+    from hqval.run.progress import Display
 
-    if not args.arch:
-        raise UsageError("no --arch given; pass --arch gfx1100 (repeatable) or --arch all")
-    arches = [a.strip() for item in args.arch for a in item.split(",") if a.strip()]
     if args.resume and not args.out:
         raise UsageError("--resume needs the --out DIR of the run to continue")
     for b in args.baseline:
         if not (Path(b) / "envelope.json").is_file():
             raise UsageError(f"--baseline {b}: no envelope.json; pass a run directory")
+    raw_arches = [a.strip() for item in args.arch or [] for a in item.split(",") if a.strip()]
     config = RunConfig(
-        arches=arches, out=Path(args.out) if args.out else default_out(arches),
+        arches=list(args.arch or []),
+        out=Path(args.out) if args.out else default_out(raw_arches or ["none"]),
         backend=args.backend, manifest=Path(args.manifest) if args.manifest else None,
         resume=args.resume, baseline=[Path(b) for b in args.baseline], seed=args.seed,
         workers=str(args.workers), mutants=not args.no_mutants, timing=not args.no_timing,
         timing_iterations=args.timing_iterations, timing_runs=args.timing_runs,
-        cache_dir=args.cache_dir, argv=sys.argv,
+        cache_dir=args.cache_dir, verbose=args.verbose, argv=sys.argv,
     )
     try:
-        result = run_pipeline(config)
-    except (RunDirError, ValueError) as exc:
+        result = run_pipeline(config, Display())
+    except BackendUnavailable as exc:
+        print(f"hqval run: backend unavailable: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # an unknown arch, a manifest or run directory problem
         raise UsageError(str(exc)) from None
     print(result.summary)
-    verdict = {0: "every admitted cell passes", 1: "a cell was rejected or regressed",
-               2: "infrastructure problem: admission fails closed"}[result.exit_code]
+    verdict = {0: "complete evidence, no failure", 1: "a row failed or regressed",
+               2: "incomplete evidence or an infrastructure problem: admission fails closed"
+               }[result.exit_code]
     print(f"hqval run: {verdict} (exit {result.exit_code}); run directory {result.path}")
     return result.exit_code

@@ -17,13 +17,17 @@ API versions): each entry turns a version-N envelope and its rows into version N
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
+import fcntl
 import json
 import os
 import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -38,10 +42,33 @@ if TYPE_CHECKING:
 
 ENVELOPE = "envelope.json"
 ROWS = "rows.jsonl"
+LOCK = ".hqval-lock"
+# what every envelope holds once migrated: a run without them is damaged, not empty
+REQUIRED = ("schema_version", "arch", "kernels")
 
 
 class RunDirError(ValueError):
     """A run directory that cannot be read; the message names the file and the fix."""
+
+
+class RunLocked(RunDirError):
+    """Another process is writing to the run directory."""
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a uniquely named temporary file beside it, renamed
+    into place whole (two writers never share a temporary name)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class TornLineWarning(UserWarning):
@@ -224,7 +251,10 @@ class Run:
 
 
 def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read ({exc.strerror})") from exc
     lines = data.split(b"\n")
     # A complete file ends in "\n", leaving one empty tail element.
     tail = lines.pop()
@@ -233,6 +263,10 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
             continue
         try:
             yield json.loads(raw)
+        except UnicodeDecodeError as exc:
+            raise RunDirError(
+                f"{path}:{lineno}: not UTF-8 (byte {exc.start}); the file is corrupt: re-run "
+                "into a fresh --out directory") from exc
         except json.JSONDecodeError as exc:
             raise RunDirError(
                 f"{path}:{lineno}: unreadable row ({exc.msg}); the file is corrupt in the "
@@ -241,7 +275,7 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
     if tail.strip():
         try:
             yield json.loads(tail)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, UnicodeDecodeError):
             warnings.warn(
                 f"{path}: dropped a torn last line ({len(tail)} bytes) left by an "
                 "interrupted write; re-run with --resume to redo that cell",
@@ -256,11 +290,21 @@ def read_envelope(run_dir: Path) -> dict[str, Any]:
             f"{run_dir}: no {ENVELOPE}; pass a run directory written by `hqval run --out DIR`"
         )
     try:
-        env = json.loads(path.read_text())
+        env = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise RunDirError(f"{path}: not UTF-8 (byte {exc.start}): the envelope is damaged; "
+                          "re-run into a fresh --out directory") from exc
     except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(env, dict):
-        raise RunDirError(f"{path}: expected a JSON object")
+        raise RunDirError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}): the "
+                          "envelope is damaged; re-run into a fresh --out directory") from exc
+    if not isinstance(env, dict) or not env:
+        raise RunDirError(f"{path}: {'empty' if env in ({}, [], None, '') else 'not a'} JSON "
+                          "object: the envelope is damaged; re-run into a fresh --out directory")
+    if "schema_version" not in env and "version" not in env:
+        raise RunDirError(f"{path}: no schema_version: the envelope is damaged (or not "
+                          "hqval's); re-run into a fresh --out directory")
     return env
 
 
@@ -271,6 +315,11 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
     rows_path = run_dir / ROWS
     raw_rows = list(_read_row_lines(rows_path)) if rows_path.exists() else []
     env, raw_rows = migrate(env, raw_rows, source=str(run_dir))
+    lacking = [k for k in REQUIRED if k not in env]
+    if lacking or not isinstance(env.get("arch"), list) or not isinstance(env.get("kernels"), dict):
+        what = ", ".join(lacking) or "arch (a list) and kernels (a mapping)"
+        raise RunDirError(f"{run_dir / ENVELOPE}: lacks {what}: the envelope is damaged; "
+                          "re-run into a fresh --out directory")
     by_identity: dict[str, Row] = {}
     for i, d in enumerate(raw_rows, 1):
         try:
@@ -281,6 +330,17 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
         # --resume (say, after installing a missing tool) replaces its error row.
         by_identity[row.identity] = row
     return Run(run_dir, env, list(by_identity.values()))
+
+
+def load_runs(paths: Iterable[str | os.PathLike[str]], what: str = "RUN") -> list[Run]:
+    """Several run directories; a ``RunDirError`` names the option it came from."""
+    runs = []
+    for p in paths:
+        try:
+            runs.append(load(p))
+        except RunDirError as exc:
+            raise RunDirError(f"{what} {exc}") from None
+    return runs
 
 
 def load_run(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
@@ -323,8 +383,10 @@ class RunWriter:
     identities that already have a row.
     """
 
-    def __init__(self, run_dir: Path, envelope: dict[str, Any], done: set[str]) -> None:
+    def __init__(self, run_dir: Path, envelope: dict[str, Any], done: set[str],
+                 lock_fd: int | None = None) -> None:
         self.path = run_dir
+        self._lock_fd = lock_fd
         self.envelope = envelope
         self.done = done
         # every row this writer appended, in order (step summaries count from it, so rows
@@ -338,21 +400,34 @@ class RunWriter:
     ) -> RunWriter:
         run_dir = Path(run_dir)
         env_path = run_dir / ENVELOPE
-        if env_path.exists():
-            if not resume:
-                raise RunDirError(
-                    f"{run_dir} already holds a run; pass --resume to continue it or choose "
-                    "a new --out directory"
-                )
-            existing = load(run_dir)
-            cls._repair_torn_tail(run_dir / ROWS)
-            return cls(run_dir, existing.envelope, {r.identity for r in existing.rows})
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = env_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(envelope, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, env_path)
-        (run_dir / ROWS).touch()
-        return cls(run_dir, envelope, set())
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"{run_dir}: cannot create the run directory "
+                              f"({exc.strerror}); choose a writable --out") from exc
+        lock_fd = lock(run_dir)
+        try:
+            if env_path.exists():
+                if not resume:
+                    raise RunDirError(
+                        f"{run_dir} already holds a run; pass --resume to continue it or "
+                        "choose a new --out directory")
+                existing = load(run_dir)
+                cls._repair_torn_tail(run_dir / ROWS)
+                return cls(run_dir, existing.envelope, {r.identity for r in existing.rows},
+                           lock_fd)
+            (run_dir / ROWS).touch()
+            write_atomic(env_path, json.dumps(envelope, indent=2, sort_keys=True) + "\n")
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        return cls(run_dir, envelope, set(), lock_fd)
+
+    def close(self) -> None:
+        """Release the run directory's lock (a process that exits releases it too)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     @staticmethod
     def _repair_torn_tail(rows_path: Path) -> None:
@@ -389,7 +464,31 @@ class RunWriter:
     def update_envelope(self, **fields: Any) -> None:
         """Record facts learned during the run (compiler version, device) atomically."""
         self.envelope.update(fields)
-        env_path = self.path / ENVELOPE
-        tmp = env_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.envelope, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, env_path)
+        write_atomic(self.path / ENVELOPE,
+                     json.dumps(self.envelope, indent=2, sort_keys=True) + "\n")
+
+
+def lock(run_dir: Path) -> int:
+    """Take the run directory's exclusive lock (held until the fd is closed or the process
+    ends, a ``kill -9`` included); a second writer gets ``RunLocked`` at once."""
+    path = Path(run_dir) / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot create the lock ({exc.strerror}); choose a "
+                          "writable --out") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = ""
+        with contextlib.suppress(OSError):
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            who = f" (pid {holder})" if holder else ""
+            raise RunLocked(f"{run_dir}: another hqval process{who} is writing this run "
+                            "directory; wait for it or choose another --out") from None
+        raise RunDirError(f"{path}: cannot lock ({exc.strerror})") from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hqval.checks import cell
-from hqval.checks.cell import CHECKS, Cell, CheckContext, arch_caps, check_function, run_cell
+from hqval.checks.cell import CHECKS, Cell, CheckContext, check_function, run_cell, unknown_checks
 from hqval.checks.launch import gemv
 from hqval.manifest import KernelSpec
 from hqval.result import Row, Status
@@ -27,8 +27,8 @@ def test_registry_and_identity() -> None:
         check_function("nope")
     c = Cell("bit_identity", "gemv_mq4g256v2_r1", "gfx1100", "emu")
     assert c.identity == "bit_identity[gemv_mq4g256v2_r1|gfx1100|emu]"
-    assert arch_caps("sm_90").wmma == "none"
-    assert arch_caps("gfx1201").wmma == "gfx12"
+    assert unknown_checks(["bit_identity"]) == ""
+    assert "unknown check(s) nope; choose from bit_identity" in unknown_checks(["nope"])
 
 
 def _register(monkeypatch: pytest.MonkeyPatch, fn: Callable[[CheckContext, KernelSpec], Row]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hqval.admission import ArchCaps, admit_runs
+from hqval.admission import admit_runs
+from hqval.matrix import load_arches
 from hqval.report.render import build, render_checkpoint, render_html, write_report
 from hqval.result import Row, Status
 from hqval.results import store
@@ -22,8 +23,7 @@ from ..conftest import (  # type: ignore[import-not-found]
     table_cells,
 )
 
-CAPS = {"gfx1010": ArchCaps("gfx1010", "none"), "gfx1100": ArchCaps("gfx1100", "gfx11"),
-        "gfx1201": ArchCaps("gfx1201", "gfx12")}
+CAPS = {n: a for n, a in load_arches().items() if n in ("gfx1010", "gfx1100", "gfx1201")}
 
 
 class _Doc(HTMLParser):

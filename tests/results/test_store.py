@@ -54,7 +54,7 @@ def test_round_trip_and_frame(tmp_path: Path) -> None:
 
 
 def test_refuses_existing_run_without_resume(tmp_path: Path) -> None:
-    _writer(tmp_path)
+    _writer(tmp_path).close()
     with pytest.raises(store.RunDirError, match="--resume"):
         _writer(tmp_path)
 
@@ -62,6 +62,7 @@ def test_refuses_existing_run_without_resume(tmp_path: Path) -> None:
 def test_resume_lists_done_cells(tmp_path: Path) -> None:
     w = _writer(tmp_path)
     w.append([_row(0), _row(1)])
+    w.close()  # the run directory's lock is released (as when the process ends)
     w2 = _writer(tmp_path, resume=True)
     assert w2.done == {_row(0).identity, _row(1).identity}
     w2.append([_row(2)])
@@ -77,6 +78,7 @@ def test_torn_last_line_dropped_with_warning_and_repaired_on_resume(tmp_path: Pa
     with pytest.warns(store.TornLineWarning, match="torn last line"):
         run = store.load(w.path)
     assert [r.kernel for r in run.rows] == ["k0", "k1"]
+    w.close()
     with pytest.warns(store.TornLineWarning):
         w2 = _writer(tmp_path, resume=True)
     w2.append([_row(2)])
@@ -211,3 +213,66 @@ def test_later_row_for_a_cell_supersedes_the_earlier(tmp_path: Path) -> None:
     run = store.load(w.path)
     assert [(r.kernel, r.status) for r in run.rows] == [("k0", Status.PASS),
                                                         ("k1", Status.PASS)]
+
+
+def test_second_writer_is_refused_at_once(tmp_path: Path) -> None:
+    """An exclusive lock on the run directory: a second writer (resuming or not) is a
+    RunLocked naming the holder, at once; after the first closes, it may resume."""
+    w = _writer(tmp_path)
+    for resume in (False, True):
+        with pytest.raises(store.RunLocked, match=r"another hqval process \(pid \d+\) is "
+                                                  "writing"):
+            _writer(tmp_path, resume=resume)
+    w.close()
+    _writer(tmp_path, resume=True).close()
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{}", "empty JSON object"), ("", "not valid JSON"), ("[1]", "not a JSON object"),
+    ('{"schema_version": 1}', "lacks arch, kernels"),
+    ('{"schema_version": 1, "arch": "gfx1100", "kernels": {}}', "arch \\(a list\\)"),
+    ('{"note": "hand-written"}', "no schema_version"),
+])
+def test_damaged_envelope_is_a_run_dir_error(tmp_path: Path, text: str, why: str) -> None:
+    w = _writer(tmp_path)
+    w.append([_row(0)])
+    (w.path / store.ENVELOPE).write_text(text)
+    with pytest.raises(store.RunDirError, match=why):
+        store.load(w.path)
+
+
+def test_non_utf8_run_files_name_the_path(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    w.append([_row(0)])
+    rows = w.path / store.ROWS
+    rows.write_bytes(b'{"kind": "\xff\xfe"}\n' + rows.read_bytes())
+    with pytest.raises(store.RunDirError, match=r"rows.jsonl:1: not UTF-8"):
+        store.load(w.path)
+    (w.path / store.ENVELOPE).write_bytes(b'{"schema_version": "\xff"}')
+    with pytest.raises(store.RunDirError, match=r"envelope.json: not UTF-8"):
+        store.load(w.path)
+
+
+def test_atomic_writes_use_unique_temporary_names(tmp_path: Path) -> None:
+    """Two writers of one file never share a temporary name (the shared
+    envelope.json.tmp crashed 36 of 40 concurrent runs)."""
+    import threading
+
+    target = tmp_path / "envelope.json"
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            for _ in range(20):
+                store.write_atomic(target, f"{i}\n")
+        except BaseException as exc:  # pragma: no cover - the failure being tested
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert target.read_text().strip() in {str(i) for i in range(8)}
+    assert [p.name for p in tmp_path.iterdir()] == ["envelope.json"]  # no temporary left

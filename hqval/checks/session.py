@@ -1,0 +1,197 @@
+"""One pytest session over the check cells of one or more manifests (the checks plugin,
+``hqval.checks.plugin``), for ``hqval check``, ``hqval mutants`` and the run's checks and
+mutants steps.
+
+The session is configured on its own (an ini of its own, independent of the project's
+test settings and of the directory the user runs from).  Each finished cell's row reaches
+``on_row`` on the controller at once (the run appends it to its run directory, so a
+killed run loses no finished cell); ``skip`` lists cell identities to deselect in every
+process that collects (a resumed run's finished cells).  pytest's own terminal output is
+shown only with ``verbose``; otherwise it is kept and returned, for a session that did not
+run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hqval.result import Row
+
+PYTEST_INI = "[pytest]\naddopts = --strict-markers\nxfail_strict = true\n"
+ROW_PROPERTY = "hqval_row"  # the user property the checks plugin reports a row under
+
+
+@dataclass
+class SessionResult:
+    code: int  # pytest's exit code
+    rows: list[Row]  # every cell's row, in report order
+    collected: int  # cells collected (after deselection), over every worker
+    crashed: list[str] = field(default_factory=list)  # cells whose report carried no row
+    output: str = ""  # pytest's own output (empty with verbose: it went to the terminal)
+
+    def problem(self) -> str:
+        """Why the session did not produce a row for every cell it collected, or ''."""
+        if self.crashed:
+            return (f"{len(self.crashed)} cell(s) ended without a verdict (a crashed worker "
+                    f"or an internal error): {', '.join(self.crashed[:5])}")
+        if self.code not in (0, 1, 5):
+            tail = " | ".join(ln for ln in self.output.strip().splitlines()[-3:] if ln)
+            return (f"the check session stopped (pytest exit {self.code})"
+                    + (f": {tail}" if tail else ""))
+        return ""
+
+
+class _Controller:
+    """Registered in the controller only: rows to ``on_row``, crashes and counts noted."""
+
+    def __init__(self, on_row: Callable[[Row], None] | None) -> None:
+        self.on_row = on_row
+        self.rows: list[Row] = []
+        self.crashed: list[str] = []
+        self.collected = 0
+        self._seen: set[str] = set()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not hasattr(session.config, "workerinput"):
+            self.collected = max(self.collected, len(session.items))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+            if report.when == "teardown" and report.outcome == "failed":
+                self._crash(report)
+            return
+        rows = [Row.from_dict(json.loads(str(v))) for k, v in report.user_properties
+                if k == ROW_PROPERTY]
+        if not rows:
+            self._crash(report)
+            return
+        for row in rows:
+            if row.identity in self._seen:
+                continue
+            self._seen.add(row.identity)
+            self.rows.append(row)
+            if self.on_row is not None:
+                self.on_row(row)
+
+    def _crash(self, report: pytest.TestReport) -> None:
+        name = report.nodeid.rsplit("::", 1)[-1]
+        if name not in self._seen and name not in self.crashed:
+            self.crashed.append(name)
+
+
+class _Workers:
+    """The xdist side of the controller (registered only when xdist runs)."""
+
+    def __init__(self, controller: _Controller) -> None:
+        self.controller = controller
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.controller.collected = max(self.controller.collected, len(ids))
+
+
+class _Selection:
+    """pytest plugin recording which cells ``-k`` keeps and which it drops."""
+
+    def __init__(self) -> None:
+        self.kept: list[str] = []
+        self.dropped: list[str] = []
+
+    def pytest_deselected(self, items: list[Any]) -> None:
+        self.dropped += [i.name for i in items]
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.kept = [i.name for i in session.items]
+
+
+def keyword_problem(manifests: Iterable[Path], arches: Iterable[str], backend: str,
+                    checks: Iterable[str] | None, keyword: str | None) -> str:
+    """'' when ``-k`` selects at least one cell, else why not (before any worker starts),
+    naming the closest identities, checks, kernels or arches.  Selection is pytest's own
+    (an in-process ``--collect-only`` of the same cells), so the two cannot disagree."""
+    if not keyword:
+        return ""
+    import difflib
+    import re
+
+    sel = _Selection()
+    args = [*(str(Path(m).resolve()) for m in manifests), "-p", "hqval.checks.plugin",
+            "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:benchmark", "--collect-only", "-qq",
+            "--hqval-backend", backend, "-k", keyword]
+    for arch in arches:
+        args += ["--hqval-arch", arch]
+    for c in checks or []:
+        args += ["--hqval-check", c]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = int(pytest.main(args, plugins=[sel]))
+    if code not in (0, 5):  # pytest's usage error (a malformed expression) or a crash
+        lines = [ln.removeprefix("ERROR: ") for ln in out.getvalue().splitlines() if ln.strip()]
+        return (f"-k {keyword!r} could not be evaluated: "
+                + (lines[-1] if lines else f"pytest exit {code}"))
+    if sel.kept:
+        return ""
+    words = set(sel.dropped)
+    for ident in sel.dropped:  # check[kernel|arch|backend]: each part is a word too
+        words.update(w for w in re.split(r"[\[\]|]", ident) if w)
+    close = difflib.get_close_matches(keyword, sorted(words), n=5, cutoff=0.6)
+    hint = ("; close matches: " + ", ".join(close)) if close else \
+        "; run `hqval matrix` to list the kernels and checks"
+    return f"-k {keyword!r} matches none of the {len(sel.dropped)} cells{hint}"
+
+
+def run_cells(
+    manifests: Iterable[Path], arches: Iterable[str], backend: str, *,
+    checks: Iterable[str] | None = None, keyword: str | None = None, workers: str = "2",
+    junit_xml: str | None = None, seed: int = 0, verbose: bool = False,
+    skip: Iterable[str] = (), on_row: Callable[[Row], None] | None = None,
+) -> SessionResult:
+    """Run the cells of ``manifests`` on ``arches``; never raises for a failing cell."""
+    manifests = [Path(m).resolve() for m in manifests]
+    scratch = Path(tempfile.mkdtemp(prefix="hqval-cells-"))
+    ini = scratch / "pytest.ini"
+    ini.write_text(PYTEST_INI)
+    rootdir = os.path.commonpath([m.parent for m in manifests])
+    args = [*map(str, manifests), "-p", "hqval.checks.plugin", "-p", "no:cacheprovider",
+            "-p", "no:benchmark", "-c", str(ini), "--rootdir", rootdir,
+            "--hqval-backend", backend, "--hqval-seed", str(seed)]
+    args += ["-v"] if verbose else ["-q", "--no-header", "--no-summary"]
+    skip = sorted(set(skip))
+    if skip:
+        skip_file = scratch / "skip-cells.txt"
+        skip_file.write_text("".join(f"{i}\n" for i in skip))
+        args += ["--hqval-skip", str(skip_file)]
+    for arch in arches:
+        args += ["--hqval-arch", arch]
+    for c in checks or []:
+        args += ["--hqval-check", c]
+    if keyword:
+        args += ["-k", keyword]
+    args += ["-n", workers] if workers not in ("0", "") else ["-p", "no:xdist"]
+    if junit_xml:
+        args += ["--junit-xml", junit_xml]
+    controller = _Controller(on_row)
+    plugins: list[object] = [controller]
+    if workers not in ("0", ""):
+        plugins.append(_Workers(controller))
+    out = io.StringIO()
+    try:
+        if verbose:
+            code = int(pytest.main(args, plugins=plugins))
+        else:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                code = int(pytest.main(args, plugins=plugins))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return SessionResult(code, controller.rows, controller.collected, controller.crashed,
+                         out.getvalue())

@@ -1,0 +1,221 @@
+"""``hqval run``: open the run (arches, manifests and backends checked and opened before
+anything is compiled or written), then the steps of ``hqval.run.steps`` in order.
+
+After each step the chain compares the rows in the run against the step's expected cells:
+a step is done only when every one has a row.  Its mark (``step[-|arch|step]``, one per
+arch) passes then; otherwise the mark is an infrastructure error naming what is missing
+(a crashed worker, zero cells collected, a step that raised), which fails admission
+closed.  ``--resume`` re-enters every step and runs only the cells without a row, and
+refuses a run directory made with another manifest, arches, backend or suite commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hqval.admission import Admission, admit_runs, load_policy, to_markdown
+from hqval.backends import open_for
+from hqval.manifest import DEFAULT_MUTANTS, KernelSpec, Manifest, load_manifest, load_mutants
+from hqval.matrix import resolve_arches
+from hqval.result import Row, Status
+from hqval.results.store import RunDirError, RunWriter, git_commit, load, make_envelope
+from hqval.run.context import Progress, RunConfig, RunContext, StepResult
+from hqval.run.expected import expected_cells
+from hqval.run.progress import Silent
+from hqval.run.steps import STEPS, Step
+from hqval.toolchain import ToolchainError, find_compiler
+
+# what a resumed run must share with the run it continues
+RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit")
+
+
+def kernel_table(specs: Sequence[KernelSpec]) -> dict[str, dict[str, object]]:
+    """What the envelope records per kernel, so admission works offline from the run."""
+    return {s.name: {"qt": s.qt, "kind": s.kind, "requires": s.requires,
+                     "baseline": s.baseline, "rows_per_block": s.rows_per_block,
+                     "batch_tile": s.batch_tile, "residual": s.residual,
+                     "mutant_of": s.mutant_of, "source": str(s.source)}
+            for s in specs}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _resume_mismatch(old: Mapping[str, object], new: Mapping[str, object]) -> str:
+    diffs = [f"{k}: the run has {old.get(k)!r}, this invocation {new.get(k)!r}"
+             for k in RESUME_KEYS if old.get(k) != new.get(k)]
+    return "; ".join(diffs)
+
+
+def open_run(config: RunConfig, progress: Progress) -> RunContext:
+    """Arches, manifests, backends, then the run directory (created, or resumed after
+    checking it is the same run).  Bad input raises ValueError (an ``ArchError``, a
+    ``ManifestError``, a ``RunDirError``) and an unusable backend ``BackendUnavailable``,
+    both before anything is written."""
+    arches = resolve_arches(config.arches)
+    manifest = load_manifest(config.manifest)
+    mutants: Manifest | None = None
+    if config.mutants and Path(DEFAULT_MUTANTS).is_file():
+        mutants = load_mutants(DEFAULT_MUTANTS)
+    opened = open_for(config.backend, [a.name for a in arches])
+    policy = load_policy()
+    specs = [*manifest.kernels, *(mutants.kernels if mutants else [])]
+    compiler = compiler_version = None
+    try:
+        c = find_compiler()
+        compiler, compiler_version = c.path, c.version
+    except ToolchainError as exc:  # the compile rows report it, one per cell
+        progress.note(f"hqval run: no compiler: {exc}")
+    external = config.manifest is not None
+    identity = {
+        "manifest_sha256": _sha256(manifest.path),
+        "arch": [a.name for a in arches],
+        "requested_backend": config.backend,
+        "suite_commit": git_commit(Path(__file__).resolve().parents[2]),
+    }
+    envelope = make_envelope(
+        backend=config.backend, arch=identity["arch"], compiler=compiler,  # type: ignore[arg-type]
+        compiler_version=compiler_version,
+        kernel_tree=Path(manifest.path).resolve().parent if external else None,
+        argv=config.argv, kernels=kernel_table(specs),
+        extra={"manifest": str(Path(manifest.path).resolve()), "seed": config.seed,
+               "steps": [name for name, _ in STEPS], **identity})
+    writer = RunWriter.create(config.out, envelope, resume=config.resume)
+    if config.resume:
+        why = _resume_mismatch(writer.envelope, identity)
+        if why:
+            writer.close()
+            raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
+                              "the same --manifest, --arch and --backend, or start a new --out")
+    ctx = RunContext(config, arches, manifest, mutants, opened, writer, progress)
+    ctx.expected = expected_cells(ctx, policy)
+    writer.update_envelope(expected={k: len(v) for k, v in ctx.expected.items()},
+                           expected_cells=ctx.expected)
+    _record_backends(ctx)
+    return ctx
+
+
+def _record_backends(ctx: RunContext) -> None:
+    info: dict[str, dict[str, object]] = {}
+    for arch, b in ctx.backends.items():
+        try:
+            device = b.device_name()
+        except Exception as exc:  # a device that cannot name itself is still recorded
+            device = f"unknown ({exc})"
+        info[arch] = {"backend": b.name, "selection": b.selection, "device": device,
+                      "runtime": b.runtime_info()}
+    ctx.writer.update_envelope(
+        backend=",".join(sorted({str(v["backend"]) for v in info.values()})), backends=info,
+        device=", ".join(sorted({str(v["device"]) for v in info.values()})),
+        runtime={a: v["runtime"] for a, v in info.items()})
+
+
+def _arch_of(identity: str) -> str:
+    return identity.rsplit("|", 2)[-2]
+
+
+def _summary(rows: Sequence[Row], kills: frozenset[str]) -> str:
+    bad = {Status.FAIL, Status.ERROR}
+    real = [r for r in rows if r.kernel not in kills or r.kind == "mutant"]
+    text = f"{len(rows)} rows, {sum(r.status in bad for r in real)} fail/error"
+    on_mutants = sum(r.status in bad for r in rows if r.kernel in kills and r.kind != "mutant")
+    if on_mutants:
+        text += f" (+{on_mutants} failing mutant cells: kills)"
+    return text
+
+
+def run_step(ctx: RunContext, name: str, step: Step) -> StepResult:
+    """One step over every arch, then its marks: pass when every expected cell has a row,
+    else an infrastructure error naming what is missing (a resumed run redoes it)."""
+    t0 = time.monotonic()
+    try:
+        result = step(ctx)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        result = StepResult(name, error=f"{name} step crashed: {tb}")
+    expected = ctx.expected.get(name, [])
+    missing = tuple(i for i in expected if i not in ctx.writer.done)
+    secs = time.monotonic() - t0
+    kills = frozenset(m.name for m in ctx.mutants.kernels) if ctx.mutants else frozenset()
+    marks: list[Row] = []
+    if name != "report":
+        for a in ctx.arches:
+            mine = [r for r in result.rows if r.arch == a.name]
+            lost = [i for i in missing if _arch_of(i) == a.name]
+            text = f"{_summary(mine, kills)}, {secs:.1f} s"
+            if result.skipped:
+                text += f"; gate skipped ({result.skipped})"
+            if lost or result.error:
+                why = result.error or "the step ended early"
+                lost_text = (f"{len(lost)} of {len([i for i in expected if _arch_of(i) == a.name])}"
+                             f" expected cells have no row (first: {', '.join(lost[:3])}); "
+                             if lost else "")
+                marks.append(Row("step", name, "-", a.name, "step", Status.ERROR,
+                                 measured=round(secs, 2),
+                                 message=f"{name}: {lost_text}{why}; rerun with --resume",
+                                 details={"infrastructure": True, "missing": len(lost)}))
+            else:
+                marks.append(Row("step", name, "-", a.name, "step", Status.PASS,
+                                 measured=round(secs, 2), message=text,
+                                 details={"skipped": result.skipped} if result.skipped else {}))
+        ctx.writer.append(marks)
+    result = StepResult(name, result.rows, len(expected), missing, result.error,
+                        result.skipped, secs)
+    counts = Counter(str(r.status) for r in result.rows)
+    text = f"{_summary(result.rows, kills)}, {secs:.1f} s"
+    if result.skipped:
+        text += f"; gate skipped ({result.skipped})"
+    if not result.done:
+        text += f"; NOT DONE: {len(missing)} of {len(expected)} expected cells missing"
+        if result.error:
+            text += f" ({result.error})"
+    del counts
+    ctx.progress.finish(name, text)
+    return result
+
+
+@dataclass(frozen=True)
+class RunResult:
+    path: Path
+    exit_code: int
+    admission: Admission
+    steps: tuple[StepResult, ...]
+    summary: str
+
+
+def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResult:
+    progress = progress or Silent()
+    ctx = open_run(config, progress)
+    try:
+        progress.note(f"hqval run: {', '.join(a.name for a in ctx.arches)} -> "
+                      f"{ctx.writer.path}" + (f" (resuming: {len(ctx.writer.done)} rows "
+                                              "already there)" if config.resume else ""))
+        results = tuple(run_step(ctx, name, step) for name, step in STEPS)
+        run = load(ctx.writer.path)
+        baseline = [load(p) for p in config.baseline]
+        adm, _ = admit_runs([run], baseline=baseline)
+    finally:
+        ctx.writer.close()
+    report_dir = ctx.writer.path / "report"
+    lines = [to_markdown(adm),
+             *(f"infrastructure: {m}" for m in adm.infrastructure),
+             *(f"failing outside admission: {i}" for i in adm.outside[:20]),
+             f"report: {report_dir / 'report.html'}",
+             f"checkpoint: {report_dir / 'checkpoint.md'}"]
+    return RunResult(ctx.writer.path, adm.exit_code, adm, results, "\n".join(lines))
+
+
+def default_out(arch: Sequence[str]) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    tag = "-".join(arch) if len(arch) <= 2 else f"{len(arch)}arches"
+    return Path("runs") / f"{tag}-{stamp}"
+

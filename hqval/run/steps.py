@@ -1,0 +1,306 @@
+"""The steps of ``hqval run``, in order, each a plain function over the run's context:
+
+    compile -> audit -> checks -> mutants -> timing -> admit -> report
+
+A step covers every arch of the run.  It appends its rows through ``ctx.writer`` as they
+are produced (the check cells one by one), reports each cell to ``ctx.progress`` and
+returns a ``StepResult``; ``hqval.run.chain`` then compares the rows against the cells the
+step was expected to produce (``ctx.expected``) and marks it done or not.  A step skips
+the cells the run already has (``--resume``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from hqval import isa, toolchain
+from hqval.admission import Admission, Policy, admit_runs, dumps, load_policy
+from hqval.checks import mutation, session
+from hqval.manifest import KernelSpec
+from hqval.result import Row, Status
+from hqval.results import store
+from hqval.run.context import RunContext, StepResult
+from hqval.timing import bench, harness
+from hqval.timing.gemv import Shape as GemvShape
+
+HARDWARE = ("hip", "cuda")
+
+Step = Callable[[RunContext], StepResult]
+
+
+def note_row(step: str, arch: str, backend: str, message: str,
+             status: Status = Status.SKIPPED) -> Row:
+    """A step's own cell on an arch where it has nothing to do (``step[-|arch|backend]``)."""
+    return Row("step", step, "-", arch, backend, status, message=message)
+
+
+def _emit(ctx: RunContext, rows: Sequence[Row], *, kills: frozenset[str] = frozenset()
+          ) -> list[Row]:
+    """Append the rows the run does not have yet, and report each as a finished cell."""
+    new = [r for r in rows if r.identity not in ctx.writer.done]
+    ctx.writer.append(new)
+    for r in new:
+        ctx.progress.cell(r.identity, _shown(r, kills))
+    return new
+
+
+def _shown(row: Row, kills: frozenset[str]) -> str:
+    """A mutant's failing cell is a kill (the suite did its job), not a failure."""
+    if row.kernel in kills and row.kind != "mutant" and row.status is Status.FAIL:
+        return "kill"
+    if row.kind == "mutant":
+        return {Status.PASS: "kill", Status.FAIL: "survived"}.get(row.status, str(row.status))
+    return str(row.status)
+
+
+def kernels(ctx: RunContext) -> list[KernelSpec]:
+    """Every kernel the run builds: the manifest's, then the mutants' (unless skipped)."""
+    return [*ctx.manifest.kernels, *(ctx.mutants.kernels if ctx.mutants else [])]
+
+
+def _mutant_names(ctx: RunContext) -> frozenset[str]:
+    return frozenset(m.name for m in ctx.mutants.kernels) if ctx.mutants else frozenset()
+
+
+# ---------------------------------------------------------------------------- compile
+
+
+def _compile_all(ctx: RunContext) -> list[Row]:
+    amd = [a for a in ctx.arches if a.is_amd]
+    cells = toolchain.compile_matrix(kernels(ctx), amd, cache_dir=ctx.config.cache_dir,
+                                     include_unsupported=True) if amd else []
+    for c in cells:
+        if c.result is not None and c.result.ok:
+            ctx.compiled[(c.spec.name, c.arch)] = c.result
+    rows = [c.row() for c in cells]
+    for a in ctx.arches:
+        if not a.is_amd:
+            rows.append(note_row("compile", a.name, ctx.backend_label(a.name),
+                                 f"compile: {a.name} kernels are built by NVRTC when the "
+                                 "cuda backend loads them; no gfx code object to compile"))
+    return rows
+
+
+def compile(ctx: RunContext) -> StepResult:
+    """Compile every kernel (and mutant) for every gfx arch it applies to; the validated
+    cache makes a resumed run's recompile cheap."""
+    t0 = time.monotonic()
+    ctx.progress.start("compile", len(ctx.expected.get("compile", [])))
+    rows = _emit(ctx, _compile_all(ctx))
+    return StepResult("compile", tuple(rows), seconds=time.monotonic() - t0)
+
+
+# ---------------------------------------------------------------------------- audit
+
+
+def audit(ctx: RunContext) -> StepResult:
+    """The ISA audit of every compiled code object; a kernel that did not compile gets an
+    error row per rule (no verdict: its compile row says why)."""
+    t0 = time.monotonic()
+    ctx.progress.start("audit", len(ctx.expected.get("audit", [])))
+    if not ctx.compiled:
+        _compile_all(ctx)  # a resumed run that skipped the compile step
+    rows: list[Row] = []
+    for a in ctx.arches:
+        if not a.is_amd:
+            rows.append(note_row("audit", a.name, ctx.backend_label(a.name),
+                                 f"audit: {a.name} code is NVRTC's; no gfx ISA to audit"))
+            continue
+        specs = [s for s in kernels(ctx) if s.applies_to(a)]
+        cells = [(s, ctx.compiled[(s.name, a.name)]) for s in specs
+                 if (s.name, a.name) in ctx.compiled]
+        rows += isa.audit_matrix(cells, a, cache_dir=ctx.config.cache_dir)
+        for s in specs:
+            if (s.name, a.name) not in ctx.compiled:
+                rows += [Row("audit", f"audit_{rule}", s.name, a.name, "isa", Status.ERROR,
+                             message=f"not audited: {s.name} did not compile for {a.name} "
+                                     f"(see compile[{s.name}|{a.name}|toolchain])")
+                         for rule in isa.RULES]
+    new = _emit(ctx, rows, kills=_mutant_names(ctx))
+    return StepResult("audit", tuple(new), seconds=time.monotonic() - t0)
+
+
+# ---------------------------------------------------------------------------- checks
+
+
+def _session(ctx: RunContext, step: str, manifests: list[Path]) -> tuple[list[Row], str]:
+    """The check cells of ``manifests`` on every arch, one pytest session per backend;
+    each finished cell is appended at once.  Returns (rows, why the session fell short)."""
+    kills = _mutant_names(ctx) if step == "mutants" else frozenset()
+    rows: list[Row] = []
+
+    def on_row(row: Row) -> None:
+        rows.extend(_emit(ctx, [row], kills=kills))
+
+    by_backend: dict[str, list[str]] = {}
+    for a in ctx.arches:
+        by_backend.setdefault(ctx.backend_label(a.name), []).append(a.name)
+    problems: list[str] = []
+    for backend, arches in by_backend.items():
+        tag = "-".join(arches) if len(arches) < 3 else backend
+        junit = ctx.writer.path / f"junit-{step}-{tag}.xml"
+        result = session.run_cells(
+            manifests, arches, backend, workers=ctx.config.workers, junit_xml=str(junit),
+            seed=ctx.config.seed, verbose=ctx.config.verbose,
+            skip=ctx.writer.done, on_row=on_row)
+        why = result.problem()
+        if why:
+            problems.append(why)
+    return rows, "; ".join(problems)
+
+
+def checks(ctx: RunContext) -> StepResult:
+    """Every check cell (check x kernel x arch) of the manifest under pytest."""
+    t0 = time.monotonic()
+    ctx.progress.start("checks", len(ctx.expected.get("checks", [])))
+    rows, why = _session(ctx, "checks", [Path(ctx.manifest.path)])
+    return StepResult("checks", tuple(rows), error=why, seconds=time.monotonic() - t0)
+
+
+# ---------------------------------------------------------------------------- mutants
+
+
+def mutants(ctx: RunContext) -> StepResult:
+    """The mutation kill matrix: every mutant's check cells, then one verdict row per
+    (mutant, arch): killed when a check cell or audit rule failed it (an error is no kill)."""
+    t0 = time.monotonic()
+    if ctx.mutants is None:
+        rows = [note_row("mutants", a.name, ctx.backend_label(a.name),
+                         "mutants step disabled (--no-mutants): the mutants gate was not "
+                         "applied") for a in ctx.arches]
+        ctx.progress.start("mutants", len(rows))
+        new = _emit(ctx, rows)
+        return StepResult("mutants", tuple(new), skipped="--no-mutants",
+                          seconds=time.monotonic() - t0)
+    ctx.progress.start("mutants", len(ctx.expected.get("mutants", [])))
+    rows, why = _session(ctx, "mutants", [Path(ctx.mutants.path)])
+    names = _mutant_names(ctx)
+    # this session's cells plus those an interrupted earlier session left in the run
+    stored = [r for r in store.load(ctx.writer.path).rows
+              if r.kernel in names and r.kind in ("check", "audit")]
+    built: dict[tuple[str, str], mutation.Built] = {}
+    for m in ctx.mutants.kernels:
+        for a in ctx.arches:
+            if not a.is_amd:
+                built[(m.name, a.name)] = mutation.Built(not m.amd_only, "AMD-only source")
+            elif not m.applies_to(a):
+                built[(m.name, a.name)] = mutation.Built(False, f"requires {m.requires}")
+            else:
+                ok = (m.name, a.name) in ctx.compiled
+                built[(m.name, a.name)] = mutation.Built(ok, "" if ok else "did not compile")
+    verdict_rows: list[Row] = []
+    for a in ctx.arches:
+        verdict_rows += mutation.verdicts(ctx.mutants.kernels, [a.name],
+                                          ctx.backend_label(a.name), built,
+                                          [r for r in stored if r.arch == a.name])
+    rows += _emit(ctx, verdict_rows)
+    return StepResult("mutants", tuple(rows), error=why, seconds=time.monotonic() - t0)
+
+
+# ---------------------------------------------------------------------------- timing
+
+
+def timing(ctx: RunContext) -> StepResult:
+    """Interleaved device-event timing, on hardware backends only (the emulator has no
+    clock: its cells stay emulated, never measured)."""
+    t0 = time.monotonic()
+    ctx.progress.start("timing", len(ctx.expected.get("timing", [])))
+    rows: list[Row] = []
+    for a in ctx.arches:
+        backend = ctx.backends[a.name]
+        if not ctx.config.timing:
+            rows += _emit(ctx, [note_row("timing", a.name, backend.name,
+                                         "timing disabled (--no-timing)")])
+            continue
+        if backend.name not in HARDWARE:
+            rows += _emit(ctx, [note_row(
+                "timing", a.name, backend.name,
+                f"timing needs device events on hardware; {backend.name} has no clock "
+                "(cells stay emulated, not measured)")])
+            continue
+        from hqval.matrix import load_shapes
+
+        shapes = [GemvShape(int(s.M), int(s.K)) for s in load_shapes()]
+        plan = bench.BenchPlan(
+            arch=a.name, shapes=shapes, modes=["hot", "cold"], rows=[a.gemv_rows_default],
+            config=harness.TimingConfig(iterations=ctx.config.timing_iterations,
+                                        runs=ctx.config.timing_runs),
+            seed=ctx.config.seed)
+        rows += bench.run_bench(backend, ctx.manifest, plan,
+                                emit=lambda batch: _emit(ctx, list(batch)))
+    return StepResult("timing", tuple(rows), seconds=time.monotonic() - t0)
+
+
+# ---------------------------------------------------------------------------- admit
+
+
+def admission(ctx: RunContext) -> Admission:
+    run = store.load(ctx.writer.path)
+    baseline = [store.load(p) for p in ctx.config.baseline]
+    adm, _ = admit_runs([run], baseline=baseline)
+    return adm
+
+
+def admit(ctx: RunContext) -> StepResult:
+    """Admission over the run's rows (``hqval.admission``): one row per (qt, arch, path)
+    on the gfx arches; an NVIDIA arch is reported, not admitted."""
+    t0 = time.monotonic()
+    ctx.progress.start("admit", len(ctx.expected.get("admit", [])))
+    adm = admission(ctx)
+    rows = [c.to_row() for c in adm.cells]
+    rows += [note_row("admit", a.name, ctx.backend_label(a.name),
+                      f"{a.name} is not an admission target (the policy covers RDNA gfx "
+                      "arches); its checks and timing are reported only")
+             for a in ctx.arches if not a.is_amd]
+    # admission is recomputed on every run (a resumed run's rows changed), so its rows
+    # are always appended: the newest supersedes
+    ctx.writer.append(rows)
+    for r in rows:
+        ctx.progress.cell(r.identity, str(r.status))
+    return StepResult("admit", tuple(rows), seconds=time.monotonic() - t0)
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def report(ctx: RunContext) -> StepResult:
+    """admission.json, report.html and checkpoint.md in the run directory."""
+    t0 = time.monotonic()
+    ctx.progress.start("report", 0)
+    run = store.load(ctx.writer.path)
+    baseline = [store.load(p) for p in ctx.config.baseline]
+    adm, cmp = admit_runs([run], baseline=baseline)
+    write_report([run], adm, cmp, ctx.writer.path / "report", ctx.writer.path / "admission.json")
+    return StepResult("report", (), seconds=time.monotonic() - t0)
+
+
+def write_report(runs: Sequence[store.Run], adm: Admission, cmp: object,
+                 out_dir: Path, admission_json: Path | None = None,
+                 policy: Policy | None = None) -> dict[str, Path]:
+    """The report step's files (``hqval report`` writes the same): report.html,
+    checkpoint.md and, where asked, admission.json.  ``policy`` is the one admission
+    applied (default matrices/policy.yaml): the report draws its gates."""
+    from hqval.report.render import build
+    from hqval.report.render import write_report as render
+    from hqval.results.compare import Comparison
+    from hqval.results.compare import to_markdown as compare_markdown
+
+    md = compare_markdown(cmp) if isinstance(cmp, Comparison) else ""
+    paths = render(build(list(runs), adm, md, policy=policy or load_policy()), out_dir)
+    if admission_json is not None:
+        store.write_atomic(admission_json, dumps(adm))
+        paths["admission"] = admission_json
+    return paths
+
+
+STEPS: tuple[tuple[str, Step], ...] = (
+    ("compile", compile),
+    ("audit", audit),
+    ("checks", checks),
+    ("mutants", mutants),
+    ("timing", timing),
+    ("admit", admit),
+    ("report", report),
+)
