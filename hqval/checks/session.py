@@ -126,8 +126,8 @@ def keyword_problem(manifests: Iterable[Path], arches: Iterable[str], backend: s
 
     sel = _Selection()
     args = [*(str(Path(m).resolve()) for m in manifests), "-p", "hqval.checks.plugin",
-            "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:benchmark", "--collect-only", "-qq",
-            "--hqval-backend", backend, "-k", keyword]
+            "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:benchmark",
+            "--collect-only", "-qq", "--hqval-backend", backend, "-k", keyword]
     for arch in arches:
         args += ["--hqval-arch", arch]
     for c in checks or []:

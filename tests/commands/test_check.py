@@ -79,12 +79,12 @@ def test_k_without_a_match_is_exit_2_at_once_naming_close_matches(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from hqval.commands import check as check_command
+    from hqval.checks import session
 
     def no_workers(*a: object, **k: object) -> None:
         raise AssertionError("cells started although -k matches nothing")
 
-    monkeypatch.setattr(check_command, "run_cells", no_workers)
+    monkeypatch.setattr(session, "run_cells", no_workers)
     t0 = time.perf_counter()
     code = main(["check", "--arch", "gfx1100", "--backend", "emu", "-k", "bit_identiy"])
     err = capsys.readouterr().err
@@ -98,9 +98,9 @@ def test_k_without_a_match_is_exit_2_at_once_naming_close_matches(
 
 
 def test_k_that_matches_is_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hqval.commands import check as check_command
+    from hqval.checks.session import keyword_problem
     from hqval.manifest import DEFAULT_MANIFEST
 
     # the same collection pytest runs: an expression that selects cells passes
-    check_command.require_keyword_match([DEFAULT_MANIFEST.resolve()], ["gfx1100"], "emu",
-                                        None, "gemv_mq4c_r2 and not padded_offset")
+    assert keyword_problem([DEFAULT_MANIFEST], ["gfx1100"], "emu", None,
+                           "gemv_mq4c_r2 and not padded_offset") == ""
