@@ -274,7 +274,7 @@ def _listed(items: Sequence[str], last: str = "and") -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
 
 
-def _unmet(need: Need, arch: ArchCaps) -> str:
+def _unmet(need: Need, arch: Arch) -> str:
     """Why a need is not met, as a sentence: 'wmma is none here, not gfx11 or gfx12: ...'."""
     return (f"{arch.name} has {need.cap} {arch.cap(need.cap)}, not "
             f"{_listed(need.allowed, 'or')}: {need.why}")
