@@ -146,6 +146,7 @@ def render_html(data: ReportData, title: str | None = None) -> str:
         plots={p.section: [q for q in all_plots if q.section == p.section] for p in all_plots},
         timing_groups=tv.grouped(cells),
         noisy=[c for c in cells if c.noisy],
+        noisy_groups=tv.noisy_groups(cells),
         distribution=svg.distribution_plot,
         derivations=_derivations(data),
         admission_gate=data.admission_gate(),

@@ -70,6 +70,17 @@ def _ticks(lo: float, hi: float, n: int = 6) -> list[float]:
     return [first + i * step for i in range(int((hi - first) / step) + 1)]
 
 
+def _tick_labels(lo: float, hi: float, n: int = 6) -> list[tuple[float, str]]:
+    """Ticks with as many decimals as their step needs (1.0025, not 1 three times)."""
+    ts = _ticks(lo, hi, n)
+    step = ts[1] - ts[0] if len(ts) > 1 else abs(ts[0]) or 1.0
+    decimals = max(0, math.ceil(round(-math.log10(step), 9))) if step < 1 else 0
+    scaled = step * 10 ** decimals
+    if abs(scaled - round(scaled)) > 1e-6:  # a 2.5 step needs one digit more
+        decimals += 1
+    return [(t, f"{t:.{decimals}f}") for t in ts]
+
+
 def _cell_title(c: TimingCell) -> str:
     ci = f" CI [{c.ci_low:.4f}, {c.ci_high:.4f}]" if c.ci_low is not None and \
         c.ci_high is not None else ""
@@ -93,9 +104,11 @@ def timing_plot(cells: Sequence[TimingCell], admission_gate: float | None = None
     from hqval.report.timing import grouped
 
     groups = grouped(cells)
+    # the axis spans the ratios, predictions and gates; a CI wider than that (a noisy
+    # cell's) is clipped at the edge, so one wild interval cannot squash every dot
     vals: list[float] = [1.0]
     for c in cells:
-        vals += [v for v in (c.ratio, c.ci_low, c.ci_high, c.predicted) if v is not None]
+        vals += [v for v in (c.ratio, c.predicted) if v is not None]
         if c.gate is not None:
             vals += [1 + c.gate, 1 - c.gate] if c.aa else [c.gate]
     if admission_gate:
@@ -103,7 +116,12 @@ def timing_plot(cells: Sequence[TimingCell], admission_gate: float | None = None
     lo, hi = min(vals), max(vals)
     pad = max(0.005, (hi - lo) * 0.06)
     lo, hi = lo - pad, hi + pad
-    label_w = min(420, 12 + 6.3 * max(len(c.label) + len(c.run_label) * 0 for c in cells))
+    runs = sorted({c.run_label for c in cells})
+
+    def row_label(c: TimingCell) -> str:
+        return c.label + (f"  (run {runs.index(c.run_label) + 1})" if len(runs) > 1 else "")
+
+    label_w = min(440, 12 + 6.3 * max(len(row_label(c)) for c in cells))
     left = label_w + 10
     h = 30 + ROW_H * (len(cells) + len(groups)) + 30
     k, b = _axis(lo, hi, left, WIDTH - 16)
@@ -112,9 +130,9 @@ def timing_plot(cells: Sequence[TimingCell], admission_gate: float | None = None
         return k * v + b
 
     out = [_open(WIDTH, h, "v2/v1 timing ratio per cell, grouped by mode, R and shape")]
-    for t in _ticks(lo, hi):
+    for t, tl in _tick_labels(lo, hi):
         out.append(f'<line x1="{x(t):.1f}" y1="20" x2="{x(t):.1f}" y2="{h - 26}" '
-                   'stroke="#eee"/>' + _text(x(t), h - 12, f"{t:.3g}", 10, "middle"))
+                   'stroke="#eee"/>' + _text(x(t), h - 12, tl, 10, "middle"))
     out.append(f'<line x1="{x(1):.1f}" y1="16" x2="{x(1):.1f}" y2="{h - 26}" stroke="#888"/>')
     if admission_gate:
         out.append(f'<line class="admission-gate" x1="{x(admission_gate):.1f}" y1="16" '
@@ -130,7 +148,7 @@ def timing_plot(cells: Sequence[TimingCell], admission_gate: float | None = None
         for c in members:
             title = _cell_title(c)
             out.append(f'<a href="#{anchor(c.row.identity)}">'
-                       + _text(14, y + 4, c.label, 11) .replace(
+                       + _text(14, y + 4, row_label(c), 11).replace(
                            "</text>", f"<title>{escape(title)}</title></text>") + "</a>")
             if c.gate is not None:
                 if c.aa:
@@ -144,8 +162,9 @@ def timing_plot(cells: Sequence[TimingCell], admission_gate: float | None = None
                                f'stroke-width="2"><title>gate applied: {escape(c.gate_text)} '
                                f'({escape(c.gate_source)})</title></line>')
             if c.ci_low is not None and c.ci_high is not None:
-                out.append(f'<line x1="{x(c.ci_low):.1f}" y1="{y}" x2="{x(c.ci_high):.1f}" '
-                           f'y2="{y}" stroke="#333" stroke-width="2"/>')
+                x0, x1 = x(max(c.ci_low, lo)), x(min(c.ci_high, hi))
+                out.append(f'<line x1="{x0:.1f}" y1="{y}" x2="{x1:.1f}" y2="{y}" stroke="#333" '
+                           f'stroke-width="2"/>')
             if c.predicted is not None:
                 px = x(c.predicted)
                 out.append(f'<path d="M{px:.1f} {y - 5} l5 5 l-5 5 l-5 -5 z" fill="none" '
@@ -221,8 +240,8 @@ def distribution_plot(c: TimingCell, width: int = 420) -> str:
             out.append(f'<line x1="{mx:.1f}" y1="{base:.1f}" x2="{mx:.1f}" '
                        f'y2="{base + sign * (lane / 2 - 2):.1f}" stroke="#000" '
                        'stroke-width="1.5"/>')
-    for t in _ticks(lo, hi, 5):
-        out.append(_text(k * t + b, h - 6, f"{t:.4g}", 9, "middle"))
+    for t, tl in _tick_labels(lo, hi, 5):
+        out.append(_text(k * t + b, h - 6, tl, 9, "middle"))
     out.append(_text(width - 8, h - 6, "us", 9, "end"))
     out.append("</svg>")
     return "".join(out)
@@ -354,9 +373,9 @@ def sweep_plot(cells: Sequence[TimingCell]) -> str:
 
         for r in rs:
             out.append(_text(px(r), y0 + 14, f"R={r}", 9, "middle"))
-        for t in _ticks(lo, hi, 4):
+        for t, tl in _tick_labels(lo, hi, 4):
             out.append(f'<line x1="{x0}" y1="{py(t):.1f}" x2="{x1}" y2="{py(t):.1f}" '
-                       'stroke="#f0f0f0"/>' + _text(x0 - 4, py(t) + 3, f"{t:.3g}", 9, "end"))
+                       'stroke="#f0f0f0"/>' + _text(x0 - 4, py(t) + 3, tl, 9, "end"))
         out.append(_text(ox + 8, oy + 30, "us", 9))
         for q, pts in sorted(lines.items()):
             colour = palette.get(q, "#555")
@@ -384,11 +403,14 @@ def sweep_plot(cells: Sequence[TimingCell]) -> str:
 
 def history_plot(history: dict[str, list[TimingCell]]) -> str:
     """v2/v1 ratio of each cell seen in several runs (nights or machines), oldest to
-    newest, with CI bars and each night's verdict; the dashed tick is that night's gate."""
+    newest (one x position per run, the same in every panel), with CI bars and each
+    night's verdict; the dashed tick is that night's gate."""
     if not history:
         return ""
     pw, ph, per_row = 270, 120, 5
     items = list(history.items())
+    # one x position per run across every panel, so the panels line up night by night
+    runs = sorted({c.run_label for cs in history.values() for c in cs})
     n_rows = math.ceil(len(items) / per_row)
     width, h = pw * min(per_row, len(items)), ph * n_rows + 8
     out = [_open(width, h, "ratio history per cell across runs", "plot history")]
@@ -409,15 +431,16 @@ def history_plot(history: dict[str, list[TimingCell]]) -> str:
                        "</text>", f"<title>{escape(ident)}</title></text>") + "</a>"
                    + _text(ox + 6, oy + 24, c0.group_label, 9, extra='fill="#555"'))
 
-        def px(i: int, n_: int = len(cs), x0: float = x0, x1: float = x1) -> float:
-            return x0 + (x1 - x0) * (i / max(1, n_ - 1)) if n_ > 1 else (x0 + x1) / 2
+        def px(i: int, cs: list[TimingCell] = cs, x0: float = x0, x1: float = x1) -> float:
+            j, n_ = runs.index(cs[i].run_label), len(runs)
+            return x0 + (x1 - x0) * (j / max(1, n_ - 1)) if n_ > 1 else (x0 + x1) / 2
 
         def py(v: float, lo: float = lo, hi: float = hi, y0: float = y0,
                y1: float = y1) -> float:
             return y0 + (y1 - y0) * (v - lo) / (hi - lo)
 
-        for t in _ticks(lo, hi, 3):
-            out.append(_text(x0 - 4, py(t) + 3, f"{t:.3g}", 8, "end"))
+        for t, tl in _tick_labels(lo, hi, 3):
+            out.append(_text(x0 - 4, py(t) + 3, tl, 8, "end"))
         out.append(f'<line x1="{x0}" y1="{py(1):.1f}" x2="{x1}" y2="{py(1):.1f}" '
                    'stroke="#aaa"/>')
         pts = [(i, c) for i, c in enumerate(cs) if c.ratio is not None]

@@ -22,8 +22,8 @@ from hqval.result import Row, Status
 from hqval.results.store import Run
 
 MODES = ("hot", "cold")
-__all__ = ["V1_QT", "TimingCell", "grouped", "history", "is_ratio_row", "latest", "swept",
-           "timing_cell", "timing_cells", "verdict_counts"]
+__all__ = ["V1_QT", "TimingCell", "grouped", "history", "is_ratio_row", "latest",
+           "noisy_groups", "swept", "timing_cell", "timing_cells", "verdict_counts"]
 
 
 def _num(d: Mapping[str, Any], *keys: str) -> float | None:
@@ -274,6 +274,23 @@ def grouped(cells: Sequence[TimingCell]) -> list[tuple[str, list[TimingCell]]]:
             out.append((c.group_label, []))
         out[-1][1].append(c)
     return out
+
+
+def noisy_groups(cells: Sequence[TimingCell]
+                 ) -> list[tuple[str, TimingCell | None, list[TimingCell]]]:
+    """The noisy cells by (run, mode, R, shape): each with the group's A/A control (the
+    usual cause) and every noisy cell of the group, control included."""
+    out: dict[tuple[str, str], tuple[str, TimingCell | None, list[TimingCell]]] = {}
+    for c in cells:
+        key = (c.run_label, c.group_label)
+        if key not in out:
+            out[key] = (f"{c.group_label} ({c.run_label})", None, [])
+        label, _, members = out[key]
+        if c.aa:
+            out[key] = (label, c, members)
+        if c.noisy:
+            members.append(c)
+    return [v for v in out.values() if v[2]]
 
 
 def verdict_counts(cells: Iterable[TimingCell]) -> dict[str, int]:

@@ -138,7 +138,7 @@ def test_noisy_cells_and_why_are_on_the_page(make_run: RunFactory) -> None:
     adm, _ = admit_runs([run], arches=CAPS)
     data = build([run], adm)
     html = render_html(data)
-    noisy = html.split('<h3 id="noisy">', 1)[1].split("</ul>", 1)[0]
+    noisy = html.split('<h3 id="noisy">', 1)[1].split('id="plot-', 1)[0]
     assert "2 cell(s) are noisy" in noisy
     assert "timing_aa_cold[gemv_hfq4g256_r1@4096x5120|sm_90|cuda]" in noisy
     assert "measured 1.0061, outside 1 ± 0.005 after 3 tries" in noisy
