@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import yaml
 from hqval import markdown as md
 from hqval.matrix import Arch, load_arches
 from hqval.result import Row, Status
+from hqval.timing.gate import Gate, GateError, TimingPolicy, parse_timing, rejudge_rows
 
 POLICY_PATH = Path(__file__).resolve().parent.parent / "matrices" / "policy.yaml"
 HARDWARE_EMULATOR = "emu"
@@ -73,10 +74,24 @@ class PathPolicy:
     fallback_checks: tuple[str, ...] = ()
     audit: bool = True
     mutants: bool = True
-    max_ratio: float | None = None
-    # measured needs hardware timing rows too (GEMV paths have timing cells; a path
-    # without timing cells would otherwise never reach measured)
-    timing_required: bool = True
+    # The timing gate per cache mode (hqval.timing.gate), None: timing not gated.
+    timing: TimingPolicy | None = None
+
+    @property
+    def timing_required(self) -> bool:
+        """measured needs hardware timing rows too (GEMV paths have timing cells; a path
+        without timing cells would otherwise never reach measured)."""
+        return self.timing.required if self.timing is not None else True
+
+    def gate(self, mode: str) -> Gate | None:
+        return self.timing.gate(mode) if self.timing is not None else None
+
+    @property
+    def max_ratio(self) -> float | None:
+        """The largest ratio_max over the modes (for a plot's single gate line)."""
+        if self.timing is None:
+            return None
+        return max(g.ratio_max for g in self.timing.gates.values())
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,13 @@ class Policy:
     paths: tuple[PathPolicy, ...]
     notes: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
+
+    def gate(self, qt: int, path: str, mode: str) -> Gate | None:
+        """The timing gate of (qt, path) in cache mode ``mode``; None where ungated."""
+        for pp in self.paths:
+            if pp.qt == qt and pp.path == path:
+                return pp.gate(mode)
+        return None
 
 
 CAPS = ("wmma", "wave_size", "family")
@@ -141,25 +163,41 @@ def parse_policy(data: Any, source: str = "policy.yaml") -> Policy:
                 raise PolicyError(
                     f"{source}: {pw}.fallback_checks: a need falls back, so name the checks "
                     "that verify the fallback (e.g. [fallback])")
-            timing = pd.get("timing") or {}
-            if not isinstance(timing, dict) or set(timing) - {"max_ratio", "required"}:
-                raise PolicyError(f"{source}: {pw}.timing: a mapping with max_ratio, required")
-            max_ratio = timing.get("max_ratio")
-            if max_ratio is not None and not (isinstance(max_ratio, (int, float))
-                                              and max_ratio >= 1.0):
-                raise PolicyError(f"{source}: {pw}.timing.max_ratio: give a number >= 1.0")
+            try:
+                timing = parse_timing(pd.get("timing"), f"{pw}.timing")
+            except GateError as exc:
+                raise PolicyError(f"{source}: {exc}") from None
             paths.append(PathPolicy(
                 format=str(fmt), qt=int(fd["qt"]), path=str(pname),
                 kinds=tuple(str(k) for k in kinds), needs=needs,
                 checks=tuple(str(c) for c in checks), fallback_checks=fb,
                 audit=bool(pd.get("audit", True)), mutants=bool(pd.get("mutants", True)),
-                max_ratio=float(max_ratio) if max_ratio is not None else None,
-                timing_required=bool(timing.get("required", True)),
+                timing=timing,
             ))
     notes = data.get("notes") or {}
     if not isinstance(notes, dict):
         raise PolicyError(f"{source}: notes: expected a mapping arch -> text")
     return Policy(tuple(paths), {str(k): str(v) for k, v in notes.items()}, source)
+
+
+def gate_for_row(
+    policy: Policy, kernels: Mapping[str, KernelInfo]
+) -> Callable[[Row], Gate | None]:
+    """A function row -> the policy's timing gate for the row's (qt, path, mode), or None.
+    A timing mutant's rows take the gate of the kernel it slows."""
+    def gate_for(row: Row) -> Gate | None:
+        d = row.details
+        qt, mode = d.get("qt"), d.get("mode")
+        path = d.get("path") or PATH_OF_KIND.get(str(d.get("kind")))
+        if not (isinstance(qt, int) and path):
+            info = kernels.get(row.kernel.split("@", 1)[0])
+            if info is None:
+                return None
+            qt, path = info.qt, info.path
+        if mode not in ("hot", "cold"):
+            return None
+        return policy.gate(qt, str(path), str(mode))
+    return gate_for
 
 
 def load_policy(path: str | Path | None = None) -> Policy:
@@ -335,13 +373,24 @@ def admit_cell(
 
     hw_timing = [r for r in rows if r.kind == "timing" and r.backend != HARDWARE_EMULATOR
                  and r.status is Status.PASS]
-    if pp.max_ratio is not None:
-        slow = [r for r in hw_timing if r.measured is not None and r.measured > pp.max_ratio]
+    if pp.timing is not None:
+        # Rows with stored samples were re-judged under this gate (admit_runs); a row
+        # without samples can only be judged on its stored ratio.
+        def over(r: Row) -> bool:
+            g = pp.gate(str(r.details.get("mode", "cold")))
+            return ("verdict" not in r.details and g is not None and r.measured is not None
+                    and r.measured > g.ratio_max)
+        slow = [r for r in hw_timing if over(r)]
         if slow:
             reasons.append(
-                f"timing gate: v2/v1 ratio above {pp.max_ratio}: "
+                "timing gate: v2/v1 ratio above ratio_max: "
                 + ", ".join(f"{r.identity}={r.measured:.3f}" for r in slow))
             return cell(AdmissionStatus.REJECTED, slow, [r.identity for r in slow])
+    noisy = [r for r in rows if r.kind == "timing" and r.status is Status.SKIPPED
+             and (r.details.get("verdict") or {}).get("verdict") == "noisy"]
+    if noisy:
+        reasons.append("noisy timing (the policy lets it pass, not measured): "
+                       + ", ".join(r.identity for r in noisy))
 
     checks = [r for r in rows if r.kind == "check" and r.status is Status.PASS]
 
@@ -491,8 +540,9 @@ def admit_runs(
     policy = policy or load_policy()
     if arches is None:
         arches = arch_caps_from_matrix()
-    rows = [r for run in runs for r in run.rows]
     kernels = kernel_table(run.envelope for run in [*runs, *baseline])
+    # Verdicts are recomputed from the stored samples under this policy's gate.
+    rows = rejudge_rows([r for run in runs for r in run.rows], gate_for_row(policy, kernels))
     cmp = None
     regressed: list[str] = []
     if baseline:

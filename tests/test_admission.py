@@ -298,3 +298,59 @@ def test_markdown_escapes_reasons() -> None:
     assert "**rejected**" in md
     assert live_markup(md) == []
     assert {table_cells(line) for line in md.splitlines()} == {5}
+
+
+def _sampled_timing(slowdown: float, arch: str = "gfx1100") -> Row:
+    import numpy as np
+
+    rng = np.random.default_rng(9)
+    a = [list(50.0 * rng.lognormal(0.0, 0.005, 100)) for _ in range(3)]
+    b = [list(50.0 * slowdown * rng.lognormal(0.0, 0.005, 100)) for _ in range(3)]
+    # stored as a bench of an older policy would have: pass, whatever the samples say
+    return r("timing", "timing_cold", "gemv44@17408x5120", arch, "hip", measured=slowdown,
+             mode="cold", qt=44, kind="gemv", samples_a=a, samples_b=b)
+
+
+def _admit_with(policy_edit: Any, rows: list[Row]) -> Admission:
+    from hqval.admission import admit_runs
+    from hqval.results.store import Run
+
+    data = yaml.safe_load(POLICY_PATH.read_text())
+    policy_edit(data["formats"]["mq4g256v2"]["paths"]["decode"]["timing"])
+    policy = parse_policy(data, "edited policy")
+    table = {k: {"qt": v.qt, "kind": "gemv" if v.path == "decode" else "gemm"}
+             for k, v in KERNELS.items()}
+    adm, _ = admit_runs([Run(Path("run"), {"kernels": table}, rows)], policy=policy,
+                        arches=ARCHES, only_arches=["gfx1100"])
+    return adm
+
+
+def test_timing_verdicts_are_recomputed_under_the_policy_in_force() -> None:
+    rows = [*full_emu("gfx1100"),
+            r("check", "bit_identity", "gemv44", "gfx1100", "hip"),
+            r("check", "reference_parity", "gemv44", "gfx1100", "hip"),
+            _sampled_timing(1.03)]
+    adm = _admit_with(lambda t: None, rows)
+    assert status(adm, 44, "decode", "gfx1100") is S.MEASURED
+
+    def strict(t: dict[str, Any]) -> None:
+        t["cold"] = {**t["cold"], "ratio_max": 1.01}
+
+    adm = _admit_with(strict, rows)
+    assert status(adm, 44, "decode", "gfx1100") is S.REJECTED
+    assert adm.exit_code == 1
+
+    # a gate right at the measured ratio: noisy, and noisy blocks under this policy
+    def at(t: dict[str, Any]) -> None:
+        t["cold"] = {**t["cold"], "ratio_max": 1.03}
+
+    assert status(_admit_with(at, rows), 44, "decode", "gfx1100") is S.REJECTED
+
+    def at_lenient(t: dict[str, Any]) -> None:
+        at(t)
+        t["noisy"] = "passes"
+
+    adm = _admit_with(at_lenient, rows)
+    cell = next(c for c in adm.cells if (c.qt, c.path) == (44, "decode"))
+    assert cell.status is not S.MEASURED  # noisy is not a pass: no passing timing row
+    assert any("noisy timing" in x for x in cell.reasons)

@@ -3,9 +3,13 @@
     hqval bench --backend cuda --arch sm_90 --mode both --json out.json
     hqval bench --backend hip --arch gfx1100 --shape 17408x5120 --sweep-rows --out runs/x
 
-Cells run one at a time (never concurrently on a device).  Exit 0 when every cell ran
-and none regressed, 1 when a cell is significantly slower than its qt=6 baseline or a
-run stayed noisy, 2 on bad input or a backend that cannot run.
+Cells run one at a time (never concurrently on a device).  Each candidate is judged on
+the timing gate of its format's path in the policy (matrices/policy.yaml, ``--policy``):
+fail when the whole CI of v2/v1 lies above ``ratio_max``, pass when below, otherwise
+re-measured up to ``max_runs`` runs and then ``noisy``.  Exit 0 when every cell passed
+(or was noisy under a policy that lets noisy pass), 1 when a cell failed its gate, stayed
+noisy under a blocking policy or its run was not trusted, 2 on bad input or a backend that
+cannot run.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.MANIFEST.add_to(parser)
     options.JSON_OUT.add_to(parser)
     parser.add_argument("--out", help="also write a results run directory (envelope + rows)")
+    parser.add_argument("--policy", default=None,
+                        help="policy YAML whose timing gates judge the cells "
+                             "(default: matrices/policy.yaml)")
+    parser.add_argument("--timing-mutants", metavar="K,K,...", default="",
+                        help="also time timing mutants of the qt=44 kernels redoing K/256 of "
+                             "their groups (each against qt=6 and against its unslowed twin)")
     parser.add_argument("--shape", action="append",
                         help="MxK (repeatable; default: the 'full' set of shapes.yaml)")
     parser.add_argument("--mode", choices=("hot", "cold", "both"), default="both",
@@ -101,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from hqval.result import Row
     from hqval.timing.bench import BenchPlan, run_bench
     from hqval.timing.harness import TimingConfig
+    from hqval.timing.mutants import parse_slow_list
     from hqval.timing.schedule import MODES
 
     if not args.arch or len(args.arch) != 1 or args.arch[0] == "all":
@@ -114,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = TimingConfig(warmup=args.warmup, iterations=args.iterations, runs=args.runs)
         candidates = tuple(int(v) for v in args.candidates.split(",") if v.strip())
+        mutants = tuple(parse_slow_list(args.timing_mutants)) if args.timing_mutants else ()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     plan = BenchPlan(
@@ -122,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         rows=_rows(args, arch), candidates=candidates, config=config,
         max_reruns=args.max_reruns, copy=not args.no_copy,
         read_floor=not args.no_read_floor, torch=not args.no_torch,
-        costs=_load_costs(args.costs),
+        costs=_load_costs(args.costs), gates=policy_gates(args.policy),
+        timing_mutants=mutants,
     )
     try:
         backend = get(args.backend, arch)
@@ -133,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
 
     envelope = bench_envelope(backend, arch, plan)
     envelope["timing"]["defines"] = list(args.define)
+    envelope["timing"]["timing_mutants"] = list(mutants)
+    envelope["timing"]["policy"] = args.policy or "matrices/policy.yaml"
     writer = None
     if args.out:
         from hqval.results.store import RunWriter
@@ -149,6 +164,23 @@ def run(args: argparse.Namespace) -> int:
         options.write_json({"envelope": envelope, "rows": [r.to_dict() for r in rows]},
                            args.json)
     return 0 if all(r.status.ok for r in rows) else 1
+
+
+def policy_gates(path: str | None) -> Any:
+    """(spec, mode) -> the timing gate of the spec's format and path in the policy."""
+    from hqval.admission import PATH_OF_KIND, PolicyError, load_policy
+    from hqval.cli import UsageError
+
+    try:
+        policy = load_policy(path)
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
+
+    def gates(spec: Any, mode: str) -> Any:
+        path_name = PATH_OF_KIND.get(spec.kind)
+        return policy.gate(spec.qt, path_name, mode) if path_name else None
+
+    return gates
 
 
 def _load_costs(path: str | None) -> Any:
@@ -246,11 +278,12 @@ def format_table(rows: list[Any]) -> str:
              f"{'cache':>5} {'pred':>6}"]
     for r in rows:
         d = r.details
-        if r.check.startswith("timing_") and not r.check.startswith("timing_aa"):
+        if r.check in ("timing_hot", "timing_cold") and "stats" in d:
             st = d["stats"]
+            v = d.get("verdict") or st  # the gate's CI; rows from before the gate: stats
             lines.append(
-                f"{r.identity:58} {r.status!s:6} {st['ratio']:7.4f} "
-                f"[{st['ci_low']:.4f},{st['ci_high']:.4f}] {st['mwu_p']:8.2g} "
+                f"{r.identity:58} {r.status!s:6} {v['ratio']:7.4f} "
+                f"[{v['ci_low']:.4f},{v['ci_high']:.4f}] {st['mwu_p']:8.2g} "
                 f"{d['median_us_a']:8.2f} {d['median_us_b']:8.2f} {d['gbps_b']:6.0f} "
                 f"{100 * d.get('frac_copy_b', float('nan')):6.1f} "
                 f"{100 * d.get('frac_read_floor_b', float('nan')):6.1f} "

@@ -22,15 +22,16 @@ from hqval.result import Row, Status
 from hqval.timing import stats
 from hqval.timing.baselines import Baseline, copy_bandwidth, stream_read, torch_mv_bf16
 from hqval.timing.cost import ArchRates, KernelCost, predict_ratio
+from hqval.timing.gate import Gate, Verdict, gate_derivation, measure_until_settled, row_status
+from hqval.timing.gate import verdict as gate_verdict
 from hqval.timing.gemv import GemvSetup, Shape, effective_gbps, gemv_bytes, setup_gemv
 from hqval.timing.harness import TimingConfig, filler_for, time_pair
 from hqval.timing.lock import device_lock
+from hqval.timing.mutants import timing_mutant
 from hqval.timing.schedule import Mode
 
-GATE_DERIVATION = (
-    "v2/v1 is a regression only if > 1% slower with the 95% CI above 1 and Mann-Whitney "
-    "p < 0.05 (design note section 6: v2 is throughput-neutral where bandwidth-bound)"
-)
+# (kernel spec, mode) -> the policy's gate for it (hqval.timing.gate), or None: no gate.
+GateLookup = Callable[[Any, str], Gate | None]
 AA_DERIVATION = (
     "A/A (qt=6 vs itself) must be within 0.5% of 1.00: a quarter of the smallest change "
     "reported; otherwise order or clock effects dominate the run"
@@ -62,6 +63,29 @@ class BenchPlan:
     # Instruction costs per kernel name (hqval.timing.cost), for predictions beside
     # measurements; None: no predictions.
     costs: dict[str, KernelCost] | None = None
+    # The gate of each candidate (policy.yaml via hqval.admission.Policy.gate_for_spec).
+    gates: GateLookup | None = None
+    # Timing mutants (hqval.timing.mutants): k/256 of the groups redone, for the
+    # candidates of these qts; each timed against qt=6 and against its unslowed twin.
+    timing_mutants: tuple[int, ...] = ()
+    mutants_of: tuple[int, ...] = (44,)
+    # Per "mode/shape" override of timing_mutants (the stability study picks k per cell).
+    mutants_for: dict[str, tuple[int, ...]] | None = None
+    # Re-measure inconclusive candidate cells up to the gate's max_runs.
+    remeasure: bool = True
+
+    def gate(self, spec: Any, mode: str) -> Gate:
+        g = self.gates(spec, mode) if self.gates is not None else None
+        if g is None:
+            raise NotImplementedError(
+                f"need a timing gate for {spec.name} (qt={spec.qt}, {mode}): add a timing "
+                "section to its format's decode path in matrices/policy.yaml")
+        return g
+
+    def mutant_ks(self, mode: str, shape: Shape) -> tuple[int, ...]:
+        if self.mutants_for is not None:
+            return self.mutants_for.get(f"{mode}/{shape.name}", ())
+        return self.timing_mutants
 
 
 def device_facts(backend: Backend, arch: str) -> DeviceFacts:
@@ -262,58 +286,146 @@ def _shape_cells(
                 details={"mode": mode, "shape": shape.name, "samples_us": torch_base.runs,
                          "gbps": torch_base.gbps, "nbytes": torch_base.nbytes}))
 
+        untrusted = None
+        if not aa_ok:
+            untrusted = "noisy run: " + msg
         for s in cand_setups:
-            pair = time_pair(backend, a.arm, s.arm, cfg, filler)
-            st = stats.summarize(pair.runs_a, pair.runs_b, seed=plan.seed)
-            med_a = float(np.median(np.concatenate(pair.runs_a)))
-            med_b = float(np.median(np.concatenate(pair.runs_b)))
-            gb_a, gb_b = effective_gbps(nbytes, med_a), effective_gbps(nbytes, med_b)
-            details: dict[str, Any] = {
-                "mode": mode, "shape": shape.name, "M": shape.M, "K": shape.K,
-                "rows_per_block": s.spec.rows_per_block, "baseline": a.spec.name,
-                "stats": st.to_dict(), "samples_a": pair.runs_a, "samples_b": pair.runs_b,
-                "median_us_a": med_a, "median_us_b": med_b, "bytes": nbytes,
-                "gbps_a": gb_a, "gbps_b": gb_b,
-                "vram_peak_gbps": facts.vram_peak_gbps, "facts_source": facts.source,
-                "frac_peak_b": gb_b / facts.vram_peak_gbps,
-                # Section 6's gfx1030 signature: faster than VRAM can deliver.
-                "cache_resident": gb_b > facts.vram_peak_gbps or gb_a > facts.vram_peak_gbps,
-                "copies": len(s.weights), "llc_bytes": facts.llc_bytes,
-                "queue_drained": pair.queue_drained, "aa_ratio": aa_stats.ratio,
-                "verify_rel_error": s.max_rel_error,
-            }
-            if copy is not None:
-                details["copy_gbps"] = copy.gbps
-                details["frac_copy_b"] = gb_b / copy.gbps
-            if rates is not None and plan.costs is not None:
-                c1, c2 = plan.costs.get(a.spec.name), plan.costs.get(s.spec.name)
-                if c1 is not None and c2 is not None:
-                    details.update(predict_ratio(c1, c2, shape, rates, mode,
-                                                 s.spec.rows_per_block).to_dict())
-            if floor is not None:
-                details["read_floor_us"] = floor.median_us
-                details["read_floor_gbps"] = floor.gbps
-                # 1.0 = as fast as merely reading the weights.
-                details["frac_read_floor_b"] = floor.median_us / med_b
-            if torch_base is not None:
-                details["torch_us"] = torch_base.median_us
-                details["speedup_vs_torch_b"] = torch_base.median_us / med_b
-            if not aa_ok or any(pair.queue_drained):
-                status, why = Status.ERROR, "noisy run: not trusted (" + msg + ")"
-            elif st.changed() and st.ratio > 1.0:
-                status, why = Status.FAIL, "significantly slower than its qt=6 baseline"
-            else:
-                status, why = Status.PASS, "within the gate"
-            rows.append(Row(
-                kind="timing", check=f"timing_{mode}", kernel=_cell_name(s.spec.name, shape),
-                arch=arch, backend=name, status=status, measured=st.ratio,
-                tolerance=1.0 + stats.CHANGE_THRESHOLD, derivation=GATE_DERIVATION,
-                seed=plan.seed,
-                message=(f"{st.ratio:.4f} [{st.ci_low:.4f}, {st.ci_high:.4f}] p={st.p:.2g}; "
-                         f"{med_b:.2f} us {gb_b:.0f} GB/s; {why}"),
-                details=details))
+            rows.append(_candidate_row(backend, plan, facts, rates, filler, copy, floor,
+                                       torch_base, a, s, shape, mode, aa_stats.ratio,
+                                       untrusted, nbytes))
             progress(f"[{mode} {shape.name}] {s.spec.name}: {rows[-1].message}")
+        twins = {s.spec.name: s for s in cand_setups if s.spec.qt in plan.mutants_of}
+        for twin in twins.values():
+            for k in plan.mutant_ks(mode, shape):
+                mspec = timing_mutant(twin.spec, k)
+                m = setup_gemv(backend, mspec, shape, mode, facts.llc_bytes, plan.seed)
+                setups.append(m)
+                rows.append(_candidate_row(backend, plan, facts, rates, filler, copy, floor,
+                                           torch_base, a, m, shape, mode, aa_stats.ratio,
+                                           untrusted, nbytes, gate_spec=twin.spec))
+                rows.append(_mutant_row(backend, plan, filler, twin, m, shape, mode, untrusted))
+                progress(f"[{mode} {shape.name}] {mspec.name}: {rows[-1].message}")
     finally:
         for s in setups:
             s.free(backend)
     return rows
+
+
+def _candidate_row(
+    backend: Backend, plan: BenchPlan, facts: DeviceFacts, rates: ArchRates | None,
+    filler: Any, copy: Baseline | None, floor: Baseline | None, torch_base: Baseline | None,
+    a: GemvSetup, s: GemvSetup, shape: Shape, mode: Mode, aa_ratio: float,
+    untrusted: str | None, nbytes: int, gate_spec: Any = None,
+) -> Row:
+    """One candidate against its qt=6 baseline, judged on the policy's gate; an
+    inconclusive cell is re-measured up to the gate's run budget."""
+    cfg = plan.config
+    gate = plan.gate(gate_spec or s.spec, mode)
+    drained: list[bool] = []
+
+    def measure(n: int) -> tuple[list[list[float]], list[list[float]]]:
+        pair = time_pair(backend, a.arm, s.arm, _with_runs(cfg, n), filler)
+        drained.extend(pair.queue_drained)
+        return pair.runs_a, pair.runs_b
+
+    if plan.remeasure and untrusted is None:
+        runs_a, runs_b, v = measure_until_settled(measure, gate, cfg.runs, seed=plan.seed)
+    else:
+        runs_a, runs_b = measure(cfg.runs)
+        v = gate_verdict(runs_a, runs_b, gate, seed=plan.seed)
+    st = stats.summarize(runs_a, runs_b, confidence=gate.confidence, seed=plan.seed)
+    med_a = float(np.median(np.concatenate(runs_a)))
+    med_b = float(np.median(np.concatenate(runs_b)))
+    gb_a, gb_b = effective_gbps(nbytes, med_a), effective_gbps(nbytes, med_b)
+    if untrusted is None and any(drained):
+        untrusted = "host outran the queue filler"
+    details: dict[str, Any] = {
+        "mode": mode, "shape": shape.name, "M": shape.M, "K": shape.K,
+        "qt": s.spec.qt, "kind": s.spec.kind,
+        "rows_per_block": s.spec.rows_per_block, "baseline": a.spec.name,
+        "stats": st.to_dict(), "samples_a": runs_a, "samples_b": runs_b,
+        "gate": gate.to_dict(), "verdict": v.to_dict(),
+        "median_us_a": med_a, "median_us_b": med_b, "bytes": nbytes,
+        "gbps_a": gb_a, "gbps_b": gb_b,
+        "vram_peak_gbps": facts.vram_peak_gbps, "facts_source": facts.source,
+        "frac_peak_b": gb_b / facts.vram_peak_gbps,
+        # Section 6's gfx1030 signature: faster than VRAM can deliver.
+        "cache_resident": gb_b > facts.vram_peak_gbps or gb_a > facts.vram_peak_gbps,
+        "copies": len(s.weights), "llc_bytes": facts.llc_bytes,
+        "queue_drained": drained, "aa_ratio": aa_ratio,
+        "verify_rel_error": s.max_rel_error,
+    }
+    if s.spec.mutant_of is not None:
+        details["mutant_of"] = s.spec.mutant_of
+        details["defines"] = [list(d) for d in s.spec.defines]
+    if untrusted is not None:
+        details["untrusted"] = untrusted
+    if copy is not None:
+        details["copy_gbps"] = copy.gbps
+        details["frac_copy_b"] = gb_b / copy.gbps
+    if rates is not None and plan.costs is not None:
+        c1, c2 = plan.costs.get(a.spec.name), plan.costs.get(s.spec.name)
+        if c1 is not None and c2 is not None:
+            details.update(predict_ratio(c1, c2, shape, rates, mode,
+                                         s.spec.rows_per_block).to_dict())
+    if floor is not None:
+        details["read_floor_us"] = floor.median_us
+        details["read_floor_gbps"] = floor.gbps
+        # 1.0 = as fast as merely reading the weights.
+        details["frac_read_floor_b"] = floor.median_us / med_b
+    if torch_base is not None:
+        details["torch_us"] = torch_base.median_us
+        details["speedup_vs_torch_b"] = torch_base.median_us / med_b
+    status = Status.ERROR if untrusted else row_status(v.verdict, gate)
+    why = f"not trusted ({untrusted})" if untrusted else str(v.verdict)
+    return Row(
+        kind="timing", check=f"timing_{mode}", kernel=_cell_name(s.spec.name, shape),
+        arch=plan.arch, backend=backend.name, status=status, measured=v.ratio,
+        tolerance=gate.ratio_max, derivation=gate_derivation(gate), seed=plan.seed,
+        message=(f"{st.ratio:.4f} [{v.ci_low:.4f}, {v.ci_high:.4f}] over {v.runs} runs; "
+                 f"{med_b:.2f} us {gb_b:.0f} GB/s; gate {v.describe()}; {why}"),
+        details=details)
+
+
+def _with_runs(cfg: TimingConfig, runs: int) -> TimingConfig:
+    import dataclasses
+
+    return dataclasses.replace(cfg, runs=runs)
+
+
+def _mutant_row(
+    backend: Backend, plan: BenchPlan, filler: Any, twin: GemvSetup, m: GemvSetup,
+    shape: Shape, mode: Mode, untrusted: str | None,
+) -> Row:
+    """A timing mutant against its unslowed twin in the same run: its true slowdown, and
+    whether the gate's change tolerance flags it (flagged = killed: PASS; a mutant the
+    gate lets through survives: FAIL; inconclusive after the runs: the gate's noisy)."""
+    gate = plan.gate(twin.spec, mode)
+    pair = time_pair(backend, twin.arm, m.arm, plan.config, filler)
+    v = gate_verdict(pair.runs_a, pair.runs_b, gate, tolerance=gate.change_max, seed=plan.seed)
+    if untrusted is None and any(pair.queue_drained):
+        untrusted = "host outran the queue filler"
+    if untrusted:
+        status, why = Status.ERROR, f"not trusted ({untrusted})"
+    elif v.verdict is Verdict.FAIL:
+        status, why = Status.PASS, "killed: the gate flags it"
+    elif v.verdict is Verdict.PASS:
+        status, why = Status.FAIL, "survived: the gate lets it through"
+    else:
+        status, why = row_status(v.verdict, gate), "noisy: neither flagged nor let through"
+    return Row(
+        kind="timing", check=f"timing_mutant_{mode}", kernel=_cell_name(m.spec.name, shape),
+        arch=plan.arch, backend=backend.name, status=status, measured=v.ratio,
+        tolerance=gate.change_max,
+        derivation=(f"timing mutant / its unslowed twin, flagged when the {gate.confidence:.0%} "
+                    f"CI lies above change_max {gate.change_max:g} ({gate.source})"),
+        seed=plan.seed,
+        message=(f"true slowdown {v.ratio - 1:+.2%} [{v.ci_low - 1:+.2%}, "
+                 f"{v.ci_high - 1:+.2%}]; {why}"),
+        details={"mode": mode, "shape": shape.name, "qt": m.spec.qt, "kind": m.spec.kind,
+                 "mutant_of": twin.spec.name, "twin": twin.spec.name,
+                 "defines": [list(d) for d in m.spec.defines],
+                 "samples_a": pair.runs_a, "samples_b": pair.runs_b,
+                 "gate": gate.to_dict(), "verdict": v.to_dict(),
+                 "queue_drained": pair.queue_drained, "verify_rel_error": m.max_rel_error,
+                 **({"untrusted": untrusted} if untrusted else {})})

@@ -252,6 +252,9 @@ class HipSpinFiller:
 def filler_for(backend: Backend) -> QueueFiller | None:
     """The queue filler for ``backend``, or None where it has none (then every run is
     reported with ``queue_drained`` true, i.e. not trusted)."""
+    own = getattr(backend, "queue_filler", None)
+    if callable(own):  # a backend that brings its own (the simulated device)
+        return own()  # type: ignore[no-any-return]
     if backend.name == "cuda":
         return CudaSpinFiller(backend)
     if backend.name == "hip":

@@ -4,9 +4,10 @@ Arm A is the baseline (v1), arm B the candidate (v2); every ratio is B / A, so >
 is slower (section 6's convention).  A timing cell is ``runs`` lists of per-sample times
 for each arm, sample ``i`` of A and B taken back to back in ABBA order.
 
-A change is reported only when it is both real (the ratio misses 1 by more than a
-threshold) and significant (Mann-Whitney U), as asv does: a 0.3% shift with p = 1e-9 is
-not a regression, and neither is a 5% shift on four noisy samples.
+What counts as a regression is not decided here: the timing gate (hqval.timing.gate,
+read from matrices/policy.yaml) judges the bootstrap CI computed here.  Mann-Whitney U is
+reported beside it, never as the verdict: over hundreds of pooled samples it calls any
+drift significant (issue 13).
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ import numpy.typing as npt
 # (issue 6 item 2).  Two arms reading identical bytes differ only by noise and order effects,
 # which ABBA cancels; 0.5% is a quarter of the smallest change the suite is asked to find.
 AA_TOLERANCE = 0.005
-# Default significance level and practical threshold for calling a change.
-ALPHA = 0.05
-CHANGE_THRESHOLD = 0.01
 
 FloatArray = npt.NDArray[np.float64]
 Samples = Sequence[float] | FloatArray
@@ -92,22 +90,22 @@ def ratio_of_medians(a: Samples, b: Samples) -> float:
     return mb / ma
 
 
-def bootstrap_ratio_ci(
+def bootstrap_ratios(
     runs_a: Runs,
     runs_b: Runs,
     *,
-    confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of the pooled ratio of medians.
+) -> FloatArray:
+    """``resamples`` bootstrap replicates of the pooled ratio of medians, median(B) /
+    median(A).
 
     Samples are resampled with replacement within each run and each arm (stratified), so a
     slow run cannot migrate into another run's share; the statistic is the same pooled
-    median(B) / median(A) that :func:`summarize` reports.
+    median(B) / median(A) that :func:`summarize` reports.  The replicates themselves are
+    what a comparison of two cells needs (the ratio of two cells' ratios, replicate by
+    replicate); :func:`bootstrap_ratio_ci` takes their percentiles.
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence {confidence} must lie in (0, 1), e.g. 0.95")
     if resamples < 100:
         raise ValueError(f"resamples {resamples} is too few for a percentile CI; use >= 1000")
     if len(runs_a) != len(runs_b) or not runs_a:
@@ -124,10 +122,33 @@ def bootstrap_ratio_ci(
 
     med_a = np.median(pooled(runs_a, "A"), axis=1)
     med_b = np.median(pooled(runs_b, "B"), axis=1)
-    ratios = med_b / med_a
+    out: FloatArray = med_b / med_a
+    return out
+
+
+def percentile_ci(replicates: FloatArray, confidence: float) -> tuple[float, float]:
+    """The central ``confidence`` interval of bootstrap replicates."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence {confidence} must lie in (0, 1), e.g. 0.95")
     tail = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
+    lo, hi = np.quantile(replicates, [tail, 1.0 - tail])
     return float(lo), float(hi)
+
+
+def bootstrap_ratio_ci(
+    runs_a: Runs,
+    runs_b: Runs,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the pooled ratio of medians (see
+    :func:`bootstrap_ratios`)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence {confidence} must lie in (0, 1), e.g. 0.95")
+    return percentile_ci(bootstrap_ratios(runs_a, runs_b, resamples=resamples, seed=seed),
+                         confidence)
 
 
 @dataclass(frozen=True)
@@ -149,13 +170,6 @@ class RatioStats:
     def spread(self) -> float:
         """Max minus min of the per-run ratios: how much the runs disagree."""
         return max(self.run_ratios) - min(self.run_ratios)
-
-    def changed(self, threshold: float = CHANGE_THRESHOLD, alpha: float = ALPHA) -> bool:
-        """A real and significant change: |ratio - 1| > threshold, the CI excludes 1, and
-        Mann-Whitney p < alpha."""
-        real = abs(self.ratio - 1.0) > threshold
-        excludes_one = self.ci_low > 1.0 or self.ci_high < 1.0
-        return real and excludes_one and self.p < alpha
 
     def aa_noisy(self, tolerance: float = AA_TOLERANCE) -> bool:
         """For an A/A cell: the ratio misses 1.00 by more than ``tolerance``."""

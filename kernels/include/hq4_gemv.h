@@ -11,6 +11,32 @@
 #define HQ_GEMV_UNROLL 4  // groups in flight per lane: loads of all of them precede the math
 #endif
 
+// Timing mutants (issue 13; hqval.timing.mutants): with HQ_TIMING_SLOW = k (1..256) the
+// kernel makes a redundant second pass over k/256 of its groups -- the group is loaded
+// again (through an index the compiler cannot prove equal, so the loads are real; they
+// hit L1/L2), decoded and dotted again -- and adds that result times an opaque zero, so
+// every output is unchanged: only slower.  Which groups: a hash of (block, group), the
+// same for every lane of a block (no divergence, addresses stay lane-invariant).
+// Undefined or 0: compiled out, and the kernel is the real one instruction for
+// instruction -- the mutant's unslowed twin.  Not nanosleep: a sleep's cost on the H200
+// was not proportional to its length (40 ns per group 0.4%, 300 ns 16%, issue 13).
+#ifndef HQ_TIMING_SLOW
+#define HQ_TIMING_SLOW 0
+#endif
+// The redundant pass must not cost occupancy on NVIDIA (a cliff, not a controllable
+// amount): the R=8 twin uses 72 registers, the most that keeps 27648 rows in one wave of
+// 26.2 blocks per SM; the mutant is held to the same budget (at least 28 blocks of 32
+// threads per SM: 65536 / (28 * 32) = 73 -> 72 registers).
+#if HQ_TIMING_SLOW > 0
+#define HQ_GEMV_BOUNDS HQ_LAUNCH_BOUNDS_MIN(32, 28)
+#else
+#define HQ_GEMV_BOUNDS HQ_LAUNCH_BOUNDS(32)
+#endif
+static HQ_DEVICE bool hq_timing_slow_pick(unsigned int block, int g) {
+    return ((block * 0x9E3779B1u + static_cast<unsigned int>(g) * 0x85EBCA77u) >> 24) <
+           static_cast<unsigned int>(HQ_TIMING_SLOW);
+}
+
 // The activations of one group as one lane sees them (weights 8t..8t+7), prepared once per
 // group and shared by the R rows of a block.
 #if defined(HQ_CUDA)
@@ -224,6 +250,38 @@ HQ_DEVICE float gemv_tc_direct(const unsigned char* __restrict__ wr, const float
 #define HQ_GEMV_TC_GROUPS 1  // groups per chunk; the next chunk is loaded during this one
 #endif
 
+// Timing mutants: the redundant pass over the picked groups of chunk c (see HQ_TIMING_SLOW),
+// right after chunk c's math, while xs still holds chunk c's x split: the group's header
+// and payload are loaded again and its 8 mma redone (S is left out -- the result is
+// discarded -- which keeps the pass inside the twin's 72 registers).
+template <class Hdr, int U>
+HQ_DEVICE float gemv_tc_redundant(const unsigned char* __restrict__ wr, int c,
+                                  unsigned int block, unsigned int lane, uint4 (*xs)[64],
+                                  float acc) {
+#if HQ_TIMING_SLOW > 0
+    #pragma unroll
+    for (int u = 0; u < U; ++u) {
+        int gi = c * U + u;
+        if (hq_timing_slow_pick(block, gi)) {
+            HQ_OPAQUE_UNIFORM(gi);
+            float zero = 0.0f;
+            HQ_OPAQUE(zero);
+            const unsigned int t = lane & 3u;
+            const unsigned char* __restrict__ gp = wr + gi * Hdr::kGroupBytes;
+            const unsigned char* __restrict__ pp = gp + Hdr::kPayloadOffset + 8u * t;
+            const Hq4Raw h = Hdr::load(gp, (t & 1u) * 64u);
+            const uint2 w0 = gemv_tc_ld64(pp), w1 = gemv_tc_ld64(pp + 32);
+            const uint2 w2 = gemv_tc_ld64(pp + 64), w3 = gemv_tc_ld64(pp + 96);
+            const float e = gemv_tc_group<Hdr>(h, make_uint4(w0.x, w0.y, w1.x, w1.y),
+                                               make_uint4(w2.x, w2.y, w3.x, w3.y), xs[u], zero,
+                                               lane, 0.0f);
+            acc = e * zero + acc;
+        }
+    }
+#endif
+    return acc;
+}
+
 // One chunk's operands in registers: headers, payload words, x.
 template <int U>
 struct GemvTcRegs {
@@ -299,9 +357,11 @@ HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* _
         for (int c = 0; c < chunks; c += 2) {
             gemv_tc_load<Hdr, U>(wr, x, (c + 1 < chunks ? c + 1 : c) * U, lane, rb);
             acc = gemv_tc_compute<Hdr, U>(ra, lane, xs, acc);
+            acc = gemv_tc_redundant<Hdr, U>(wr, c, block, lane, xs, acc);
             if (c + 1 >= chunks) break;
             gemv_tc_load<Hdr, U>(wr, x, (c + 2 < chunks ? c + 2 : c + 1) * U, lane, ra);
             acc = gemv_tc_compute<Hdr, U>(rb, lane, xs, acc);
+            acc = gemv_tc_redundant<Hdr, U>(wr, c + 1, block, lane, xs, acc);
         }
     }
     for (int gi = chunks * U; gi < groups; ++gi) acc = gemv_tc_direct<Hdr>(wr, x, gi, lane, xs[0], acc);
@@ -320,6 +380,31 @@ static HQ_DEVICE float gemv_dot8(unsigned int q, float sc, float zp, const GemvX
     return hq4_dot8(q, sc, zp, x.a, x.b, acc);
 }
 #endif
+
+// Timing mutants: the redundant pass over group g of the per-weight path, if picked (see
+// HQ_TIMING_SLOW).
+template <class Hdr, int R>
+HQ_DEVICE void gemv_redundant(const unsigned char* __restrict__ const* wr,
+                              const float* __restrict__ x, int g, unsigned int block,
+                              unsigned int boff, unsigned int lane, float* acc) {
+    if (!hq_timing_slow_pick(block, g)) return;
+    HQ_OPAQUE_UNIFORM(g);
+    float zero = 0.0f;
+    HQ_OPAQUE(zero);
+    const float* xp = x + g * 256 + lane * 8;
+    const GemvX xs = gemv_x(*reinterpret_cast<const hq_float4*>(xp),
+                            *reinterpret_cast<const hq_float4*>(xp + 4));
+    #pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const unsigned char* __restrict__ gp = wr[r] + g * Hdr::kGroupBytes;
+        const Hq4Raw h = Hdr::load(gp, boff);
+        const unsigned int q =
+            *reinterpret_cast<const unsigned int*>(gp + Hdr::kPayloadOffset + boff);
+        float sc, zp;
+        Hdr::decode(h, boff, sc, zp);
+        acc[r] = gemv_dot8(q, sc, zp, xs, 0.0f) * zero + acc[r];
+    }
+}
 
 template <class Hdr, int R, bool Residual>
 HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __restrict__ x,
@@ -377,6 +462,10 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
                 acc[r] = gemv_dot8(q[u][r], sc, zp, xs, acc[r]);
             }
         }
+#if HQ_TIMING_SLOW > 0
+        #pragma unroll
+        for (int u = 0; u < U; ++u) gemv_redundant<Hdr, R>(wr, x, g + u, block, boff, lane, acc);
+#endif
     }
     for (; g < groups; ++g) {  // remainder: same arithmetic, one group at a time
         const float* xp = x + g * 256 + lane * 8;
@@ -392,6 +481,9 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
             Hdr::decode(h, boff, sc, zp);
             acc[r] = gemv_dot8(q, sc, zp, xs, acc[r]);
         }
+#if HQ_TIMING_SLOW > 0
+        gemv_redundant<Hdr, R>(wr, x, g, block, boff, lane, acc);
+#endif
     }
 
     #pragma unroll
@@ -423,14 +515,14 @@ HQ_DEVICE void gemv_qkv(const unsigned char* __restrict__ Wq, const unsigned cha
 }
 
 #define HQ_GEMV(NAME, HDR, R, RES)                                                          \
-    HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) NAME(const unsigned char* __restrict__ W,           \
+    HQ_GLOBAL void HQ_GEMV_BOUNDS NAME(const unsigned char* __restrict__ W,                 \
                                              const float* __restrict__ x,                   \
                                              float* __restrict__ y, int M, int K) {         \
         gemv_rows<HDR, R, RES>(W, x, y, M, K, hq_block_x());                                \
     }
 
 #define HQ_GEMV_QKV(NAME, HDR, R)                                                           \
-    HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) NAME(                                               \
+    HQ_GLOBAL void HQ_GEMV_BOUNDS NAME(                                                     \
         const unsigned char* __restrict__ Wq, const unsigned char* __restrict__ Wk,         \
         const unsigned char* __restrict__ Wv, const float* __restrict__ x,                  \
         float* __restrict__ yq, float* __restrict__ yk, float* __restrict__ yv,             \

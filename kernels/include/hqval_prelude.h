@@ -1,9 +1,9 @@
 // hqval portability prelude: one kernel source for ROCm HIP headers, bare clang
 // (-nogpulib -nogpuinc) and NVRTC/nvcc.
 //
-// Kernels use only what is defined here: HQ_GLOBAL / HQ_DEVICE / HQ_LAUNCH_BOUNDS,
+// Kernels use only what is defined here: HQ_GLOBAL / HQ_DEVICE / HQ_LAUNCH_BOUNDS(_MIN),
 // hq_lane() / hq_block_x() / hq_block_y(), hq_u32_as_float(), hq_half_to_float(), hq_load_u32(),
-// hq_wave_sum(), HQ_OPAQUE(), hq_float4.  Nothing here knows about any quantization format.
+// hq_wave_sum(), HQ_OPAQUE(), HQ_OPAQUE_UNIFORM(), hq_float4.  Nothing here knows about any quantization format.
 #ifndef HQVAL_PRELUDE_H
 #define HQVAL_PRELUDE_H
 
@@ -15,8 +15,12 @@
 #define HQ_GLOBAL extern "C" __global__
 #define HQ_DEVICE __device__ __forceinline__
 #define HQ_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+// ... and at least `blocks` resident blocks per multiprocessor (caps registers per thread).
+#define HQ_LAUNCH_BOUNDS_MIN(n, blocks) __launch_bounds__(n, blocks)
 #define HQ_WAVE 32
 #define HQ_OPAQUE(x) asm volatile("" : "+f"(x))
+// An int the compiler must forget the value of (same in every lane: stays uniform).
+#define HQ_OPAQUE_UNIFORM(x) asm volatile("" : "+r"(x))
 typedef float4 hq_float4;
 
 static HQ_DEVICE unsigned int hq_lane() { return threadIdx.x; }
@@ -66,8 +70,13 @@ static HQ_DEVICE float hq_wave_sum(float v) {
 #define HQ_DEVICE __device__ inline __attribute__((always_inline))
 // HIP's __launch_bounds__(n) is this attribute; spelled out so bare clang gets it too.
 #define HQ_LAUNCH_BOUNDS(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
+// The residency half is NVIDIA's register cap; on AMD only the block size is bounded.
+#define HQ_LAUNCH_BOUNDS_MIN(n, blocks) HQ_LAUNCH_BOUNDS(n)
 #define HQ_WAVE 32
 #define HQ_OPAQUE(x) asm volatile("" : "+v"(x))
+// An int the compiler must forget the value of, kept in an SGPR (lane-invariant), so
+// addresses built from it stay scalar (the ISA audit's rule (a)).
+#define HQ_OPAQUE_UNIFORM(x) asm volatile("" : "+s"(x))
 typedef float hq_float4 __attribute__((ext_vector_type(4)));
 
 #if __AMDGCN_WAVEFRONT_SIZE != 32

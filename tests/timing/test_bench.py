@@ -52,3 +52,49 @@ def test_find_kernels_by_qt_and_rows() -> None:
     assert spec.name == "gemv_mq4g256v2_r2" and not spec.residual
     assert bench.find_kernels(m, 6, 8).name == "gemv_hfq4g256_r8"
     assert bench.find_kernels(m, 44, 3) is None
+
+
+# ---- end to end on the simulated device (hqval.timing.simulate): gate, re-measure, mutants
+
+
+def _sim_bench(**plan_kw: Any) -> list[Any]:
+    from hqval.commands.bench import policy_gates
+    from hqval.timing.gemv import Shape
+    from hqval.timing.harness import TimingConfig
+    from hqval.timing.simulate import SimulatedDevice
+
+    plan = bench.BenchPlan(arch="sim", shapes=[Shape(128, 1024)], modes=["cold"], rows=[8],
+                           config=TimingConfig(warmup=2, iterations=40, runs=2), copy=False,
+                           read_floor=False, torch=False, gates=policy_gates(None), **plan_kw)
+    return bench.run_bench(SimulatedDevice(seed=3), load_manifest(None), plan)
+
+
+def test_bench_rows_carry_the_policy_gate_and_its_verdict() -> None:
+    rows = {r.identity: r for r in _sim_bench()}
+    cell = rows["timing_cold[gemv_mq4g256v2_r8@128x1024|sim|sim]"]
+    assert cell.status.value == "pass" and cell.tolerance == 1.05
+    assert cell.details["gate"]["source"].endswith("paths.decode.timing.cold")
+    assert cell.details["verdict"]["verdict"] == "pass"
+    assert cell.details["qt"] == 44 and len(cell.details["samples_a"]) == 2
+
+
+def test_bench_flags_a_slowed_mutant_against_its_twin_and_fails_a_slow_one() -> None:
+    rows = {r.identity: r for r in _sim_bench(timing_mutants=(16, 64))}
+    killed = rows["timing_mutant_cold[gemv_mq4g256v2_r8+slow16@128x1024|sim|sim]"]
+    assert killed.status.value == "pass" and "killed" in killed.message
+    assert killed.measured is not None and killed.measured > 1.03
+    # +slow64 is ~25% slower than qt=6 in the model: the within-run gate must fail it
+    slow = rows["timing_cold[gemv_mq4g256v2_r8+slow64@128x1024|sim|sim]"]
+    assert slow.status.value == "fail" and slow.details["mutant_of"] == "gemv_mq4g256v2_r8"
+
+
+def test_bench_refuses_a_candidate_without_a_gate() -> None:
+    from hqval.timing.gemv import Shape
+    from hqval.timing.harness import TimingConfig
+    from hqval.timing.simulate import SimulatedDevice
+
+    plan = bench.BenchPlan(arch="sim", shapes=[Shape(128, 1024)], modes=["cold"], rows=[8],
+                           config=TimingConfig(warmup=2, iterations=40, runs=2), copy=False,
+                           read_floor=False, torch=False, gates=lambda spec, mode: None)
+    with pytest.raises(NotImplementedError, match=r"policy\.yaml"):
+        bench.run_bench(SimulatedDevice(), load_manifest(None), plan)

@@ -29,8 +29,7 @@ def _cell(seed: int, slowdown: float, runs: int = 3, n: int = 100) -> stats.Rati
 def test_two_percent_slowdown_is_detected() -> None:
     for seed in range(5):
         s = _cell(seed, 1.02)
-        assert s.changed(), s
-        assert s.ci_low > 1.0
+        assert s.ci_low > 1.01, s
         assert 1.01 < s.ratio < 1.03
         assert s.p < 1e-6
         assert all(1.0 < r < 1.04 for r in s.run_ratios)
@@ -38,14 +37,13 @@ def test_two_percent_slowdown_is_detected() -> None:
 
 def test_two_percent_speedup_is_detected_as_below_one() -> None:
     s = _cell(11, 1 / 1.02)
-    assert s.changed()
-    assert s.ci_high < 1.0
+    assert s.ci_high < 0.99
 
 
 def test_aa_stream_is_not_a_change_and_not_noisy() -> None:
     for seed in range(5):
         s = _cell(100 + seed, 1.0)
-        assert not s.changed(), s
+        assert s.ci_low < 1.0 < s.ci_high or abs(s.ratio - 1.0) < 0.003, s
         assert not s.aa_noisy(), s
         assert abs(s.ratio - 1.0) < stats.AA_TOLERANCE
 

@@ -1,0 +1,308 @@
+"""The timing gate: one definition, read from ``matrices/policy.yaml``, used by every step.
+
+A gate belongs to a (format, path, cache mode) of the policy::
+
+    timing:
+      required: true
+      hot:  {ratio_max: 1.05, change_max: 1.01, confidence: 0.95}
+      cold: {ratio_max: 1.05, change_max: 1.01, confidence: 0.95}
+      max_runs: 12     # budget: an inconclusive cell is re-measured up to this many runs
+      noisy: blocks    # or `passes`: whether a cell that stayed inconclusive blocks admission
+
+``ratio_max`` bounds a cell's v2/v1 ratio within one run (against its own interleaved qt=6
+baseline).  ``change_max`` bounds how much that ratio may grow between runs (``hqval
+compare``, ``hqval history``) and how much slower a timing mutant must be than its
+unslowed twin to be flagged.  Both are judged on the bootstrap CI at ``confidence``:
+
+- fail when the whole CI lies above the tolerance,
+- pass when the whole CI lies below it,
+- otherwise inconclusive: the bench re-measures with more runs, up to ``max_runs``, and a
+  cell still inconclusive is ``noisy`` -- neither pass nor fail; ``noisy`` says whether
+  it blocks.
+
+Raw samples and analysis are kept apart (as asv does): a timing row stores its per-run
+samples; the verdict is recomputed from them with the policy in force whenever a run is
+loaded (``hqval admit``, ``compare``, ``report``), so a policy change applies to old runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hqval.result import Row, Status
+from hqval.timing import stats
+
+MODES = ("hot", "cold")
+GATE_KEYS = ("ratio_max", "change_max", "confidence")
+TIMING_KEYS = ("required", "max_runs", "noisy", *MODES)
+# Bootstrap replicates behind every verdict (percentile CI); fixed so a re-judged row gives
+# the same CI it gave when measured.
+RESAMPLES = 2000
+
+
+class GateError(ValueError):
+    """A policy's timing section does not follow the schema; the message names key and fix."""
+
+
+class Verdict(enum.StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"  # the CI straddles the tolerance; more runs may settle it
+    NOISY = "noisy"  # still inconclusive after the run budget: neither pass nor fail
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The timing gate of one (format, path, mode)."""
+
+    ratio_max: float
+    change_max: float
+    confidence: float = 0.95
+    max_runs: int = 12
+    noisy_blocks: bool = True
+    source: str = ""  # where it was read: "matrices/policy.yaml formats.X.paths.decode.timing.cold"
+
+    def describe(self) -> str:
+        return (f"ratio <= {self.ratio_max:g} and change <= {self.change_max:g} at "
+                f"{self.confidence:.0%} confidence; inconclusive re-measured up to "
+                f"{self.max_runs} runs, then noisy ({'blocks' if self.noisy_blocks else 'passes'})"
+                + (f" [{self.source}]" if self.source else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Gate:
+        return cls(float(d["ratio_max"]), float(d["change_max"]), float(d["confidence"]),
+                   int(d["max_runs"]), bool(d["noisy_blocks"]), str(d.get("source", "")))
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """A path's ``timing`` section: the gate per cache mode, and whether timing is required."""
+
+    gates: Mapping[str, Gate]
+    required: bool = True
+
+    def gate(self, mode: str) -> Gate:
+        try:
+            return self.gates[mode]
+        except KeyError:
+            raise GateError(f"no timing gate for mode {mode!r}; the policy defines "
+                            f"{sorted(self.gates)}") from None
+
+
+def parse_timing(data: Any, where: str) -> TimingPolicy | None:
+    """Parse a path's ``timing`` mapping (``where`` names it in errors); None if absent."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise GateError(f"{where}: expected a mapping with {', '.join(TIMING_KEYS)}")
+    unknown = set(data) - set(TIMING_KEYS)
+    if unknown:
+        hint = ("; the gate is now per mode: hot: {ratio_max: ..}, cold: {ratio_max: ..}"
+                if "max_ratio" in unknown else "")
+        raise GateError(f"{where}: unknown key(s) {sorted(unknown)}{hint}")
+    required = data.get("required", True)
+    if not isinstance(required, bool):
+        raise GateError(f"{where}.required: true or false")
+    max_runs = data.get("max_runs", 12)
+    if not isinstance(max_runs, int) or isinstance(max_runs, bool) or max_runs < 1:
+        raise GateError(f"{where}.max_runs: a positive integer (runs per cell at most)")
+    noisy = data.get("noisy", "blocks")
+    if noisy not in ("blocks", "passes"):
+        raise GateError(f"{where}.noisy: {noisy!r}; use 'blocks' or 'passes'")
+    gates: dict[str, Gate] = {}
+    for mode in MODES:
+        g = data.get(mode)
+        mw = f"{where}.{mode}"
+        if g is None:
+            raise GateError(f"{mw}: missing; give {{ratio_max, change_max, confidence}} for "
+                            f"each mode ({', '.join(MODES)})")
+        if not isinstance(g, dict) or set(g) != set(GATE_KEYS):
+            raise GateError(f"{mw}: give exactly {', '.join(GATE_KEYS)}")
+        for key in ("ratio_max", "change_max"):
+            v = g[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 1.0:
+                raise GateError(f"{mw}.{key}: a ratio >= 1.0 (e.g. 1.05 for 5%)")
+        c = g["confidence"]
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.5 <= c < 1.0:
+            raise GateError(f"{mw}.confidence: a probability in [0.5, 1), e.g. 0.95")
+        gates[mode] = Gate(float(g["ratio_max"]), float(g["change_max"]), float(c), max_runs,
+                           noisy == "blocks", mw)
+    return TimingPolicy(gates, required)
+
+
+# ---------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class TimingVerdict:
+    """A cell judged against one tolerance of a gate."""
+
+    verdict: Verdict
+    ratio: float
+    ci_low: float
+    ci_high: float
+    tolerance: float
+    confidence: float
+    runs: int
+    samples_per_arm: int
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2.0
+
+    def describe(self) -> str:
+        return (f"{self.ratio:.4f} [{self.ci_low:.4f}, {self.ci_high:.4f}] vs "
+                f"{self.tolerance:g}: {self.verdict}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["verdict"] = str(self.verdict)
+        return d
+
+
+def judge(ratio: float, ci_low: float, ci_high: float, tolerance: float) -> Verdict:
+    """The gate's rule on one CI: whole CI above -> fail, whole CI below -> pass."""
+    if ci_low > tolerance:
+        return Verdict.FAIL
+    if ci_high < tolerance:
+        return Verdict.PASS
+    return Verdict.INCONCLUSIVE
+
+
+def verdict(
+    samples_a: stats.Runs,
+    samples_b: stats.Runs,
+    gate: Gate,
+    *,
+    tolerance: float | None = None,
+    final: bool = True,
+    seed: int = 0,
+) -> TimingVerdict:
+    """Judge arm B against arm A (per-run sample lists, B/A > 1 = B slower) on ``gate``.
+
+    ``tolerance`` defaults to ``gate.ratio_max``; pass ``gate.change_max`` to judge a
+    change (a timing mutant against its unslowed twin).  ``final``: an inconclusive CI is
+    reported ``noisy`` (no more runs will come); otherwise ``inconclusive``.
+    """
+    tol = gate.ratio_max if tolerance is None else tolerance
+    reps = stats.bootstrap_ratios(samples_a, samples_b, resamples=RESAMPLES, seed=seed)
+    lo, hi = stats.percentile_ci(reps, gate.confidence)
+    a = np.concatenate([np.asarray(r, dtype=np.float64) for r in samples_a])
+    b = np.concatenate([np.asarray(r, dtype=np.float64) for r in samples_b])
+    ratio = stats.ratio_of_medians(a, b)
+    v = judge(ratio, lo, hi, tol)
+    if v is Verdict.INCONCLUSIVE and final:
+        v = Verdict.NOISY
+    return TimingVerdict(v, ratio, lo, hi, tol, gate.confidence, len(samples_a), int(a.size))
+
+
+def row_status(v: Verdict, gate: Gate) -> Status:
+    """The row status of a final verdict: noisy fails closed when the policy says it blocks
+    (ERROR) and is otherwise SKIPPED (not a pass: no verdict was reached)."""
+    if v is Verdict.PASS:
+        return Status.PASS
+    if v is Verdict.FAIL:
+        return Status.FAIL
+    return Status.ERROR if gate.noisy_blocks else Status.SKIPPED
+
+
+def measure_until_settled(
+    measure: Callable[[int], tuple[list[list[float]], list[list[float]]]],
+    gate: Gate,
+    first_runs: int,
+    *,
+    tolerance: float | None = None,
+    seed: int = 0,
+) -> tuple[list[list[float]], list[list[float]], TimingVerdict]:
+    """Time ``first_runs`` runs, then, while the verdict is inconclusive, ``first_runs``
+    more at a time until ``gate.max_runs`` (the budget); return all samples and the final
+    verdict.  ``measure(n)`` times ``n`` runs and returns (runs_a, runs_b)."""
+    step = max(1, min(first_runs, gate.max_runs))
+    runs_a, runs_b = measure(step)
+    while True:
+        more = min(step, gate.max_runs - len(runs_a))
+        v = verdict(runs_a, runs_b, gate, tolerance=tolerance, final=more <= 0, seed=seed)
+        if v.verdict is not Verdict.INCONCLUSIVE:
+            return runs_a, runs_b, v
+        a, b = measure(more)
+        runs_a, runs_b = runs_a + a, runs_b + b
+
+
+# ---------------------------------------------------------------------------- stored rows
+
+
+def _runs(samples: Any) -> list[list[float]] | None:
+    """Per-run sample lists from a row's details (None when absent or empty)."""
+    if not isinstance(samples, list) or not samples:
+        return None
+    if all(isinstance(s, (int, float)) for s in samples):
+        return [[float(s) for s in samples]]
+    if all(isinstance(s, list) and s for s in samples):
+        return [[float(v) for v in s] for s in samples]
+    return None
+
+
+def stored_samples(row: Row) -> tuple[list[list[float]], list[list[float]]] | None:
+    """(runs_a, runs_b) of a timing row, or None when it stored none (or unpaired ones)."""
+    a, b = _runs(row.details.get("samples_a")), _runs(row.details.get("samples_b"))
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return a, b
+
+
+def is_gated(row: Row) -> bool:
+    """A v2-family-vs-baseline timing cell (not an A/A control, not a device baseline)."""
+    return (row.kind == "timing" and row.check in ("timing_hot", "timing_cold")
+            and "samples_a" in row.details)
+
+
+def rejudge(row: Row, gate: Gate) -> Row:
+    """The row with its verdict recomputed from its stored samples under ``gate``.
+
+    A row whose run was not trusted (noisy A/A control, drained queue: recorded as
+    ``untrusted``) stays an error: samples of an untrusted run prove nothing either way.
+    A row without stored samples is returned unchanged.
+    """
+    if not is_gated(row):
+        return row
+    pair = stored_samples(row)
+    if pair is None:
+        return row
+    v = verdict(*pair, gate, seed=row.seed or 0)
+    details = {**row.details, "gate": gate.to_dict(), "verdict": v.to_dict()}
+    untrusted = row.details.get("untrusted")
+    status = Status.ERROR if untrusted else row_status(v.verdict, gate)
+    why = f"not trusted ({untrusted})" if untrusted else str(v.verdict)
+    head = row.message.split("; gate ", 1)[0]
+    return dataclasses.replace(
+        row, status=status, measured=v.ratio, tolerance=gate.ratio_max,
+        derivation=gate_derivation(gate), details=details,
+        message=f"{head}; gate {v.describe()}; {why}")
+
+
+def gate_derivation(gate: Gate) -> str:
+    return (f"v2/v1 against its interleaved qt=6 baseline: fail when the {gate.confidence:.0%} "
+            f"bootstrap CI lies above {gate.ratio_max:g}, pass when below, otherwise "
+            f"re-measured up to {gate.max_runs} runs, then noisy ({gate.source or 'policy'})")
+
+
+GateFor = Callable[[Row], "Gate | None"]
+
+
+def rejudge_rows(rows: Sequence[Row], gate_for: GateFor) -> list[Row]:
+    """Every gated row re-judged under the gate ``gate_for`` finds for it (rows it finds
+    no gate for are left as stored)."""
+    out = []
+    for r in rows:
+        g = gate_for(r) if is_gated(r) else None
+        out.append(rejudge(r, g) if g is not None else r)
+    return out

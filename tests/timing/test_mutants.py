@@ -1,0 +1,103 @@
+"""Timing mutants: real kernels redoing k/256 of their groups -- same outputs, slower."""
+
+from __future__ import annotations
+
+import pytest
+
+from hqval.manifest import load_manifest
+from hqval.timing import mutants
+
+
+def test_mutant_spec_adds_the_define_and_names_its_twin() -> None:
+    real = load_manifest(None).by_name("gemv_mq4g256v2_r8")
+    m = mutants.timing_mutant(real, 8)
+    assert m.name == "gemv_mq4g256v2_r8+slow8" and m.symbol == real.symbol
+    assert ("HQ_TIMING_SLOW", "8") in m.defines and m.mutant_of == real.name
+    assert m.expected_killer == "timing"
+
+
+@pytest.mark.parametrize("bad", [0, 257, -1])
+def test_out_of_range_amounts_are_refused(bad: int) -> None:
+    real = load_manifest(None).by_name("gemv_mq4g256v2_r1")
+    with pytest.raises(ValueError, match=r"1\.\.256"):
+        mutants.timing_mutant(real, bad)
+
+
+def test_mutants_of_mutants_and_gemms_are_refused() -> None:
+    m = load_manifest(None)
+    with pytest.raises(ValueError, match="real GEMV"):
+        mutants.timing_mutant(m.by_name("gemm_mq4g256v2_wmma_gfx11"), 4)
+    with pytest.raises(ValueError, match="real GEMV"):
+        mutants.timing_mutant(mutants.timing_mutant(m.by_name("gemv_mq4g256v2_r1"), 4), 4)
+
+
+def test_parse_slow_list() -> None:
+    assert mutants.parse_slow_list("8, 4,8") == [4, 8]
+    with pytest.raises(ValueError, match=r"1\.\.256"):
+        mutants.parse_slow_list("0,4")
+    with pytest.raises(ValueError, match="integers"):
+        mutants.parse_slow_list("four")
+
+
+@pytest.mark.parametrize("name", ["gemv_mq4g256v2_r1", "gemv_mq4g256v2_r8",
+                                  "gemv_hfq4g256_residual_r2"])
+def test_mutant_computes_the_same_outputs_with_more_work_on_the_emulator(name: str) -> None:
+    """Real compile (clang, gfx1100), real execution (the emulator): every output bit equal
+    to the twin's, and more instructions, memory loads among them (the pass re-reads)."""
+    from hqval.emu.runner import run_kernel
+
+    real = load_manifest(None).by_name(name)
+    twin = run_kernel(real, "gfx1100", M=16, K=1024)
+    slow = run_kernel(mutants.timing_mutant(real, 128), "gfx1100", M=16, K=1024)
+    assert twin.error is not None and slow.error == twin.error  # same bits, same error
+    assert slow.error <= slow.tolerance
+    assert slow.wave_instructions > twin.wave_instructions * 1.2
+    assert slow.counts["VMEM"] > twin.counts["VMEM"]
+    assert slow.counts["SMEM"] > twin.counts["SMEM"]  # headers re-read by scalar loads
+
+
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1030", "gfx1100", "gfx1151", "gfx1201"])
+def test_mutants_compile_for_every_rdna_generation(arch: str) -> None:
+    from hqval.toolchain import compile_kernel
+
+    real = load_manifest(None).by_name("gemv_mq4g256v2_r2")
+    res = compile_kernel(mutants.timing_mutant(real, 32), arch)
+    assert res.ok, res.message
+
+
+def test_cuda_tensor_core_mutant_keeps_the_twins_registers_and_does_not_spill() -> None:
+    """NVRTC (no GPU needed): the R=8 tensor-core mutant must fit the twin's 72 registers
+    -- one more register would cost 27648-row shapes a second wave, an occupancy cliff
+    rather than the chosen amount of extra work."""
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="needs cuda-bindings (NVRTC)")
+    from hqval.backends.cuda import PRELUDE_DIR, kernel_source
+
+    real = load_manifest(None).by_name("gemv_mq4g256v2_r8")
+    src, filename = kernel_source(real)
+
+    def ptxas_report(defines: list[str]) -> str:
+        opts = ["--gpu-architecture=sm_90", "--std=c++17",
+                "--device-as-default-execution-space", "--fmad=true", "--ptxas-options=-v",
+                "-DHQ_GEMV_ONLY=44", *(f"-D{d}" for d in defines),
+                *(f"--include-path={d}" for d in (*real.include_dirs, real.source.parent,
+                                                  PRELUDE_DIR))]
+        err, prog = nvrtc.nvrtcCreateProgram(src.encode(), filename.encode(), 0, [], [])
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * n
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        assert int(err) == 0, log.decode()
+        lines = log.decode().splitlines()
+        i = next(j for j, line in enumerate(lines)
+                 if "Compiling entry function" in line and f"'{real.symbol}'" in line)
+        return " ".join(lines[i + 1:i + 4])
+
+    import re
+
+    def registers(report: str) -> int:
+        return int(re.search(r"Used (\d+) registers", report).group(1))  # type: ignore[union-attr]
+
+    twin = ptxas_report([])
+    slow = ptxas_report(["HQ_TIMING_SLOW=16"])
+    assert registers(slow) <= max(registers(twin), 72), (twin, slow)
+    assert "0 bytes spill stores" in slow, slow
