@@ -13,8 +13,8 @@ import functools
 import hashlib
 import json
 import os
-import re
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
     from hqval.matrix import Arch
 
-CACHE_LAYOUT = 1
+# 2: the key covers clang's -M dependency list and the compiler binary's identity
+CACHE_LAYOUT = 2
 EM_AMDGPU = 224
 DEFAULT_CACHE = Path.home() / ".cache" / "hqval"
 COMPILE_TIMEOUT_S = 300
@@ -141,64 +142,158 @@ def find_compiler(env: Mapping[str, str] | None = None) -> Compiler:
 
 
 # ---- content addressing ------------------------------------------------------------------
-
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^">]+)[">]', re.MULTILINE)
-
-
-@functools.lru_cache(maxsize=1024)
-def _file_digest(path: Path, mtime_ns: int, size: int) -> tuple[str, tuple[tuple[bool, str], ...]]:
-    data = path.read_bytes()
-    incs = tuple((m.group(1) == b'"', m.group(2).decode()) for m in _INCLUDE.finditer(data))
-    return hashlib.sha256(data).hexdigest(), incs
-
-
-def _digest(path: Path) -> tuple[str, tuple[tuple[bool, str], ...]]:
-    st = path.stat()
-    return _file_digest(path, st.st_mtime_ns, st.st_size)
+#
+# The key is built from the compiler's own dependency list (clang -M over the exact compile
+# command), so whatever the preprocessor reads is in it: a header reached through
+# ``#include MACRO``, a conditional include, one found through -I or a system header
+# directory.  Running the preprocessor costs ~0.1 s; within one process a dependency list is
+# reused while nothing it depends on has changed (the stat of every listed file and of every
+# directory the lookups searched, so a new header that would shadow a listed one forces a
+# new list), and contents are always re-hashed.
 
 
-def source_closure(source: Path, include_dirs: Sequence[Path]) -> list[tuple[str, str]]:
-    """(path, sha256) of the source and every file it includes that resolves to a file in
-    its own directory or an include dir (system headers are covered by the compiler
-    version).  Conditional includes are over-approximated: every one is hashed."""
-    out: dict[Path, str] = {}
-    stack = [source.resolve()]
-    while stack:
-        path = stack.pop()
-        if path in out:
+class DependencyError(RuntimeError):
+    """The preprocessor could not list the dependencies (the compile would fail too)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_sha256(path: str, mtime_ns: int, size: int, ino: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's contents (memoised on its stat, re-read when it changes)."""
+    st = os.stat(path)
+    return _file_sha256(str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+@functools.lru_cache(maxsize=16)
+def _identity_of(path: str, mtime_ns: int, size: int) -> str:
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                         check=False)
+    return hashlib.sha256(f"{path}\0{size}\0{mtime_ns}\0{out.stdout}".encode()).hexdigest()
+
+
+def compiler_identity(compiler: Compiler) -> str:
+    """The compiler binary itself (resolved path, size, mtime) and its whole --version
+    text: a rebuilt or replaced compiler of the same version string is another compiler."""
+    real = os.path.realpath(compiler.path)
+    st = os.stat(real)
+    return _identity_of(real, st.st_mtime_ns, st.st_size)
+
+
+def compile_command(spec: KernelSpec, arch: str, compiler: Compiler) -> tuple[str, ...]:
+    """The compile command without its output: what the key covers and what runs."""
+    return (compiler.path, *compiler.flags(arch), *(f"-I{d}" for d in spec.include_dirs),
+            *spec.define_flags(), str(spec.source))
+
+
+def _parse_make_rule(text: str) -> list[str]:
+    """The prerequisites of clang's ``-M`` rule (``target: dep dep \\``, with ``\\ ``
+    for a space in a path and ``$$`` for ``$``)."""
+    body = text.replace("\\\n", " ")
+    _, sep, deps = body.partition(": ")
+    if not sep:
+        raise DependencyError(f"unreadable dependency output: {text[:200]!r}")
+    out, cur, i = [], [], 0
+    while i < len(deps):
+        ch = deps[i]
+        if ch == "\\" and i + 1 < len(deps) and deps[i + 1] in " #\\":
+            cur.append(deps[i + 1])
+            i += 2
             continue
-        digest, incs = _digest(path)
-        out[path] = digest
-        for quoted, name in incs:
-            dirs = ([path.parent] if quoted else []) + list(include_dirs)
-            for d in dirs:
-                cand = (d / name).resolve()
-                if cand.is_file():
-                    stack.append(cand)
-                    break
-    return sorted((str(p), d) for p, d in out.items())
+        if ch == "$" and deps[i + 1: i + 2] == "$":
+            cur.append("$")
+            i += 2
+            continue
+        if ch.isspace():
+            if cur:
+                out.append("".join(cur))
+                cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    if cur:
+        out.append("".join(cur))
+    return out
+
+
+def _stat_sig(path: str) -> tuple[str, int, int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path, -1, -1, -1)
+    return (path, st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+_deps_memo: dict[tuple[str, ...], tuple[tuple[tuple[str, int, int, int], ...], list[str]]] = {}
+_deps_guard = threading.Lock()
+
+
+def dependencies(spec: KernelSpec, arch: str, compiler: Compiler) -> list[str]:
+    """Absolute paths of every file the preprocessor reads for this compile (the source
+    first), from clang's own ``-M`` output.  Raises ``DependencyError`` with the
+    compiler's message when it cannot preprocess."""
+    os.stat(spec.source)  # a missing source is an OSError naming it, not a compiler message
+    cmd = compile_command(spec, arch, compiler)
+    with _deps_guard:
+        memo = _deps_memo.get(cmd)
+    if memo is not None and all(_stat_sig(p[0]) == p for p in memo[0]):
+        return memo[1]
+    try:
+        proc = subprocess.run([*cmd, "-M", "-MF", "-", "-o", os.devnull], capture_output=True,
+                              text=True, timeout=COMPILE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DependencyError(f"{compiler.path} -M failed: {exc}") from exc
+    if proc.returncode != 0:
+        raise DependencyError(_first_errors(proc.stderr)
+                              or f"preprocessor exited {proc.returncode}")
+    deps = [os.path.abspath(d) for d in _parse_make_rule(proc.stdout)]
+    searched = {str(d) for d in spec.include_dirs} | {os.path.dirname(d) for d in deps}
+    sig = tuple(_stat_sig(p) for p in [*deps, *sorted(searched)])
+    with _deps_guard:
+        _deps_memo[cmd] = (sig, deps)
+    return deps
+
+
+def source_closure(spec: KernelSpec, arch: str, compiler: Compiler) -> list[tuple[str, str]]:
+    """(path, sha256) of the source and of every file the compiler reads for it."""
+    return [(p, file_sha256(p)) for p in dependencies(spec, arch, compiler)]
 
 
 def cache_key(spec: KernelSpec, arch: str, compiler: Compiler) -> str:
-    closure = source_closure(spec.source, spec.include_dirs)
-    root = spec.source.resolve().parent
+    """Everything that decides the object's bytes: the compiler's identity, the whole
+    command (flags, target, defines, include dirs) and the contents of every dependency.
+    Paths under the source's directory are kept relative so two checkouts share entries."""
+    root = (spec.manifest or spec.source).resolve().parent
+
+    def rel(p: str | Path) -> str:
+        r = os.path.relpath(p, root)
+        return str(p) if r.startswith("..") and os.path.isabs(p) else r
+
     material = {
         "layout": CACHE_LAYOUT,
-        "compiler": [compiler.path, compiler.version, compiler.kind],
+        "compiler": [compiler.kind, compiler.version, compiler_identity(compiler)],
         "flags": compiler.flags(arch),
         "arch": arch,
         "defines": spec.define_flags(),
-        # Contents decide the bytes; paths are kept relative so two checkouts share entries.
-        "files": [(os.path.relpath(p, root), d) for p, d in closure],
-        "includes": [os.path.relpath(d, root) for d in spec.include_dirs],
+        "includes": [rel(d) for d in spec.include_dirs],
+        "files": [(rel(p), d) for p, d in source_closure(spec, arch, compiler)],
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def cache_root(cache_dir: str | Path | None = None) -> Path:
-    if cache_dir is None:
+def cache_base(cache_dir: str | Path | None = None) -> Path:
+    """THE cache location, for every command and step: ``--cache-dir`` when given, else
+    ``$HQVAL_CACHE``, else ~/.cache/hqval."""
+    if cache_dir is None or str(cache_dir) == "":
         cache_dir = os.environ.get("HQVAL_CACHE") or DEFAULT_CACHE
-    return Path(cache_dir) / f"co-v{CACHE_LAYOUT}"
+    return Path(cache_dir)
+
+
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    """Where code objects live inside ``cache_base``."""
+    return cache_base(cache_dir) / f"co-v{CACHE_LAYOUT}"
 
 
 def _entry(root: Path, key: str) -> tuple[Path, Path]:
@@ -214,8 +309,22 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def validate_entry(co: Path, meta: Path, key: str) -> str | None:
-    """None if the cached object may be used, else why not."""
+def code_object_target(data: bytes) -> str:
+    """The processor a code object was built for, from its NT_AMDGPU_METADATA note
+    (``amdhsa.target`` = ``amdgcn-amd-amdhsa--gfx1100[:feature...]``); "" if unreadable."""
+    from hqval.emu.codeobject import CodeObject
+    from hqval.emu.errors import EmuError
+
+    try:
+        target = CodeObject.parse(data).target
+    except (EmuError, ValueError, IndexError, KeyError, struct.error, UnicodeDecodeError):
+        return ""
+    return target.rpartition("--")[2].split(":")[0]
+
+
+def validate_entry(co: Path, meta: Path, key: str, arch: str | None = None) -> str | None:
+    """None if the cached object may be used, else why not.  With ``arch``, the object's
+    own metadata note must name that processor."""
     if not co.is_file() or not meta.is_file():
         return "missing"
     try:
@@ -231,6 +340,8 @@ def validate_entry(co: Path, meta: Path, key: str) -> str | None:
     head = co.read_bytes()[:20]
     if head[:4] != b"\x7fELF" or int.from_bytes(head[18:20], "little") != EM_AMDGPU:
         return "not an AMDGPU ELF"
+    if arch is not None and (target := code_object_target(co.read_bytes())) != arch:
+        return f"built for {target or 'an unreadable target'}, not {arch}"
     return None
 
 
@@ -259,13 +370,15 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
         return CompileResult(False, None, f"cannot read {exc.filename}: {exc.strerror}; fix the "
                              "manifest's source path or restore the file", False,
                              time.perf_counter() - t0)
+    except DependencyError as exc:
+        return CompileResult(False, None, str(exc), False, time.perf_counter() - t0,
+                             command=compile_command(spec, arch, compiler))
     root = cache_root(cache_dir)
     co, meta = _entry(root, key)
-    cmd = (compiler.path, *compiler.flags(arch),
-           *(f"-I{d}" for d in spec.include_dirs), *spec.define_flags(), str(spec.source))
+    cmd = compile_command(spec, arch, compiler)
     details: dict[str, Any] = {"compiler": compiler.version, "compiler_path": compiler.path}
     with _lock_for(key):
-        problem = validate_entry(co, meta, key)
+        problem = validate_entry(co, meta, key, arch)
         cached = problem is None
         if not cached:
             if problem != "missing":
@@ -358,15 +471,18 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
             elif include_unsupported:
                 skipped.append(CompileCell(spec, arch.name, None))
     # One representative per key compiles first; the rest then hit the cache.
-    by_key: dict[str, list[tuple[KernelSpec, str]]] = {}
-    for spec, arch_name in cells:
+    def key_of(cell: tuple[KernelSpec, str]) -> str:
         try:
-            key = cache_key(spec, arch_name, compiler)
-        except OSError:
-            key = f"unreadable:{spec.name}:{arch_name}"  # compile_kernel reports it
-        by_key.setdefault(key, []).append((spec, arch_name))
+            return cache_key(cell[0], cell[1], compiler)
+        except (OSError, DependencyError):
+            return f"unreadable:{cell[0].name}:{cell[1]}"  # compile_kernel reports it
+
     workers = max(1, jobs or os.cpu_count() or 1)
+    by_key: dict[str, list[tuple[KernelSpec, str]]] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
+        # the keys run the preprocessor (clang -M), so they are computed in parallel too
+        for cell, key in zip(cells, pool.map(key_of, cells), strict=True):
+            by_key.setdefault(key, []).append(cell)
         firsts = {k: pool.submit(compile_kernel, group[0][0], group[0][1], cache_dir, compiler)
                   for k, group in by_key.items()}
         done: dict[tuple[str, str], CompileResult] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -221,3 +222,100 @@ def test_a_vanished_source_is_a_failed_cell_not_a_crash(tmp_path: Path) -> None:
     assert not r.ok and "tiny.hip" in r.message and "source path" in r.message
     cells = compile_matrix([spec], [load_arches()["gfx1100"]], cache_dir=tmp_path / "cache")
     assert [c.row().status for c in cells] == [Status.FAIL]
+
+
+# ---- a key that cannot go stale --------------------------------------------------------
+
+MACRO_TINY = """\
+#include "hqval_prelude.h"
+#define TINY_HEADER "tiny_macro.h"
+#include TINY_HEADER
+HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) tiny(const unsigned char* W, const float* x, float* y,
+                                         int M, int K) {
+    if (hq_lane() == 0) y[0] = x[0] * TINY_SCALE + (float)W[0];
+}
+"""
+
+
+def test_a_header_reached_through_a_macro_include_is_in_the_key(tmp_path: Path) -> None:
+    """The stale-cache fault: ``#include MACRO`` was invisible to the key, so a warm cache
+    served the old object after the header changed."""
+    spec = tiny_spec(tmp_path, source=MACRO_TINY)
+    header = tmp_path / "tiny_macro.h"
+    header.write_text("#define TINY_SCALE 2.0f\n")
+    cache = tmp_path / "cache"
+    a = compile_kernel(spec, "gfx1100", cache)
+    assert a.ok and compile_kernel(spec, "gfx1100", cache).cached  # warm
+    header.write_text("#define TINY_SCALE 5.0f\n")  # same size, other bytes
+    b = compile_kernel(spec, "gfx1100", cache)
+    assert b.ok and not b.cached and b.key != a.key
+    assert a.code_object is not None and b.code_object is not None
+    assert a.code_object.read_bytes() != b.code_object.read_bytes()
+    from hqval.toolchain import dependencies
+
+    assert str(header) in dependencies(spec, "gfx1100", find_compiler())
+
+
+def test_a_new_header_that_shadows_an_included_one_changes_the_key(tmp_path: Path) -> None:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    src = tmp_path / "src"
+    src.mkdir()
+    spec = tiny_spec(src, include_dirs=(PRELUDE, inc))
+    (src / "tiny.h").rename(inc / "tiny.h")  # found through -I inc
+    cache = tmp_path / "cache"
+    a = compile_kernel(spec, "gfx1100", cache)
+    assert a.ok
+    (src / "tiny.h").write_text("#define TINY_SCALE 7.0f\n")  # "" finds the source dir first
+    b = compile_kernel(spec, "gfx1100", cache)
+    assert b.ok and not b.cached and b.key != a.key
+
+
+def test_another_compiler_binary_is_another_key(tmp_path: Path) -> None:
+    from hqval.toolchain import cache_key
+
+    spec = tiny_spec(tmp_path)
+    c = find_compiler()
+    copy = tmp_path / "clang-copy"
+    shutil.copy2(os.path.realpath(c.path), copy)
+    os.utime(copy, ns=(1, 1))
+    other = replace(c, path=str(copy))  # same --version line, another binary
+    assert other.version == c.version
+    assert cache_key(spec, "gfx1100", c) != cache_key(spec, "gfx1100", other)
+
+
+def test_a_cached_object_for_another_arch_is_rebuilt(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path)
+    cache = tmp_path / "cache"
+    mine = compile_kernel(spec, "gfx1100", cache)
+    theirs = compile_kernel(spec, "gfx1201", cache)
+    assert mine.ok and theirs.ok and theirs.code_object is not None
+    co, meta = entry_files(cache, mine.key)
+    # a consistent entry (size and sha256 recorded) holding the gfx1201 bytes
+    data = theirs.code_object.read_bytes()
+    co.write_bytes(data)
+    info = json.loads(meta.read_text())
+    info.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    meta.write_text(json.dumps(info))
+    again = compile_kernel(spec, "gfx1100", cache)
+    assert again.ok and not again.cached
+    assert "built for gfx1201, not gfx1100" in again.details["rebuilt"]
+    from hqval.toolchain import code_object_target
+
+    assert code_object_target(co.read_bytes()) == "gfx1100"
+
+
+def test_a_source_that_cannot_be_preprocessed_is_a_failed_cell(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path, source=TINY.replace('"tiny.h"', '"no_such_header.h"'))
+    r = compile_kernel(spec, "gfx1100", tmp_path / "cache")
+    assert not r.ok and "no_such_header.h" in r.message
+
+
+def test_one_cache_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hqval.toolchain import cache_base
+
+    monkeypatch.setenv("HQVAL_CACHE", str(tmp_path / "env"))
+    assert cache_base() == tmp_path / "env"
+    assert cache_base(tmp_path / "flag") == tmp_path / "flag"
+    monkeypatch.delenv("HQVAL_CACHE")
+    assert cache_base() == Path.home() / ".cache" / "hqval"

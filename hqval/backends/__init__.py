@@ -51,12 +51,13 @@ def backend_class(name: str) -> type[Backend]:
     return cls
 
 
-def get(name: str, arch: str) -> Backend:
-    """The backend ``name`` for ``arch``; ``auto`` chooses (see module docstring)."""
-    if name == "auto":
-        return auto(arch)
-    backend = backend_class(name)(arch)
-    backend.selection = f"{name}: requested by name"
+def get(name: str, arch: str, cache_dir: str | None = None) -> Backend:
+    """The backend ``name`` for ``arch``; ``auto`` chooses (see module docstring).
+    ``cache_dir`` is where it compiles (``Backend.cache_dir``)."""
+    backend = auto(arch) if name == "auto" else backend_class(name)(arch)
+    if name != "auto":
+        backend.selection = f"{name}: requested by name"
+    backend.cache_dir = cache_dir
     return backend
 
 

@@ -55,6 +55,10 @@ class Backend(abc.ABC):
     # How this instance was chosen ("hip: requested by name", "auto: emu (no ROCm ...)"),
     # set by ``hqval.backends.get``; recorded in result rows.
     selection: str = ""
+    # The code object cache ``load`` compiles into (``hqval.toolchain.cache_base``: None is
+    # $HQVAL_CACHE or ~/.cache/hqval), set by ``hqval.backends.get`` from --cache-dir so
+    # the checks run the very objects the compile and audit steps built.
+    cache_dir: str | None = None
 
     def __init__(self, arch: str) -> None:
         self.arch = arch

@@ -51,7 +51,7 @@ class EmuBackend(Backend):
     def load(self, spec: KernelSpec) -> Program:
         from hqval.toolchain import compile_kernel
 
-        result = compile_kernel(spec, self.arch)
+        result = compile_kernel(spec, self.arch, self.cache_dir)
         if not result.ok or result.code_object is None:
             raise RuntimeError(f"{spec.name} does not compile for {self.arch}: {result.message}")
         key = str(result.code_object)

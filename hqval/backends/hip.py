@@ -146,7 +146,7 @@ class HipBackend(Backend):
     def load(self, spec: KernelSpec) -> Program:
         from hqval.toolchain import compile_kernel
 
-        result = compile_kernel(spec, self.arch)
+        result = compile_kernel(spec, self.arch, self.cache_dir)
         if not result.ok or result.code_object is None:
             raise RuntimeError(f"{spec.name} does not compile for {self.arch}: {result.message}")
         image = result.code_object.read_bytes()

@@ -44,6 +44,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--hqval-check", action="append", default=[],
                     help="only these checks (repeatable; default all)")
     group.addoption("--hqval-seed", type=int, default=0, help="fixture seed (default 0)")
+    group.addoption("--hqval-cache-dir", default=None,
+                    help="code object cache (hqval.toolchain.cache_base; default $HQVAL_CACHE)")
     group.addoption("--hqval-json", default=None, help="write every result row here (JSON list)")
     group.addoption("--hqval-skip", default=None,
                     help="file of cell identities (one a line) to deselect: cells a resumed "
@@ -94,17 +96,18 @@ class _Contexts:
     """One backend and check context per (backend, arch) in this process."""
 
     def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str, str], CheckContext] = {}
+        self._by_key: dict[tuple[str, str, str, str], CheckContext] = {}
 
-    def get(self, backend_name: str, arch_name: str, manifest: Manifest, seed: int) -> CheckContext:
-        key = (backend_name, arch_name, str(manifest.path))
+    def get(self, backend_name: str, arch_name: str, manifest: Manifest, seed: int,
+            cache_dir: str | None = None) -> CheckContext:
+        key = (backend_name, arch_name, str(manifest.path), str(cache_dir))
         if key not in self._by_key:
             from hqval.backends import get
             from hqval.checks.cell import CheckContext
             from hqval.matrix import resolve_arch
 
             arch = resolve_arch(arch_name)
-            backend = get(backend_name, arch_name)
+            backend = get(backend_name, arch_name, cache_dir)
             self._by_key[key] = CheckContext(backend=backend, arch=arch, manifest=manifest,
                                              seed=seed)
         return self._by_key[key]
@@ -188,7 +191,8 @@ class CellItem(pytest.Item):
         from hqval.checks.cell import run_cell
 
         seed: int = self.config.getoption("--hqval-seed")
-        ctx = _CONTEXTS.get(self.backend_name, self.arch, self.manifest, seed)
+        ctx = _CONTEXTS.get(self.backend_name, self.arch, self.manifest, seed,
+                            self.config.getoption("--hqval-cache-dir"))
         row = run_cell(ctx, self.check, self.spec)
         self.row = row
         self.user_properties.append((ROW_PROPERTY, json.dumps(row.to_dict())))

@@ -155,6 +155,7 @@ def run_cells(
     checks: Iterable[str] | None = None, keyword: str | None = None, workers: str = "2",
     junit_xml: str | None = None, seed: int = 0, verbose: bool = False,
     skip: Iterable[str] = (), on_row: Callable[[Row], None] | None = None,
+    cache_dir: str | None = None,
 ) -> SessionResult:
     """Run the cells of ``manifests`` on ``arches``; never raises for a failing cell."""
     manifests = [Path(m).resolve() for m in manifests]
@@ -177,6 +178,8 @@ def run_cells(
         args += ["--hqval-check", c]
     if keyword:
         args += ["-k", keyword]
+    if cache_dir:  # the backends compile where the compile and audit steps did
+        args += ["--hqval-cache-dir", str(cache_dir)]
     args += ["-n", workers] if workers not in ("0", "") else ["-p", "no:xdist"]
     if junit_xml:
         args += ["--junit-xml", junit_xml]

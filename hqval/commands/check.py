@@ -17,7 +17,8 @@ from hqval import options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for opt in (options.ARCH, options.BACKEND, options.MANIFEST, options.JSON_OUT):
+    for opt in (options.ARCH, options.BACKEND, options.MANIFEST, options.JSON_OUT,
+                options.CACHE_DIR):
         opt.add_to(parser)
     for opt in options.SESSION:
         opt.add_to(parser)
@@ -56,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     backend = label.pop() if len(label) == 1 else args.backend
     result = run_cells([manifest], [a.name for a in arches], backend, checks=args.check,
                        keyword=args.keyword, workers=str(args.workers),
-                       junit_xml=args.junit_xml, seed=args.seed, verbose=args.verbose)
+                       junit_xml=args.junit_xml, seed=args.seed, verbose=args.verbose,
+                       cache_dir=args.cache_dir)
     rows = result.rows
     if args.json:
         options.write_json([r.to_dict() for r in rows], args.json)

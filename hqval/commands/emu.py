@@ -14,6 +14,7 @@ from hqval import options
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.ARCH.add_to(parser)
     options.MANIFEST.add_to(parser)
+    options.CACHE_DIR.add_to(parser)
     parser.add_argument("--kernel", action="append", metavar="NAME",
                         help="manifest kernel (repeatable; default: every gemv/gemm kernel "
                              "that applies to the arch)")
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
             for spec in specs:
                 try:
                     r = run_kernel(spec, arch.name, M=args.M, K=args.K, N=args.N,
-                                   seed=args.seed, trace=_tracer(args.trace))
+                                   seed=args.seed, trace=_tracer(args.trace),
+                                   cache_dir=args.cache_dir)
                 except (EmuError, RuntimeError, ValueError) as exc:
                     print(f"{spec.name:32s} {arch.name:8s} ERROR {exc}")
                     rows.append(Row(kind="check", check="emu_oracle", kernel=spec.name,
@@ -110,7 +112,7 @@ def _coverage(args: argparse.Namespace, manifest: Any) -> int:
         for spec in manifest.kernels:
             if (args.kernel and spec.name not in args.kernel) or not spec.applies_to(arch):
                 continue
-            res = compile_kernel(spec, arch.name)
+            res = compile_kernel(spec, arch.name, args.cache_dir)
             if not res.ok or res.code_object is None:
                 print(f"{spec.name:32s} {arch.name:8s} does not compile: {res.message}")
                 status = 1

@@ -23,7 +23,8 @@ MUTANTS = options.Option(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for opt in (options.ARCH, options.BACKEND, options.MANIFEST, MUTANTS, options.JSON_OUT):
+    for opt in (options.ARCH, options.BACKEND, options.MANIFEST, MUTANTS, options.JSON_OUT,
+                options.CACHE_DIR):
         opt.add_to(parser)
     for opt in options.SESSION:
         opt.add_to(parser)
@@ -63,11 +64,12 @@ def run(args: argparse.Namespace) -> int:
     for arch, b in chosen.items():
         print(f"hqval mutants: {arch}: {b.selection}")
 
-    built, audit_rows = build(mutants, arches)
+    built, audit_rows = build(mutants, arches, args.cache_dir)
     names = [a.name for a in arches]
     result = run_cells([real_path, mutants_path], names, args.backend, checks=args.check,
                        keyword=args.keyword, workers=str(args.workers),
-                       junit_xml=args.junit_xml, seed=args.seed, verbose=args.verbose)
+                       junit_xml=args.junit_xml, seed=args.seed, verbose=args.verbose,
+                       cache_dir=args.cache_dir)
     cell_rows = result.rows
     why = result.problem()
     if why or not cell_rows:

@@ -90,7 +90,8 @@ def _oracle_scale(w: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int = 32,
                seed: int = 0, code_object: bytes | None = None,
-               trace: Callable[[int, str, int], None] | None = None) -> KernelRun:
+               trace: Callable[[int, str, int], None] | None = None,
+               cache_dir: str | None = None) -> KernelRun:
     """Compile (unless ``code_object`` is given) and run ``spec`` on ``arch``; compare.
     ``trace`` is passed to Machine.launch (every executed instruction)."""
     from hqval.formats import by_qt
@@ -98,7 +99,7 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
     if code_object is None:
         from hqval.toolchain import compile_kernel
 
-        res = compile_kernel(spec, arch)
+        res = compile_kernel(spec, arch, cache_dir)
         if not res.ok or res.code_object is None:
             raise RuntimeError(f"{spec.name} does not compile for {arch}: {res.message}")
         code_object = res.code_object.read_bytes()

@@ -144,7 +144,7 @@ def _session(ctx: RunContext, step: str, manifests: list[Path]) -> tuple[list[Ro
         result = session.run_cells(
             manifests, arches, backend, workers=ctx.config.workers, junit_xml=str(junit),
             seed=ctx.config.seed, verbose=ctx.config.verbose,
-            skip=ctx.writer.done, on_row=on_row)
+            skip=ctx.writer.done, on_row=on_row, cache_dir=ctx.config.cache_dir)
         why = result.problem()
         if why:
             problems.append(why)

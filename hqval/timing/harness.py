@@ -15,7 +15,6 @@ still drained is reported (``queue_drained``), not silently trusted.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -212,12 +211,13 @@ extern "C" __attribute__((global)) void hqval_spin(int microseconds) {
 """
 
 
-def amd_spin_spec(root: Path | None = None) -> Any:
+def amd_spin_spec(root: str | Path | None = None) -> Any:
     """A KernelSpec for the AMD spin kernel, its source written under the hqval cache so
     the toolchain builds and caches it like any kernel."""
     from hqval.manifest import KernelSpec
+    from hqval.toolchain import cache_base
 
-    base = root or Path(os.environ.get("HQVAL_CACHE", Path.home() / ".cache" / "hqval"))
+    base = cache_base(root)
     path = base / "timing" / "hqval_spin.hip"
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file() or path.read_text() != AMD_SPIN_SOURCE:
@@ -231,7 +231,7 @@ class HipSpinFiller:
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
-        self.program = backend.load(amd_spin_spec())
+        self.program = backend.load(amd_spin_spec(backend.cache_dir))
 
     def start(self, microseconds: int) -> Any:
         self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [int(microseconds)])

@@ -104,3 +104,16 @@ def test_k_that_matches_is_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     # the same collection pytest runs: an expression that selects cells passes
     assert keyword_problem([DEFAULT_MANIFEST], ["gfx1100"], "emu", None,
                            "gemv_mq4c_r2 and not padded_offset") == ""
+
+
+def test_cache_dir_is_where_the_checks_compile(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cache-dir decides where the check session's backend compiles, not $HQVAL_CACHE
+    (the run used to compile and audit into --cache-dir and check from $HQVAL_CACHE)."""
+    env_cache, flag_cache = tmp_path / "env", tmp_path / "flag"
+    monkeypatch.setenv("HQVAL_CACHE", str(env_cache))
+    code = main(["check", "--arch", "gfx1030", "--backend", "emu", "--workers", "0",
+                 "-k", "gemv_mq4c_r2 and bit_identity", "--cache-dir", str(flag_cache)])
+    assert code == 0
+    assert list(flag_cache.rglob("*.co"))
+    assert not env_cache.exists() or not list(env_cache.rglob("*.co"))

@@ -38,3 +38,19 @@ def test_survivors_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert code == 1
     assert "SURVIVED mutant[gemv_mut_halves_swapped_r1|gfx1030|emu]" in text
+
+
+def test_mutants_compile_and_audit_into_the_cache_dir(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from hqval.checks.mutation import build
+    from hqval.manifest import Manifest, load_mutants
+    from hqval.matrix import resolve_arch
+
+    env_cache, flag_cache = tmp_path / "env", tmp_path / "flag"
+    monkeypatch.setenv("HQVAL_CACHE", str(env_cache))
+    muts = load_mutants()
+    one = Manifest(path=muts.path, kernels=[k for k in muts.kernels if k.requires == "any"][:1])
+    built, audit_rows = build(one, [resolve_arch("gfx1030")], str(flag_cache))
+    assert all(b.ok for b in built.values()) and audit_rows
+    assert list(flag_cache.rglob("*.co"))
+    assert not env_cache.exists() or not list(env_cache.rglob("*.co"))
