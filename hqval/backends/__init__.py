@@ -85,7 +85,8 @@ def auto(arch: str) -> Backend:
     return backend
 
 
-def open_for(name: str, arches: Iterable[str]) -> dict[str, Backend]:
+def open_for(name: str, arches: Iterable[str],
+             cache_dir: str | None = None) -> dict[str, Backend]:
     """Open backend ``name`` for every arch before anything runs: one that cannot run here
     raises ``BackendUnavailable`` at once (never a silent switch, never once per step)."""
-    return {arch: get(name, arch) for arch in arches}
+    return {arch: get(name, arch, cache_dir) for arch in arches}

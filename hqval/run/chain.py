@@ -64,7 +64,7 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
     mutants: Manifest | None = None
     if config.mutants and Path(DEFAULT_MUTANTS).is_file():
         mutants = load_mutants(DEFAULT_MUTANTS)
-    opened = open_for(config.backend, [a.name for a in arches])
+    opened = open_for(config.backend, [a.name for a in arches], config.cache_dir)
     policy = load_policy()
     specs = [*manifest.kernels, *(mutants.kernels if mutants else [])]
     compiler = compiler_version = None
