@@ -274,7 +274,8 @@ def heatmap(cells: Sequence[TimingCell], title: str, hatch_id: str) -> str:
     cw, ch = 74, 26
     left = 12 + 6.4 * max(len(f"{d} R={r}") for d, r in rows)
     top = 58
-    width = left + cw * len(cols) + 10
+    # wide enough for its title and legend too, not only the grid
+    width = max(left + cw * len(cols) + 10, 12 + 7.2 * len(title), left + 470)
     h = top + ch * len(rows) + 34
     out = [_open(width, h, title, "plot heatmap"),
            f'<defs><pattern id="{hatch_id}" width="6" height="6" patternUnits="userSpaceOnUse"'

@@ -248,29 +248,107 @@ def _need_chromium() -> str:
     return browser
 
 
+# Injected into a copy of the page by the test only: after the report's own script ran,
+# record how far the page scrolls sideways and which elements stick out.
+_MEASURE = """<script>
+(function () {
+  var w = document.documentElement.clientWidth, out = [];
+  document.querySelectorAll("body *").forEach(function (e) {
+    var r = e.getBoundingClientRect();
+    if (r.right > w + 1 && out.length < 5) out.push(e.tagName + "." + e.className + ":" + r.right);
+  });
+  document.body.setAttribute("data-overflow",
+      String(document.documentElement.scrollWidth - w) + " " + out.join(" | "));
+})();
+</script></body>"""
+
+# Keeps only the page from a section's heading down, so a screenshot shows that view.
+_FROM = """<script>(function () {{ var t = document.getElementById("{0}");
+var n = document.body.firstElementChild;
+while (n && n !== t && !n.contains(t)) {{ var x = n.nextElementSibling; n.remove(); n = x; }}
+}})();</script></body>"""
+
+VIEWS = ("admission", "checks", "mutants", "timing", "noisy", "plot-timing-ratios")
+
+
+def _full_report(make_run: RunFactory) -> str:
+    """Three arches (a rejected cell, mutants, hip timing) and an sm_90 run whose timing
+    has a noisy group and a slow cell: every view of the report has something to draw."""
+    runs = [store.load(make_run(evidence("gfx1100", "hip"), arch="gfx1100", backend="hip")),
+            store.load(make_run(evidence("gfx1010", fail="reference_parity"), arch="gfx1010")),
+            store.load(make_run([*_timing_rows(), *_r2_rows()], arch="sm_90", backend="cuda"))]
+    adm, _ = admit_runs(runs, arches=CAPS)
+    from hqval.admission import load_policy
+
+    return render_html(build(runs, adm, policy=load_policy()))
+
+
+def _r2_rows() -> list[Row]:
+    """The 5120x5120 cold cell again at R=2: the run swept rows per block."""
+    return [Row(r.kind, r.check, r.kernel.replace("_r1@", "_r2@"), r.arch, r.backend,
+                Status.PASS, measured=0.995, tolerance=r.tolerance,
+                details={**r.details, "rows_per_block": 2, "median_us_a": 10.0,
+                         "median_us_b": 9.95})
+            for r in _timing_rows()[2:]]
+
+
+def _shot(browser: str, page: Path, png: Path, profile: Path, height: int = 1200) -> None:
+    res = subprocess.run([*_headless(browser, profile), f"--window-size=1400,{height}",
+                          "--hide-scrollbars", f"--screenshot={png}", page.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0 and png.stat().st_size > 10_000, res.stderr[-2000:]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 @pytest.mark.chromium
 def test_html_in_headless_chromium(make_run: RunFactory, tmp_path: Path) -> None:
-    """Open the report in a real headless Chromium: the admission table renders, the inline
-    script ran, the console shows nothing, and a screenshot is saved."""
+    """Open the report in a real headless Chromium 1400 px wide: the admission table and
+    every plot render as SVG, the inline script ran, the console shows nothing, nothing
+    scrolls sideways; a screenshot of each view is saved."""
     browser = _need_chromium()
-    html, _ = _report(make_run)
+    html = _full_report(make_run)
     page = tmp_path / "report.html"
-    page.write_text(html)
-    dom, console = _dump_dom(browser, page, tmp_path / "p")
-    assert '<table id="admission-table">' in dom
-    assert dom.count('class="admit st ') == 12
-    assert 'data-ready="1"' in dom  # the inline script ran to its end
-    assert console == []
-    shot = tmp_path / "report.png"
-    res = subprocess.run([*_headless(browser, tmp_path / "p"), "--window-size=1280,1600",
-                          f"--screenshot={shot}", page.as_uri()],
+    page.write_text(html.replace("</body>", _MEASURE))
+    res = subprocess.run([*_headless(browser, tmp_path / "p"), "--window-size=1400,1000",
+                          "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120, check=False)
-    assert res.returncode == 0 and shot.stat().st_size > 10_000, res.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    keep = os.environ.get("HQVAL_SCREENSHOT_DIR")  # CI keeps it as an artifact
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(keep) / "report.png")
+    assert res.returncode == 0, res.stderr[-2000:]
+    dom = res.stdout
+    assert [ln for ln in res.stderr.splitlines() if ":CONSOLE" in ln] == []
+    assert '<table id="admission-table">' in dom
+    assert dom.count('class="admit st ') == 8
+    assert 'data-ready="1"' in dom  # the report's inline script ran to its end
+    for plot in ("plot margins", "plot heatmap", "plot dist", "plot sweep"):
+        assert f'<svg xmlns="http://www.w3.org/2000/svg" class="{plot}' in dom, plot
+    assert dom.count("<svg") >= 6
+    overflow = re.search(r'data-overflow="(-?\d+) ?([^"]*)"', dom)
+    assert overflow, "the measuring script did not run"
+    assert int(overflow.group(1)) <= 0, f"scrolls sideways by {overflow.group(1)} px: " \
+        f"{overflow.group(2)}"
+    keep = os.environ.get("HQVAL_SCREENSHOT_DIR")  # CI keeps them as artifacts
+    for view in VIEWS:
+        assert f'id="{view}"' in html, view
+        one = tmp_path / f"{view}.html"
+        one.write_text(html.replace("</body>", _FROM.format(view)))
+        png = tmp_path / f"report-{view}.png"
+        _shot(browser, one, png, tmp_path / "p")
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(png, Path(keep) / png.name)
+
+
+@pytest.mark.chromium
+def test_the_overflow_measure_catches_a_wide_page(tmp_path: Path) -> None:
+    browser = _need_chromium()
+    page = tmp_path / "wide.html"
+    page.write_text('<html><body><table><tr><td style="white-space:nowrap">'
+                    + "x" * 400 + "</td></tr></table></body></html>".replace("</body>",
+                                                                             _MEASURE))
+    res = subprocess.run([*_headless(browser, tmp_path / "p"), "--window-size=1400,1000",
+                          "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=False)
+    m = re.search(r'data-overflow="(-?\d+)', res.stdout)
+    assert m and int(m.group(1)) > 0, res.stdout[-500:]
 
 
 @pytest.mark.chromium
