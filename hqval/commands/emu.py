@@ -31,7 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(address, waves, instruction)")
     parser.add_argument("--coverage", action="store_true",
                         help="do not run: list, per kernel and arch, the instructions the "
-                             "interpreter has no semantics for (exit 1 if any)")
+                             "interpreter has no semantics for (exit 1 if any); of the code "
+                             "objects given as OBJECTS, or of the manifest kernels for --arch")
+    parser.add_argument("--isa-coverage", action="store_true",
+                        help="the share of LLVM's opcode table for each --arch that the "
+                             "interpreter implements (decoded by llvm-mc-19)")
+    parser.add_argument("objects", nargs="*", metavar="OBJECTS",
+                        help="--coverage: AMDGPU code objects (.co/.hsaco ELF files)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,8 +50,15 @@ def run(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.manifest)
     rows: list[Row] = []
     status = 0
+    if args.objects and not args.coverage:
+        raise UsageError(f"{args.objects[0]}: code objects are read by --coverage only "
+                         f"(hqval emu --coverage OBJECTS...)")
+    if args.coverage and args.objects:
+        return _object_coverage(args)
     if args.coverage:
         return _coverage(args, manifest)
+    if args.isa_coverage:
+        return _isa_coverage(args)
     if args.bench:
         for r, target in bench(manifest, repeats=max(1, args.repeats)):
             oracle = r.row()
@@ -97,6 +110,57 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         options.write_json({"rows": [row.to_dict() for row in rows]}, args.json)
     return status
+
+
+def _object_coverage(args: argparse.Namespace) -> int:
+    """Scan code objects (every kernel, its device functions) before anything runs."""
+    from pathlib import Path
+
+    from hqval.cli import UsageError
+    from hqval.emu import EmuError
+    from hqval.emu.coverage import scan_object
+
+    scans = []
+    for name in args.objects:
+        path = Path(name)
+        if not path.is_file():
+            raise UsageError(f"{name}: no such code object file")
+        try:
+            scans.append((name, scan_object(path.read_bytes())))
+        except EmuError as exc:
+            raise UsageError(f"{name}: {exc} (give an AMDGPU code object: clang "
+                             f"--cuda-device-only --no-gpu-bundle-output)") from None
+    status = 0
+    rows: list[dict[str, Any]] = []
+    for name, scan in scans:
+        for k in scan.kernels:
+            rows.append({"object": name, "kernel": k.kernel, "arch": scan.arch,
+                         "unsupported": k.mnemonics})
+            print(f"{name} {k.kernel} {scan.arch} "
+                  + ("runs" if not k.mnemonics else "unsupported: " + ", ".join(k.mnemonics)))
+            if k.mnemonics:
+                status = 1
+    if args.json:
+        options.write_json({"coverage": rows}, args.json)
+    return status
+
+
+def _isa_coverage(args: argparse.Namespace) -> int:
+    from hqval.cli import UsageError
+    from hqval.emu.coverage import isa_coverage
+
+    if not args.arch:
+        raise UsageError("--isa-coverage needs --arch (e.g. --arch all)")
+    rows = []
+    for arch in _emulated(args.arch):
+        cov = isa_coverage(arch.name)
+        rows.append({"arch": arch.name, "implemented": len(cov.implemented),
+                     "opcodes": cov.total, "missing": list(cov.missing)})
+        print(f"{arch.name:8s} {len(cov.implemented):4d} / {cov.total:4d} opcodes "
+              f"({100 * len(cov.implemented) / cov.total:.0f}%)")
+    if args.json:
+        options.write_json({"isa_coverage": rows}, args.json)
+    return 0
 
 
 def _coverage(args: argparse.Namespace, manifest: Any) -> int:

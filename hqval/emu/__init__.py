@@ -28,8 +28,10 @@ What it models
 
 What it does not model
   * Timing, caches, occupancy; transcendental approximations (v_rcp/v_rsq/v_sqrt/v_exp/
-    v_log are correctly rounded here, hardware is within ~1 ulp); rounding modes other
-    than nearest-even; image, GWS and message instructions; wave64 WMMA.  Any instruction without
+    v_log are correctly rounded here, hardware is within ~1 ulp; v_rcp_f32 flushes
+    denormals in and out as LLVM assumes); rounding modes other
+    than nearest-even; image, GWS and message instructions; wave64 WMMA.  What only
+    hardware can settle is listed in docs/emu-semantics.md.  Any instruction without
     semantics raises ``UnsupportedInstruction`` when executed (``Module.unsupported``
     lists them before a launch); nothing is skipped silently.
 """

@@ -99,3 +99,112 @@ def flush_denormals(x: Any) -> np.ndarray:
 def flush_f32(x: Any) -> np.ndarray:
     """f32 denormals to signed zero (FLOAT_DENORM_MODE_32 = 0)."""
     return flush_denormals(np.asarray(x, np.float32))
+
+
+def f32_to_f16(x: Any) -> np.ndarray:
+    """f32 -> f16, nearest even, a signalling NaN quieted (ISA ``f32_to_f16``; LLVM's
+    APFloat convert does the same: the quiet bit set, the payload's top bits kept).
+    numpy truncates a NaN's payload without setting the quiet bit (0x7fa00000 -> 0x7d00;
+    the hardware gives 0x7f00)."""
+    x = np.asarray(x, np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        h = x.astype(np.float16)
+    nan = np.isnan(x)
+    if not nan.any():
+        return np.asarray(h)
+    bits = h.view(np.uint16) | np.where(nan, np.uint16(0x0200), np.uint16(0))
+    return np.asarray(bits.astype(np.uint16).view(np.float16))
+
+
+def f16_to_f32(x: Any) -> np.ndarray:
+    """f16 -> f32 (exact), a signalling NaN quieted (ISA ``f16_to_f32``)."""
+    x = np.asarray(x, np.float16)
+    f = x.astype(np.float32)
+    nan = np.isnan(x)
+    if not nan.any():
+        return np.asarray(f)
+    bits = f.view(np.uint32) | np.where(nan, np.uint32(0x00400000), np.uint32(0))
+    return np.asarray(bits.astype(np.uint32).view(np.float32))
+
+
+def quiet_nan(x: Any) -> np.ndarray:
+    """``cvtToQuietNAN``: set the quiet bit of every NaN, in the value's own format."""
+    x = np.asarray(x)
+    bit = {2: 0x0200, 4: 0x00400000, 8: 0x0008000000000000}[x.dtype.itemsize]
+    ut = {2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize]
+    quiet = np.where(np.isnan(x), np.asarray(bit, ut), np.asarray(0, ut))
+    bits = x.view(ut) | quiet.astype(ut)
+    return np.asarray(bits.astype(ut).view(x.dtype))
+
+
+def max_isa(a: Any, b: Any, ieee: bool = True) -> np.ndarray:
+    """V_MAX_F32/F16/F64 (IEEE mode) and V_MAX_NUM_* (``ieee=False``), per the RDNA3/RDNA4
+    pseudocode: a signalling NaN operand gives its quieted self (IEEE mode) or the other
+    operand (NUM: both NaN gives the quieted S0); one NaN gives the other operand; +0 > -0."""
+    return _minmax(a, b, ieee, greater=True)
+
+
+def min_isa(a: Any, b: Any, ieee: bool = True) -> np.ndarray:
+    """V_MIN_F32/F16/F64 and V_MIN_NUM_*: as ``max_isa`` with -0 < +0."""
+    return _minmax(a, b, ieee, greater=False)
+
+
+def _is_snan(x: np.ndarray) -> np.ndarray:
+    ut = {2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize]
+    bit = {2: 0x0200, 4: 0x00400000, 8: 0x0008000000000000}[x.dtype.itemsize]
+    return np.asarray(np.isnan(x) & ((x.view(ut) & ut(bit)) == 0))
+
+
+def _minmax(a: Any, b: Any, ieee: bool, greater: bool) -> np.ndarray:
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    with np.errstate(invalid="ignore"):
+        both_zero = (a == 0) & (b == 0)
+        if greater:
+            pick_a = (a > b) | (both_zero & ~np.signbit(a) & np.signbit(b))
+        else:
+            pick_a = (a < b) | (both_zero & np.signbit(a) & ~np.signbit(b))
+    r = np.where(pick_a, a, b)
+    na, nb = np.isnan(a), np.isnan(b)
+    if not (na.any() or nb.any()):
+        return np.asarray(r)
+    if ieee:
+        # the pseudocode's branches, last applied = first tested
+        sa, sb = _is_snan(a), _is_snan(b)
+        r = np.where(na, b, r)  # isQuietNAN(S0) -> S1
+        r = np.where(nb, a, r)  # isQuietNAN(S1) -> S0
+        r = np.where(sb, quiet_nan(b), r)
+        r = np.where(sa, quiet_nan(a), r)
+    else:
+        r = np.where(nb, a, r)
+        r = np.where(na, b, r)
+        r = np.where(na & nb, quiet_nan(a), r)
+    return np.asarray(r, a.dtype)
+
+
+def maximum_isa(a: Any, b: Any, greater: bool = True) -> np.ndarray:
+    """V_MAXIMUM_F32 / V_MINIMUM_F32 (gfx12 pseudocode): a NaN operand wins (a signalling
+    one quieted, S0 before S1); +0 > -0."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    r = _minmax(a, b, False, greater)
+    na, nb = np.isnan(a), np.isnan(b)
+    r = np.where(nb, b, r)  # isQuietNAN(S1) -> S1
+    r = np.where(na, a, r)  # isQuietNAN(S0) -> S0
+    r = np.where(_is_snan(b), quiet_nan(b), r)
+    r = np.where(_is_snan(a), quiet_nan(a), r)
+    return np.asarray(r, a.dtype)
+
+
+def round_odd_f32(x: Any) -> np.ndarray:
+    """f64 -> f32 rounding to odd: an inexact result gets an odd last bit.  Followed by a
+    nearest-even rounding to a format of at most 22 significant bits (f16, bf16) it equals
+    one rounding of x (Boldo & Melquiond 2008)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        f = x.astype(np.float32)
+        inexact = (f.astype(np.float64) != x) & np.isfinite(x) & np.isfinite(f)
+    if not inexact.any():
+        return np.asarray(f)
+    bits = f.view(np.uint32).astype(np.int64)
+    step = np.where(np.abs(x) > np.abs(f.astype(np.float64)), 1, -1)
+    bits = np.where(inexact & ((bits & 1) == 0), bits + step, bits)
+    return np.asarray(bits.astype(np.uint32).view(np.float32))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hqval.emu.fparith import _round_odd_f64, fma_f16
+from hqval.emu.fparith import _round_odd_f64, f32_to_f16, fma_f16, max_isa, min_isa
 from hqval.emu.operands import NULL, Ctx, Operand, Sel, WaveState, vwrite
 
 Fn = Callable[[WaveState, Sel], Any]
@@ -88,12 +88,86 @@ def dot2_f32_f16(a: Any, b: Any, c: Any) -> Any:
         return (tmp + (a1 * b1).astype(F32)).astype(F32)
 
 
+def round_bf16(x: Any) -> Any:
+    """f64 (or f32) -> bf16 bits (uint32 in the low 16), nearest even, one rounding
+    (through round-to-odd f32), a NaN quieted."""
+    from hqval.emu.fparith import round_odd_f32
+
+    x = np.asarray(x, F64)
+    bits = round_odd_f32(x).view(np.uint32).astype(np.int64)
+    rne = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return np.where(np.isnan(x), ((bits >> 16) | 0x40) & 0xFFFF, rne & 0xFFFF).astype(
+        np.uint32)
+
+
+def bf16_value(bits: Any) -> Any:
+    return (np.asarray(bits, np.uint32) << np.uint32(16)).view(F32).astype(F64)
+
+
+def dot2_f16_f16(a: Any, b: Any, c: Any) -> Any:
+    """V_DOT2_F16_F16: ``tmp = S2.f16; tmp += S0[15:0] * S1[15:0]; tmp += S0[31:16] *
+    S1[31:16]``, each ``+=`` one rounding to f16 of the exact product plus tmp (the
+    pseudocode does not say whether the product rounds first: docs/emu-semantics.md)."""
+    a0, a1 = (_half(a, k).astype(np.uint16).view(F16) for k in (0, 1))
+    b0, b1 = (_half(b, k).astype(np.uint16).view(F16) for k in (0, 1))
+    return fma_f16(a1, b1, fma_f16(a0, b0, np.asarray(c, F16)))
+
+
+def dot2_bf16_bf16(a: Any, b: Any, c: Any) -> Any:
+    """V_DOT2_BF16_BF16, the same order with bf16 roundings: returns bf16 bits.  Each
+    bf16 x bf16 product is exact in f64; fma_round keeps the sum's rounding single."""
+    a0, a1 = (bf16_value(_half(a, k)) for k in (0, 1))
+    b0, b1 = (bf16_value(_half(b, k)) for k in (0, 1))
+    t = round_bf16(fma_round(a0, b0, bf16_value(c), F64))
+    return round_bf16(fma_round(a1, b1, bf16_value(t), F64))
+
+
+def _fields(x: Any, bits: int, signed: bool) -> list[Any]:
+    x = np.asarray(x, np.int64) & 0xFFFFFFFF
+    m = (1 << bits) - 1
+    out = []
+    for i in range(32 // bits):
+        v = (x >> (bits * i)) & m
+        if signed:
+            v = (v ^ (1 << (bits - 1))) - (1 << (bits - 1))
+        out.append(v)
+    return out
+
+
+def int_dot(a: Any, b: Any, c: Any, bits: int, sa: bool, sb: bool, signed_out: bool,
+            clamp: bool) -> Any:
+    """V_DOT4_I32_IU8 / V_DOT8_I32_IU4 / V_DOT4_U32_U8 / V_DOT8_U32_U4 / V_DOT2_*_*16 (and
+    gfx10.3's V_DOT4_I32_I8 ...): ``tmp = S2; tmp += A[i] * B[i]`` over the packed fields,
+    exact in int64, then wrapped to 32 bits; ``clamp`` saturates the exact sum instead (LLVM's
+    clamp operand of llvm.amdgcn.sdot4 / udot4 / sudot4)."""
+    fa, fb = _fields(a, bits, sa), _fields(b, bits, sb)
+    acc = np.asarray(c, np.int64)
+    acc = ((acc & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000 if signed_out else acc & 0xFFFFFFFF
+    for x, y in zip(fa, fb, strict=True):
+        acc = acc + x * y
+    if clamp:
+        lo, hi = (-(2**31), 2**31 - 1) if signed_out else (0, 2**32 - 1)
+        acc = np.clip(acc, lo, hi)
+    return (acc & 0xFFFFFFFF).astype(np.uint32)
+
+
+# integer dots: name -> (field bits, A signed, B signed, signed result); None: from neg_lo
+_INT_DOT: dict[str, tuple[int, bool | None, bool | None, bool]] = {
+    "v_dot4_i32_iu8": (8, None, None, True), "v_dot8_i32_iu4": (4, None, None, True),
+    "v_dot4_u32_u8": (8, False, False, False), "v_dot8_u32_u4": (4, False, False, False),
+    "v_dot2_u32_u16": (16, False, False, False), "v_dot2_i32_i16": (16, True, True, True),
+    "v_dot4_i32_i8": (8, True, True, True), "v_dot8_i32_i4": (4, True, True, True),
+}
+
+
 _PK_F16: dict[str, Callable[..., Any]] = {
     "v_pk_add_f16": lambda a, b: a + b,
     "v_pk_mul_f16": lambda a, b: a * b,
     "v_pk_fma_f16": fma_f16,
-    "v_pk_max_f16": np.fmax,
-    "v_pk_min_f16": np.fmin,
+    "v_pk_max_f16": lambda a, b: max_isa(a, b, True),
+    "v_pk_min_f16": lambda a, b: min_isa(a, b, True),
+    "v_pk_max_num_f16": lambda a, b: max_isa(a, b, False),
+    "v_pk_min_num_f16": lambda a, b: min_isa(a, b, False),
 }
 _PK_INT: dict[str, Callable[..., Any]] = {
     "v_pk_add_u16": lambda a, b: a + b,
@@ -142,7 +216,8 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
 
         def mix(st: WaveState, w: Sel) -> None:
             # ISA pseudocode: f32 fma, then (mixlo/mixhi) f32_to_f16
-            r = fma_round(val(0, st, w), val(1, st, w), val(2, st, w), F32).astype(out)
+            r = fma_round(val(0, st, w), val(1, st, w), val(2, st, w), F32)
+            r = f32_to_f16(r) if out == F16 else r
             if clamp:
                 r = np.clip(r, 0, 1).astype(out)
             if out == F32:
@@ -156,6 +231,41 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
                 new = (old & np.uint32(0xFFFF0000)) | bits
             vwrite(st, w, d, new)
         return mix
+
+    if name in _INT_DOT:
+        bits, sa, sb, signed_out = _INT_DOT[name]
+        a_signed = bool(neg_lo[0]) if sa is None else sa
+        b_signed = bool(neg_lo[1]) if sb is None else sb
+
+        def idot(st: WaveState, w: Sel) -> None:
+            r = int_dot(raws[0](st, w), raws[1](st, w), raws[2](st, w), bits, a_signed,
+                        b_signed, signed_out, clamp)
+            vwrite(st, w, d, r)
+        return idot
+
+    if name in ("v_dot2_f16_f16", "v_dot2_bf16_bf16"):
+        # VOP3 with 16-bit S2 and D: op_sel[2] picks S2's half, op_sel[3] D's half (the
+        # other half of D is kept)
+        opsel4 = _flags(mods, "op_sel", 0, 4)
+        bf = name == "v_dot2_bf16_bf16"
+        if any(neg_lo) or any(neg_hi) or ops[1].neg or ops[1].abs or ops[2].neg:
+            return None
+
+        def dot16(st: WaveState, w: Sel) -> None:
+            a = np.asarray(raws[0](st, w), np.uint32)
+            b = np.asarray(raws[1](st, w), np.uint32)
+            c = _half(raws[2](st, w), opsel4[2])
+            with np.errstate(all="ignore"):
+                if bf:
+                    r = dot2_bf16_bf16(a, b, c)
+                else:
+                    r = dot2_f16_f16(a, b, c.astype(np.uint16).view(F16)).view(np.uint16)
+            bits16 = np.asarray(r, np.uint32) & np.uint32(0xFFFF)
+            old = st.V[d][w]
+            new = ((old & np.uint32(0xFFFF)) | (bits16 << np.uint32(16)) if opsel4[3]
+                   else (old & np.uint32(0xFFFF0000)) | bits16)
+            vwrite(st, w, d, new)
+        return dot16
 
     if name in ("v_dot2_f32_f16", "v_dot2_f32_bf16"):
         dot2 = dot2_f32_bf16 if name.endswith("bf16") else dot2_f32_f16

@@ -48,6 +48,7 @@ ALIASES = {
     "s_flbit_i32_b32": "s_clz_i32_u32", "s_flbit_i32": "s_cls_i32",
     "s_add_co_u32": "s_add_u32", "s_add_co_ci_u32": "s_addc_u32", "s_sub_co_u32": "s_sub_u32",
     "s_sub_co_ci_u32": "s_subb_u32", "s_add_co_i32": "s_add_i32", "s_sub_co_i32": "s_sub_i32",
+    "s_addk_co_i32": "s_addk_i32",
 }
 
 
@@ -417,7 +418,15 @@ _SALU_FLOAT = {"s_add_f32", "s_sub_f32", "s_mul_f32", "s_max_f32", "s_min_f32", 
 
 
 def _salu_float(name: str, ops: list[Any]) -> Fn:
-    from hqval.emu.fparith import cvt_f32_to_i32, cvt_f32_to_u32, fma_f32
+    from hqval.emu.fparith import (
+        cvt_f32_to_i32,
+        cvt_f32_to_u32,
+        f16_to_f32,
+        f32_to_f16,
+        fma_f32,
+        max_isa,
+        min_isa,
+    )
 
     d = swriter(ops[0])
     srcs = [sreader(o, 32, True) for o in ops[1:]]
@@ -428,8 +437,11 @@ def _salu_float(name: str, ops: list[Any]) -> Fn:
     def out(st: WaveState, w: Sel, r: Any) -> None:
         d(st, w, np.asarray(r, np.float32).view(np.uint32))
 
-    binary = {"s_add_f32": np.add, "s_sub_f32": np.subtract, "s_mul_f32": np.multiply,
-              "s_max_f32": np.fmax, "s_min_f32": np.fmin}
+    # SALU floats exist on gfx1150+ and gfx12, whose max/min are the NUM kind
+    binary: dict[str, Callable[[Any, Any], Any]] = {
+        "s_add_f32": np.add, "s_sub_f32": np.subtract, "s_mul_f32": np.multiply,
+        "s_max_f32": lambda a, b: max_isa(a, b, False),
+        "s_min_f32": lambda a, b: min_isa(a, b, False)}
     if name in binary:
         op = binary[name]
         return lambda st, w: out(st, w, op(f(st, w, 0), f(st, w, 1)))
@@ -455,12 +467,12 @@ def _salu_float(name: str, ops: list[Any]) -> Fn:
         return lambda st, w: d(st, w, cvt_f32_to_u32(_f32(src_bits(st, w))))
     if name in ("s_cvt_f32_f16", "s_cvt_hi_f32_f16"):
         shift = 16 if "hi" in name else 0
-        return lambda st, w: out(st, w, ((src_bits(st, w) >> shift) & 0xFFFF).astype(np.uint16)
-                                 .view(np.float16).astype(np.float32))
+        return lambda st, w: out(st, w, f16_to_f32(
+            ((src_bits(st, w) >> shift) & 0xFFFF).astype(np.uint16).view(np.float16)))
     # s_cvt_f16_f32
     dr = sreader(ops[0])
     return lambda st, w: d(st, w, (np.asarray(dr(st, w), np.uint32) & 0xFFFF0000)
-                           | _f32(src_bits(st, w)).astype(np.float16).view(np.uint16))
+                           | f32_to_f16(_f32(src_bits(st, w))).view(np.uint16))
 
 
 def _n(st: WaveState, w: Sel) -> int:

@@ -16,10 +16,16 @@ from hqval.emu.errors import EmuError
 from hqval.emu.fparith import (
     cvt_f32_to_i32,
     cvt_f32_to_u32,
+    f16_to_f32,
+    f32_to_f16,
     flush_denormals,
     fma_f16,
     fma_f32,
     fma_f64,
+    max_isa,
+    maximum_isa,
+    min_isa,
+    quiet_nan,
 )
 from hqval.emu.operands import (
     EXEC,
@@ -42,11 +48,6 @@ ALIASES = {
     "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32",
     "v_add_i32": "v_add_nc_i32", "v_sub_i32": "v_sub_nc_i32",
     "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32", "v_mul_lo_i32": "v_mul_lo_u32",
-    "v_max_num_f32": "v_max_f32", "v_min_num_f32": "v_min_f32",
-    "v_max_num_f16": "v_max_f16", "v_min_num_f16": "v_min_f16",
-    "v_max_num_f64": "v_max_f64", "v_min_num_f64": "v_min_f64",
-    "v_max3_num_f32": "v_max3_f32", "v_min3_num_f32": "v_min3_f32",
-    "v_med3_num_f32": "v_med3_f32",
     "v_mad_co_u64_u32": "v_mad_u64_u32", "v_mad_co_i64_i32": "v_mad_i64_i32",
 }
 
@@ -67,7 +68,15 @@ class Op:
 
 
 def _cvt_f16(x: Any) -> Any:
-    return np.asarray(x, F32).astype(F16)
+    return f32_to_f16(x)
+
+
+def _rcp_f32(a: Any) -> Any:
+    """V_RCP_F32 without denormals in or out: LLVM relies on it (SIISelLowering.cpp,
+    lowerFDIV_FAST: "rcp does not support denormals", so |x| > 2^96 is scaled by 2^-32
+    first).  rcp(FLT_MAX) = +0, rcp(denormal) = inf, with the operand's sign."""
+    a = flush_denormals(np.asarray(a, F32))
+    return flush_denormals(F32(1) / a)
 
 
 def _ldexp(a: Any, b: Any) -> Any:
@@ -120,6 +129,36 @@ def _med3(a: Any, b: Any, c: Any) -> Any:
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
+def _med3_float(ieee: bool) -> Callable[[Any, Any, Any], Any]:
+    """V_MED3_F32/F16 (``ieee``) and V_MED3_NUM_F32/F16 (RDNA3/RDNA4 pseudocode): any NaN
+    operand takes the v_min3 path, so med3(qNaN, 1, 2) = 1; otherwise the v_max of the two
+    operands that are not the v_max3."""
+    def med3(a: Any, b: Any, c: Any) -> Any:
+        a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c))
+        mx = max_isa(max_isa(a, b, ieee), c, ieee)
+        r = np.where(mx == a, max_isa(b, c, ieee),
+                     np.where(mx == b, max_isa(a, c, ieee), max_isa(a, b, ieee)))
+        nan = np.isnan(a) | np.isnan(b) | np.isnan(c)
+        return np.where(nan, min_isa(min_isa(a, b, ieee), c, ieee), r).astype(a.dtype)
+    return med3
+
+
+def _max(ieee: bool) -> Callable[[Any, Any], Any]:
+    return lambda a, b: max_isa(a, b, ieee)
+
+
+def _min(ieee: bool) -> Callable[[Any, Any], Any]:
+    return lambda a, b: min_isa(a, b, ieee)
+
+
+def _max3(ieee: bool) -> Callable[[Any, Any, Any], Any]:
+    return lambda a, b, c: max_isa(max_isa(a, b, ieee), c, ieee)
+
+
+def _min3(ieee: bool) -> Callable[[Any, Any, Any], Any]:
+    return lambda a, b, c: min_isa(min_isa(a, b, ieee), c, ieee)
+
+
 def _exponent(x: Any) -> Any:
     """Biased exponent field of an f32 (ISA ``exponent()``)."""
     return (np.asarray(x, F32).view(np.uint32) >> np.uint32(23)).astype(np.int64) & 0xFF
@@ -137,7 +176,8 @@ def _div_fixup(a: Any, b: Any, c: Any) -> Any:
     def quiet(v: Any) -> Any:
         return (v.view(np.uint32) | np.uint32(0x400000)).view(F32)
     qnan = np.array(0xFFC00000, np.uint32).view(F32)
-    mag = np.where(np.isnan(a), inf, np.where(sign, -np.abs(a), np.abs(a)))
+    # last branch: D0.f32 = sign_out ? -abs(S0.f32) : abs(S0.f32); a NaN S0 stays NaN
+    mag = np.where(sign, -np.abs(a), np.abs(a))
     conds = [np.isnan(c), np.isnan(b), (b == 0) & (c == 0), np.isinf(b) & np.isinf(c),
              (b == 0) | np.isinf(c), np.isinf(b) | (c == 0),
              _exponent(c) - _exponent(b) < -150]
@@ -211,6 +251,28 @@ OPS: dict[str, Op] = {
     "v_min_i32": Op("b32", ("i32", "i32"), np.minimum),
     "v_max_i32": Op("b32", ("i32", "i32"), np.maximum),
     "v_med3_i32": Op("b32", ("i32", "i32", "i32"), _med3),
+    "v_maxmin_i32": Op("b32", ("i32", "i32", "i32"),
+                       lambda a, b, c: np.minimum(np.maximum(a, b), c)),
+    "v_minmax_i32": Op("b32", ("i32", "i32", "i32"),
+                       lambda a, b, c: np.maximum(np.minimum(a, b), c)),
+    "v_maxmin_u32": Op("b32", ("b32", "b32", "b32"),
+                       lambda a, b, c: np.minimum(np.maximum(a, b), c)),
+    "v_minmax_u32": Op("b32", ("b32", "b32", "b32"),
+                       lambda a, b, c: np.maximum(np.minimum(a, b), c)),
+    "v_med3_i16": Op("b16", ("i16", "i16", "i16"), _med3),
+    "v_med3_u16": Op("b16", ("u16", "u16", "u16"), _med3),
+    "v_max3_i16": Op("b16", ("i16", "i16", "i16"), lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_i16": Op("b16", ("i16", "i16", "i16"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_max3_u16": Op("b16", ("u16", "u16", "u16"), lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_u16": Op("b16", ("u16", "u16", "u16"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_mad_i16": Op("b16", ("i16", "i16", "i16"), lambda a, b, c: a * b + c),
+    "v_mad_i32_i16": Op("b32", ("i16", "i16", "i32"), lambda a, b, c: a * b + c),
+    "v_mul_hi_i32_i24": Op("b32", ("b32", "b32"), lambda a, b: (_s24(a) * _s24(b)) >> 32),
+    "v_cvt_i32_i16": Op("b32", ("i16",), lambda a: a),
+    "v_cvt_u32_u16": Op("b32", ("u16",), lambda a: a),
+    "v_mov_b16": Op("b16", ("u16",), lambda a: a),
+    "v_not_b16": Op("b16", ("u16",), lambda a: ~a & 0xFFFF),
+    "v_cls_i32": Op("b32", ("b32",), lambda a: _cls(a)),
     "v_med3_u32": Op("b32", ("b32", "b32", "b32"), _med3),
     "v_max3_i32": Op("b32", ("i32", "i32", "i32"), lambda a, b, c: np.maximum(np.maximum(a, b), c)),
     "v_min3_i32": Op("b32", ("i32", "i32", "i32"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
@@ -232,15 +294,44 @@ OPS: dict[str, Op] = {
     "v_fmac_f32": Op("f32", ("f32", "f32", "dst_f32"), fma_f32),
     "v_fmamk_f32": Op("f32", ("f32", "f32", "f32"), lambda a, k, b: fma_f32(a, k, b)),
     "v_fmaak_f32": Op("f32", ("f32", "f32", "f32"), fma_f32),
-    "v_max_f32": Op("f32", ("f32", "f32"), np.fmax),
-    "v_min_f32": Op("f32", ("f32", "f32"), np.fmin),
-    "v_maximum_f32": Op("f32", ("f32", "f32"), np.maximum),
-    "v_minimum_f32": Op("f32", ("f32", "f32"), np.minimum),
-    "v_max3_f32": Op("f32", ("f32", "f32", "f32"), lambda a, b, c: np.fmax(np.fmax(a, b), c)),
-    "v_min3_f32": Op("f32", ("f32", "f32", "f32"), lambda a, b, c: np.fmin(np.fmin(a, b), c)),
-    "v_med3_f32": Op("f32", ("f32", "f32", "f32"), _med3),
-    "v_rcp_f32": Op("f32", ("f32",), lambda a: F32(1) / a),
-    "v_rcp_iflag_f32": Op("f32", ("f32",), lambda a: F32(1) / a),
+    "v_max_f32": Op("f32", ("f32", "f32"), _max(True)),
+    "v_min_f32": Op("f32", ("f32", "f32"), _min(True)),
+    "v_max_num_f32": Op("f32", ("f32", "f32"), _max(False)),
+    "v_min_num_f32": Op("f32", ("f32", "f32"), _min(False)),
+    "v_maximum_f32": Op("f32", ("f32", "f32"), maximum_isa),
+    "v_minimum_f32": Op("f32", ("f32", "f32"), lambda a, b: maximum_isa(a, b, False)),
+    "v_max3_f32": Op("f32", ("f32", "f32", "f32"), _max3(True)),
+    "v_min3_f32": Op("f32", ("f32", "f32", "f32"), _min3(True)),
+    "v_med3_f32": Op("f32", ("f32", "f32", "f32"), _med3_float(True)),
+    "v_max3_num_f32": Op("f32", ("f32", "f32", "f32"), _max3(False)),
+    "v_min3_num_f32": Op("f32", ("f32", "f32", "f32"), _min3(False)),
+    "v_med3_num_f32": Op("f32", ("f32", "f32", "f32"), _med3_float(False)),
+    "v_max3_f16": Op("f16", ("f16", "f16", "f16"), _max3(True)),
+    "v_min3_f16": Op("f16", ("f16", "f16", "f16"), _min3(True)),
+    "v_med3_f16": Op("f16", ("f16", "f16", "f16"), _med3_float(True)),
+    "v_max3_num_f16": Op("f16", ("f16", "f16", "f16"), _max3(False)),
+    "v_min3_num_f16": Op("f16", ("f16", "f16", "f16"), _min3(False)),
+    "v_med3_num_f16": Op("f16", ("f16", "f16", "f16"), _med3_float(False)),
+    # V_MAXMIN_F32: "D0.f32 = v_min_f32(v_max_f32(S0.f32, S1.f32), S2.f32)"; MINMAX the
+    # other way round (gfx11; gfx12's _num_ forms use the NUM max/min)
+    "v_maxmin_f32": Op("f32", ("f32", "f32", "f32"),
+                       lambda a, b, c: min_isa(max_isa(a, b), c)),
+    "v_minmax_f32": Op("f32", ("f32", "f32", "f32"),
+                       lambda a, b, c: max_isa(min_isa(a, b), c)),
+    "v_maxmin_num_f32": Op("f32", ("f32", "f32", "f32"),
+                           lambda a, b, c: min_isa(max_isa(a, b, False), c, False)),
+    "v_minmax_num_f32": Op("f32", ("f32", "f32", "f32"),
+                           lambda a, b, c: max_isa(min_isa(a, b, False), c, False)),
+    "v_maxmin_f16": Op("f16", ("f16", "f16", "f16"),
+                       lambda a, b, c: min_isa(max_isa(a, b), c)),
+    "v_minmax_f16": Op("f16", ("f16", "f16", "f16"),
+                       lambda a, b, c: max_isa(min_isa(a, b), c)),
+    "v_maxmin_num_f16": Op("f16", ("f16", "f16", "f16"),
+                           lambda a, b, c: min_isa(max_isa(a, b, False), c, False)),
+    "v_minmax_num_f16": Op("f16", ("f16", "f16", "f16"),
+                           lambda a, b, c: max_isa(min_isa(a, b, False), c, False)),
+    "v_rcp_f32": Op("f32", ("f32",), _rcp_f32),
+    "v_rcp_iflag_f32": Op("f32", ("f32",), _rcp_f32),
     "v_rsq_f32": Op("f32", ("f32",), lambda a: (1.0 / np.sqrt(a.astype(F64))).astype(F32)),
     "v_sqrt_f32": Op("f32", ("f32",), np.sqrt),
     "v_exp_f32": Op("f32", ("f32",), lambda a: np.exp2(a.astype(F64)).astype(F32)),
@@ -267,7 +358,7 @@ OPS: dict[str, Op] = {
     "v_cvt_f32_ubyte1": Op("f32", ("b32",), lambda a: ((a >> 8) & 0xFF).astype(F32)),
     "v_cvt_f32_ubyte2": Op("f32", ("b32",), lambda a: ((a >> 16) & 0xFF).astype(F32)),
     "v_cvt_f32_ubyte3": Op("f32", ("b32",), lambda a: ((a >> 24) & 0xFF).astype(F32)),
-    "v_cvt_f32_f16": Op("f32", ("f16",), lambda a: a.astype(F32)),
+    "v_cvt_f32_f16": Op("f32", ("f16",), f16_to_f32),
     "v_cvt_f16_f32": Op("f16z", ("f32",), _cvt_f16),
     "v_cvt_f64_f32": Op("f64", ("f32",), lambda a: a.astype(F64)),
     "v_cvt_f32_f64": Op("f32", ("f64",), lambda a: a.astype(F32)),
@@ -284,8 +375,10 @@ OPS: dict[str, Op] = {
     "v_mul_f16": Op("f16", ("f16", "f16"), lambda a, b: a * b),
     "v_fma_f16": Op("f16", ("f16", "f16", "f16"), fma_f16),
     "v_fmac_f16": Op("f16", ("f16", "f16", "dst_f16"), fma_f16),
-    "v_max_f16": Op("f16", ("f16", "f16"), np.fmax),
-    "v_min_f16": Op("f16", ("f16", "f16"), np.fmin),
+    "v_max_f16": Op("f16", ("f16", "f16"), _max(True)),
+    "v_min_f16": Op("f16", ("f16", "f16"), _min(True)),
+    "v_max_num_f16": Op("f16", ("f16", "f16"), _max(False)),
+    "v_min_num_f16": Op("f16", ("f16", "f16"), _min(False)),
     "v_ldexp_f16": Op("f16", ("f16", "i32"), _ldexp),
     "v_rcp_f16": Op("f16z", ("f16",), lambda a: (1.0 / a.astype(F32)).astype(F16)),
     "v_sqrt_f16": Op("f16z", ("f16",), lambda a: np.sqrt(a.astype(F32)).astype(F16)),
@@ -309,7 +402,7 @@ OPS: dict[str, Op] = {
         a.astype(F32)), nan=0), 0, 65535).astype(np.int64)),
     "v_cvt_i16_f16": Op("b16", ("f16",), lambda a: np.clip(np.nan_to_num(np.trunc(
         a.astype(F32)), nan=0), -32768, 32767).astype(np.int64)),
-    "v_cvt_f32_f16_hi": Op("f32", ("f16",), lambda a: a.astype(F32)),
+    "v_cvt_f32_f16_hi": Op("f32", ("f16",), f16_to_f32),
     "v_div_fixup_f16": Op("f16", ("f16", "f16", "f16"), lambda a, b, c: _div_fixup_f16(a, b, c)),
     "v_floor_f16": Op("f16z", ("f16",), np.floor),
     "v_ceil_f16": Op("f16z", ("f16",), np.ceil),
@@ -344,12 +437,21 @@ OPS: dict[str, Op] = {
     # dot2 accumulating into the destination (gfx10.3 v_dot2c, gfx11+ v_dot2acc, VOPD)
     "v_dot2c_f32_f16": Op("f32", ("b32", "b32", "dst_f32"), lambda a, b, c: _dot2(a, b, c)),
     "v_dot2acc_f32_f16": Op("f32", ("b32", "b32", "dst_f32"), lambda a, b, c: _dot2(a, b, c)),
+    # gfx10.3 integer dots accumulating into the destination (VOP2)
+    "v_dot4c_i32_i8": Op("b32", ("b32", "b32", "dst_b32"),
+                         lambda a, b, c: _int_dot(a, b, c, 8)),
+    "v_dot2c_i32_i16": Op("b32", ("b32", "b32", "dst_b32"),
+                          lambda a, b, c: _int_dot(a, b, c, 16)),
+    "v_dot8c_i32_i4": Op("b32", ("b32", "b32", "dst_b32"),
+                         lambda a, b, c: _int_dot(a, b, c, 4)),
     # f64
     "v_add_f64": Op("f64", ("f64", "f64"), lambda a, b: a + b),
     "v_mul_f64": Op("f64", ("f64", "f64"), lambda a, b: a * b),
     "v_fma_f64": Op("f64", ("f64", "f64", "f64"), fma_f64),
-    "v_max_f64": Op("f64", ("f64", "f64"), np.fmax),
-    "v_min_f64": Op("f64", ("f64", "f64"), np.fmin),
+    "v_max_f64": Op("f64", ("f64", "f64"), _max(True)),
+    "v_min_f64": Op("f64", ("f64", "f64"), _min(True)),
+    "v_max_num_f64": Op("f64", ("f64", "f64"), _max(False)),
+    "v_min_num_f64": Op("f64", ("f64", "f64"), _min(False)),
     "v_rcp_f64": Op("f64", ("f64",), lambda a: 1.0 / a),
     # 64-bit integer
     "v_lshlrev_b64": Op("b64", ("b32", "b64"), lambda a, b: b << (np.uint64(a) & np.uint64(63))),
@@ -380,12 +482,12 @@ def _div_fixup_f64(a: Any, b: Any, c: Any) -> Any:
     inf = np.where(sign, -np.inf, np.inf)
     zero = np.where(sign, -0.0, 0.0)
     qnan = np.array(0xFFF8000000000000, np.uint64).view(F64)
-    mag = np.where(np.isnan(a), inf, np.where(sign, -np.abs(a), np.abs(a)))
+    mag = np.where(sign, -np.abs(a), np.abs(a))
     conds = [np.isnan(c), np.isnan(b), (b == 0) & (c == 0), np.isinf(b) & np.isinf(c),
              (b == 0) | np.isinf(c), np.isinf(b) | (c == 0),
              _exponent64(c) - _exponent64(b) < -1075]
-    choices = [c, b, np.broadcast_to(qnan, shape), np.broadcast_to(qnan, shape), inf, zero,
-               zero]
+    choices = [quiet_nan(c), quiet_nan(b), np.broadcast_to(qnan, shape),
+               np.broadcast_to(qnan, shape), inf, zero, zero]
     return np.select(conds, choices, mag).astype(F64)
 
 
@@ -407,7 +509,8 @@ def _div_fixup_f16(a: Any, b: Any, c: Any) -> Any:
     mag = np.where(sign, -np.abs(a), np.abs(a))
     conds = [np.isnan(c), np.isnan(b), (b == 0) & (c == 0), np.isinf(b) & np.isinf(c),
              (b == 0) | np.isinf(c), np.isinf(b) | (c == 0)]
-    choices = [c, b, np.broadcast_to(qnan, shape), np.broadcast_to(qnan, shape), inf, zero]
+    choices = [quiet_nan(c), quiet_nan(b), np.broadcast_to(qnan, shape),
+               np.broadcast_to(qnan, shape), inf, zero]
     return np.select(conds, choices, mag).astype(F16)
 
 
@@ -416,6 +519,12 @@ def _dot2(a: Any, b: Any, c: Any) -> Any:
 
     return dot2_f32_f16(np.asarray(a, np.int64).astype(np.uint32),
                         np.asarray(b, np.int64).astype(np.uint32), c)
+
+
+def _int_dot(a: Any, b: Any, c: Any, bits: int) -> Any:
+    from hqval.emu.packed import int_dot
+
+    return int_dot(a, b, c, bits, True, True, True, False).astype(np.int64)
 
 
 def _h16(a: Any) -> Any:
@@ -427,7 +536,7 @@ def _pk_rtz(a: Any, b: Any) -> Any:
 
 
 def _rtz_f16(a: Any) -> Any:
-    r = np.asarray(a, F32).astype(F16)
+    r = f32_to_f16(a)
     over = np.abs(r.astype(F32)) > np.abs(a)
     toward0 = np.nextafter(r, F16(0))
     return np.where(over & np.isfinite(a), toward0, r)
@@ -451,15 +560,23 @@ def _s24(a: Any) -> Any:
 
 
 def _popcnt(a: Any) -> Any:
-    a = np.asarray(a, np.int64).astype("<u4")
+    a = np.atleast_1d(np.asarray(a, np.int64)).astype("<u4")
     return np.unpackbits(a.view(np.uint8).reshape(*a.shape, 4), axis=-1).sum(-1).astype(np.int64)
 
 
 def _bits_rev(a: Any) -> Any:
-    a = np.asarray(a, np.int64).astype("<u4")
+    # an inline-constant operand is 0-d: the byte view needs at least one axis
+    a = np.atleast_1d(np.asarray(a, np.int64)).astype("<u4")
     b = np.unpackbits(a.view(np.uint8).reshape(*a.shape, 4), axis=-1, bitorder="little")
     return np.packbits(b[..., ::-1], axis=-1, bitorder="little").view("<u4")[..., 0] \
         .astype(np.int64)
+
+
+def _cls(a: Any) -> Any:
+    """V_CLS_I32: "for i in 1 : 31 do if S0.i32[31 - i] != S0.i32[31] then D0.i32 = i":
+    the count of leading bits equal to the sign bit; -1 when all 32 are equal."""
+    a = np.asarray(a, np.int64) & M32
+    return _ffbh(np.where(a >> 31, ~a & M32, a))  # sign bits of a = leading zeros of x
 
 
 def _ffbh(a: Any) -> Any:
@@ -524,7 +641,7 @@ def _typed(raw: Fn, t: str, op: Operand, opsel_hi: bool = False) -> Fn:
                                ^ 0x8000) - 0x8000)
     elif t == "i32":
         return lambda st, w: _s32(raw(st, w))
-    elif t == "b32":
+    elif t in ("b32", "dst_b32"):
         if ab or neg:
             # VOP3 abs/neg on a 32-bit move-like source (v_cndmask_b32 |v1|) act on the
             # sign bit, as for f32
@@ -785,7 +902,7 @@ def _translate_valu(name: str, ins: Instruction, cx: Ctx, nl: int) -> Fn | None:
     special = _special(name, ops, mods, cx, nl)
     if special is not None:
         return special
-    if name.startswith("v_pk_") or name.startswith(("v_fma_mix", "v_dot2_")):
+    if name.startswith(("v_pk_", "v_fma_mix", "v_dot2_", "v_dot4_", "v_dot8_")):
         from hqval.emu.packed import translate_packed
         return translate_packed(name, ops, mods, cx)
     spec = OPS.get(name)
@@ -835,6 +952,57 @@ def _class_test(x: Any, mask: Any) -> Any:
     for k, c in enumerate(classes):
         out |= c & (((m >> k) & 1) != 0)
     return out
+
+
+# gfx12's transcendental ops with an SGPR source and destination (VOP3 "SALU in VALU"):
+# the same arithmetic as their VGPR forms; the f16 forms zero D[31:16] (pseudocode)
+_SALU_TRANS: dict[str, tuple[str, str]] = {
+    "v_s_rcp_f32": ("f32", "v_rcp_f32"), "v_s_rsq_f32": ("f32", "v_rsq_f32"),
+    "v_s_sqrt_f32": ("f32", "v_sqrt_f32"), "v_s_exp_f32": ("f32", "v_exp_f32"),
+    "v_s_log_f32": ("f32", "v_log_f32"), "v_s_rcp_f16": ("f16", "v_rcp_f16"),
+    "v_s_rsq_f16": ("f16", "v_rsq_f16"), "v_s_sqrt_f16": ("f16", "v_sqrt_f16"),
+    "v_s_exp_f16": ("f16", "v_exp_f16"), "v_s_log_f16": ("f16", "v_log_f16"),
+}
+
+
+def _salu_in_valu(name: str, ops: list[Operand], mods: dict[str, str]) -> Fn:
+    from hqval.emu.operands import sreader
+
+    typ, vector_op = _SALU_TRANS[name]
+    fn = OPS[vector_op].fn
+    d, src = ops[0], ops[1]
+    if d.kind != "s":
+        raise EmuError(f"{name}: SGPR destination expected, got {d}")
+    raw = sreader(src, 32, True)
+    neg, ab = src.neg, src.abs
+    dt, ut = (F32, np.uint32) if typ == "f32" else (F16, np.uint16)
+    clamp = "clamp" in mods
+    scale = {"mul:2": 2.0, "mul:4": 4.0, "div:2": 0.5}
+    omod = next((v for k, v in scale.items() if mods.get(k.split(":")[0]) == k.split(":")[1]),
+                1.0)
+
+    def run(st: WaveState, w: Sel) -> None:
+        n = _n(st, w)
+        bits = np.broadcast_to(np.asarray(raw(st, w), np.uint32), (n,))
+        x = bits.view(F32) if typ == "f32" else (bits & np.uint32(0xFFFF)).astype(
+            np.uint16).view(F16)
+        if ab:
+            x = np.abs(x)
+        if neg:
+            x = -x
+        keep = st.denorm32 if typ == "f32" else st.denorm16_64
+        with np.errstate(all="ignore"):
+            if not keep:
+                x = flush_denormals(x)
+            r = np.asarray(fn(x), dt)
+            if not keep:
+                r = flush_denormals(r)
+            if omod != 1.0:
+                r = np.asarray(np.multiply(r, omod), dt)
+            if clamp:
+                r = np.clip(r, 0, 1).astype(dt)
+        swrite(st, w, d.reg, r.view(ut).astype(np.uint32))
+    return run
 
 
 def _vopc(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx, dpp: bool,
@@ -892,6 +1060,14 @@ def _vopc(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx, dpp: boo
         if cmpx:
             st.write_mask(w, EXEC, res)
     return run
+
+
+def _permlane_flags(mods: dict[str, str]) -> tuple[bool, bool]:
+    """(fetch inactive, bound_ctrl) of v_permlane*16*: llvm-objdump prints them as
+    op_sel[0] and op_sel[1] (LLVM VOP3Instructions.td, VOP3_PERMLANE_Profile)."""
+    sel = [int(x) for x in mods.get("op_sel", "[0,0]").strip("[]").split(",")] + [0, 0]
+    return bool(sel[0]) or mods.get("fi", "0") == "1", \
+        bool(sel[1]) or mods.get("bound_ctrl", "0") == "1"
 
 
 def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
@@ -1045,8 +1221,7 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
         d, src = ops[0], _vsrc32(ops[1])
         s1, s2 = _vsrc32(ops[2]), _vsrc32(ops[3])
         cross = name == "v_permlanex16_b32"
-        fi = mods.get("fi", "0") == "1"
-        bound_ctrl = mods.get("bound_ctrl", "0") == "1"
+        fi, bound_ctrl = _permlane_flags(mods)
         lanes_i = np.arange(nl)
 
         def permlane(st: WaveState, w: Sel) -> None:
@@ -1068,6 +1243,30 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
             out = np.where(ok, val, 0 if bound_ctrl else st.V[d.reg][w])
             vwrite(st, w, d.reg, out.astype(np.uint32))
         return permlane
+    if name in ("v_permlane16_var_b32", "v_permlanex16_var_b32"):
+        # gfx12: lane i reads lane VGPR[i][SRC1][3:0] of its own row (or of the other row
+        # of its 32-lane half for permlanex16_var); inactive lanes keep D
+        d, src, sel = ops[0], _vsrc32(ops[1]), _vsrc32(ops[2])
+        cross = name == "v_permlanex16_var_b32"
+        fi, bound_ctrl = _permlane_flags(mods)
+        lanes_i = np.arange(nl)
+
+        def permlane_var(st: WaveState, w: Sel) -> None:
+            n = _n(st, w)
+            nib = (np.broadcast_to(np.asarray(sel(st, w), np.uint32), (n, nl))
+                   & np.uint32(0xF)).astype(np.int64)
+            row = lanes_i & ~15
+            if cross:
+                row = row ^ 16
+            srcl = row[None, :] + nib
+            x = np.broadcast_to(src(st, w), (n, nl))
+            rows = np.arange(n)[:, None]
+            ok = st.em[w][rows, srcl] | fi
+            out = np.where(ok, x[rows, srcl], 0 if bound_ctrl else st.V[d.reg][w])
+            vwrite(st, w, d.reg, out.astype(np.uint32))
+        return permlane_var
+    if name.startswith("v_s_") and name in _SALU_TRANS:
+        return _salu_in_valu(name, ops, mods)
     if name == "v_permlane64_b32":
         d, src = ops[0], _vsrc32(ops[1])
 

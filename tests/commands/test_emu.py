@@ -58,3 +58,37 @@ def test_trace_prints_the_first_instructions(capsys: pytest.CaptureFixture[str])
                  "-K", "256", "--trace", "5"]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "waves]" in ln]
     assert len(lines) == 5 and "[   4 waves]" in lines[0]
+
+
+@needs_clang
+def test_coverage_of_code_objects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    src = Path(__file__).parents[1] / "emu" / "kernels"
+    objs = []
+    for name, arch in (("probes", "gfx1201"), ("unsupported", "gfx1100")):
+        co = tmp_path / f"{name}.co"
+        subprocess.run(["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib",
+                        "-nogpuinc", "--cuda-device-only", "--no-gpu-bundle-output", "-O3",
+                        str(src / f"{name}.hip"), "-o", str(co)], check=True, timeout=300)
+        objs.append(str(co))
+    out_json = tmp_path / "cov.json"
+    assert main(["emu", "--coverage", objs[0], "--json", str(out_json)]) == 0
+    rows = json.loads(out_json.read_text())["coverage"]
+    assert rows and all(r["unsupported"] == [] and r["arch"] == "gfx1201" for r in rows)
+    # the trap kernel: listed, exit 1, before anything runs
+    assert main(["emu", "--coverage", *objs]) == 1
+    out = capsys.readouterr().out
+    assert "uses_trap gfx1100 unsupported: " in out and "s_trap" in out
+
+
+def test_coverage_of_a_file_that_is_no_code_object(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "k.hipfb"
+    bad.write_bytes(b"__CLANG_OFFLOAD_BUNDLE__")
+    assert main(["emu", "--coverage", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "k.hipfb" in err and "--no-gpu-bundle-output" in err
+    assert main(["emu", "--coverage", str(tmp_path / "missing.co")]) == 2
+    assert "no such code object" in capsys.readouterr().err
+    assert main(["emu", str(bad)]) == 2  # objects without --coverage
