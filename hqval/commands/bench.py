@@ -168,19 +168,15 @@ def run(args: argparse.Namespace) -> int:
 
 def policy_gates(path: str | None) -> Any:
     """(spec, mode) -> the timing gate of the spec's format and path in the policy."""
-    from hqval.admission import PATH_OF_KIND, PolicyError, load_policy
+    from hqval.admission import PolicyError, load_policy
     from hqval.cli import UsageError
+    from hqval.timing import bench
 
     try:
         policy = load_policy(path)
     except PolicyError as exc:
         raise UsageError(str(exc)) from None
-
-    def gates(spec: Any, mode: str) -> Any:
-        path_name = PATH_OF_KIND.get(spec.kind)
-        return policy.gate(spec.qt, path_name, mode) if path_name else None
-
-    return gates
+    return bench.policy_gates(policy)
 
 
 def _load_costs(path: str | None) -> Any:

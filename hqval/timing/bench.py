@@ -88,6 +88,18 @@ class BenchPlan:
         return self.timing_mutants
 
 
+def policy_gates(policy: Any) -> GateLookup:
+    """(spec, mode) -> the timing gate of the spec's format and path in ``policy`` (an
+    ``hqval.admission.Policy``): the one place bench cells find their gate."""
+    from hqval.admission import PATH_OF_KIND
+
+    def gates(spec: Any, mode: str) -> Gate | None:
+        path = PATH_OF_KIND.get(spec.kind)
+        return policy.gate(spec.qt, path, mode) if path else None
+
+    return gates
+
+
 def device_facts(backend: Backend, arch: str) -> DeviceFacts:
     """VRAM peak and LLC size from ``hqval.matrix`` (arches, or the devices section for
     non-RDNA timing devices).  Where the device itself reports a larger LLC than the
@@ -328,7 +340,9 @@ def _candidate_row(
         drained.extend(pair.queue_drained)
         return pair.runs_a, pair.runs_b
 
-    if plan.remeasure and untrusted is None:
+    # Mutants are timed at the configured runs: their cells feed compare and the
+    # detection rates, and re-measuring one that sits at ratio_max would not change that.
+    if plan.remeasure and untrusted is None and s.spec.mutant_of is None:
         runs_a, runs_b, v = measure_until_settled(measure, gate, cfg.runs, seed=plan.seed)
     else:
         runs_a, runs_b = measure(cfg.runs)

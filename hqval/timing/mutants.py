@@ -34,8 +34,12 @@ def timing_mutant(spec: Any, slow: int) -> Any:
         raise ValueError(f"{spec.name}: timing mutants are made of real GEMV kernels")
     if any(k == DEFINE for k, _ in spec.defines):
         raise ValueError(f"{spec.name}: already defines {DEFINE}")
+    defines = (*spec.defines, (DEFINE, str(slow)))
+    if not any(k == "HQ_GEMV_ONLY" for k, _ in spec.defines):
+        # only the mutated format's kernels in the translation unit (a third of the compile)
+        defines = (*defines, ("HQ_GEMV_ONLY", str(spec.qt)))
     return dataclasses.replace(
-        spec, name=mutant_name(spec.name, slow), defines=(*spec.defines, (DEFINE, str(slow))),
+        spec, name=mutant_name(spec.name, slow), defines=defines,
         mutant_of=spec.name,
         mutation=f"redundant second pass over {slow}/{SLOW_DENOMINATOR} of the groups "
                  "(same outputs, slower)",
