@@ -11,7 +11,7 @@
 
 // HQ_GEMV_ONLY restricts the translation unit to one format (a smaller code object);
 // by default all three are built.
-#if !defined(HQ_GEMV_ONLY) || HQ_GEMV_ONLY == 1
+#if !defined(HQ_GEMV_ONLY) || HQ_GEMV_ONLY == 6
 HQ_GEMV_FORMAT(gemv_hfq4g256, HdrHfq4v1)
 #endif
 #if !defined(HQ_GEMV_ONLY) || HQ_GEMV_ONLY == 44
