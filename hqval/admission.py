@@ -14,6 +14,7 @@ otherwise the kernel table recorded in the run envelope from the manifest.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +37,9 @@ PATH_OF_KIND = {"gemv": "decode", "gemv_qkv": "decode", "gemm": "prefill"}
 class AdmissionStatus(enum.StrEnum):
     MEASURED = "measured"
     EMULATED = "emulated"
+    # an expected cell of the path has no row (a killed step, a crashed worker, rows lost):
+    # never emulated or measured, and exit 2
+    INCOMPLETE = "incomplete"
     COMPILED = "compiled"
     FALLBACK = "fallback"
     UNSUPPORTED = "unsupported"
@@ -256,6 +260,16 @@ class KernelInfo:
     qt: int
     path: str
     mutant_of: str | None = None
+    kind: str = ""
+    # the manifest's requires (any | wmma_gfx11 | wmma_gfx12); None when the run did not
+    # record it (then a kernel is expected on an arch where it has rows that apply)
+    requires: str | None = None
+
+    def applies_to(self, arch: Arch) -> bool | None:
+        if self.requires is None:
+            return None
+        needed = {"any": None, "wmma_gfx11": "gfx11", "wmma_gfx12": "gfx12"}.get(self.requires)
+        return needed is None or arch.wmma == needed
 
 
 def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo]:
@@ -266,7 +280,9 @@ def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo
             kind = k.get("kind")
             qt = k.get("qt")
             if isinstance(qt, int) and kind in PATH_OF_KIND:
-                out[name] = KernelInfo(qt, PATH_OF_KIND[kind], k.get("mutant_of"))
+                req = k.get("requires")
+                out[name] = KernelInfo(qt, PATH_OF_KIND[kind], k.get("mutant_of"), str(kind),
+                                       str(req) if isinstance(req, str) else None)
     return out
 
 
@@ -318,13 +334,100 @@ def _unmet(need: Need, arch: Arch) -> str:
             f"{_listed(need.allowed, 'or')}: {need.why}")
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What a path needs on an arch, kernel by kernel: the path's kernels that apply
+    there, the expected cells without any row, and the gates the run skipped."""
+
+    kernels: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+def gate_skips(rows: Iterable[Row]) -> dict[str, list[str]]:
+    """arch -> the gates a run was told to skip there (``--no-mutants``): the steps'
+    own ``skipped`` rows that name the flag."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        flag = r.details.get("skipped_by")
+        if r.kind == "step" and r.status is Status.SKIPPED and isinstance(flag, str):
+            out.setdefault(r.arch, []).append(f"{r.check} gate skipped ({flag})")
+    return out
+
+
+def expected_evidence(
+    pp: PathPolicy, arch: Arch, kernels: Mapping[str, KernelInfo], rows: Sequence[Row],
+    qt_rows: Sequence[Row], skipped: Sequence[str] = (),
+) -> Evidence:
+    """Every expected cell of every kernel of the path on ``arch``: its compile row, its
+    audit rows (when the policy audits), a row of each required check (each fallback
+    check when the arch falls back) and a verdict for each of its mutants (unless the
+    run skipped the mutants gate).  A cell with a row of any status is present; the
+    status is judged by ``admit_cell``."""
+    fallback = any(arch.cap(n.cap) not in n.allowed for n in pp.needs)
+    present: dict[tuple[str, str], set[str]] = {}
+    for r in [*rows, *qt_rows]:
+        present.setdefault((r.kernel, r.kind), set()).add(r.check)
+    path_kernels = sorted(n for n, k in kernels.items()
+                          if k.qt == pp.qt and k.path == pp.path and k.mutant_of is None)
+    mine: list[str] = []
+    for name in path_kernels:
+        applies = kernels[name].applies_to(arch)
+        if applies is None:  # not recorded: expected where it has applicable rows
+            applies = any(r.kernel == name and r.status is not Status.UNSUPPORTED
+                          for r in rows)
+        if applies or fallback:
+            mine.append(name)
+    missing: list[str] = []
+    for name in mine:
+        applies = kernels[name].applies_to(arch) is not False
+        if applies and not fallback:
+            if "compile" not in present.get((name, "compile"), set()):
+                missing.append(f"compile of {name}")
+            if pp.audit and not present.get((name, "audit")):
+                missing.append(f"audit of {name}")
+        checks = pp.fallback_checks if fallback else pp.checks
+        missing += [f"{c} of {name}" for c in checks
+                    if c not in present.get((name, "check"), set())]
+        if pp.mutants and not fallback and not any("mutants gate" in s for s in skipped):
+            for m, k in kernels.items():
+                if k.mutant_of == name and "mutant" not in present.get((m, "mutant"), set()):
+                    missing.append(f"mutant verdict of {m}")
+    return Evidence(tuple(mine), tuple(missing), tuple(skipped))
+
+
+def _per_kernel(pp_checks: Sequence[str], kernels: Sequence[str], rows: Sequence[Row],
+                on_hw: bool) -> tuple[list[Row], list[str]]:
+    """The passing rows of every (kernel, required check), and which pairs lack one."""
+    picked: list[Row] = []
+    lacking: list[str] = []
+    for k in kernels:
+        for c in pp_checks:
+            ok = [r for r in rows if r.kernel == k and r.check == c and r.kind == "check"
+                  and r.status is Status.PASS and (r.backend != HARDWARE_EMULATOR) == on_hw]
+            picked += ok
+            if not ok:
+                lacking.append(f"{c} of {k}")
+    return picked, lacking
+
+
+def _incomplete(missing: Sequence[str]) -> str:
+    shown = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
+    return (f"incomplete: {len(missing)} expected cell(s) have no row ({shown}); rerun with "
+            "--resume")
+
+
 def admit_cell(
     pp: PathPolicy, arch: Arch, rows: Sequence[Row], qt_rows: Sequence[Row],
     notes: Sequence[str] = (), regressed: Sequence[str] = (),
+    evidence: Evidence | None = None,
 ) -> Cell:
     """Status of one cell.  ``rows`` are the rows of this (qt, path, arch); ``qt_rows`` all
-    rows of the qt on the arch (fallback checks live on the decode kernels)."""
+    rows of the qt on the arch (fallback checks live on the decode kernels); ``evidence``
+    the path's expected cells (``expected_evidence``; without it, those of the rows)."""
     reasons: list[str] = list(notes)
+    if evidence is None:
+        evidence = Evidence(tuple(sorted({r.kernel for r in rows if r.kind == "check"})))
 
     def cell(status: AdmissionStatus, evidence: Iterable[Row] = (),
              failing: Iterable[str] = ()) -> Cell:
@@ -349,8 +452,18 @@ def admit_cell(
         if failing or decode_fail:
             reasons.append("fallback evidence failed: " + ", ".join(failing + decode_fail))
             return cell(AdmissionStatus.REJECTED, fb_rows, failing + decode_fail)
+        if evidence.missing:
+            reasons.append(_incomplete(evidence.missing))
+            return cell(AdmissionStatus.INCOMPLETE)
         passed = [r for r in fb_rows if r.status is Status.PASS]
         missing = [c for c in pp.fallback_checks if not any(r.check == c for r in passed)]
+        if evidence.kernels:
+            passed, missing = _per_kernel(pp.fallback_checks, evidence.kernels, fb_rows,
+                                          True)
+            emu_passed, emu_missing = _per_kernel(pp.fallback_checks, evidence.kernels,
+                                                  fb_rows, False)
+            passed += emu_passed
+            missing = [m for m in missing if m in emu_missing]
         if missing:
             reasons.append(f"no passing fallback evidence ({', '.join(missing)})")
             return cell(AdmissionStatus.UNTESTED)
@@ -370,6 +483,10 @@ def admit_cell(
     if regressed:
         reasons.append("regressed against the baseline: " + ", ".join(regressed))
         return cell(AdmissionStatus.REJECTED, [], regressed)
+    if evidence.missing:
+        reasons.append(_incomplete(evidence.missing))
+        return cell(AdmissionStatus.INCOMPLETE)
+    reasons += list(evidence.skipped)
 
     hw_timing = [r for r in rows if r.kind == "timing" and r.backend != HARDWARE_EMULATOR
                  and r.status is Status.PASS]
@@ -392,12 +509,9 @@ def admit_cell(
         reasons.append("noisy timing (the policy lets it pass, not measured): "
                        + ", ".join(r.identity for r in noisy))
 
-    checks = [r for r in rows if r.kind == "check" and r.status is Status.PASS]
-
     def covered(on_hw: bool) -> tuple[list[Row], list[str]]:
-        pick = [r for r in checks if (r.backend != HARDWARE_EMULATOR) == on_hw]
-        missing = [c for c in pp.checks if not any(r.check == c for r in pick)]
-        return pick, missing
+        """Every required check passed on every kernel of the path (not on any one)."""
+        return _per_kernel(pp.checks, evidence.kernels, rows, on_hw)
 
     hw, hw_missing = covered(True)
     hw_ok = bool(hw) and not hw_missing
@@ -439,13 +553,31 @@ class Admission:
     # failing cells on arches no policy cell covers (the cuda backend's sm_XX): a real
     # kernel's failing check, a failed timing gate, a surviving mutant
     outside: tuple[str, ...] = ()
+    # failing rows on a covered arch that no policy cell holds (a qt the policy does not
+    # name, a kernel missing from the envelope's kernel table, a qt=6 baseline): named as
+    # kernel-level findings, never dropped
+    findings: tuple[str, ...] = ()
+    # expected cells of the runs (their envelopes' ``expected_cells``) without a row
+    missing: tuple[str, ...] = ()
+    # gates a run was told to skip ("mutants gate skipped (--no-mutants) on gfx1100")
+    skipped_gates: tuple[str, ...] = ()
+    # the runs hold no evidence at all (no rows, or nothing to admit)
+    empty: bool = False
+
+    @property
+    def incomplete(self) -> bool:
+        return bool(self.missing) or self.empty or any(
+            c.status is AdmissionStatus.INCOMPLETE for c in self.cells)
 
     @property
     def exit_code(self) -> int:
-        if self.infrastructure:
+        """2: an infrastructure problem or incomplete evidence (or none); 1: a row failed
+        (a rejected cell, a kernel-level finding, a failure outside the policy) or
+        regressed; 0: complete evidence and no failure."""
+        if self.infrastructure or self.incomplete:
             return 2
         rejected = any(c.status is AdmissionStatus.REJECTED for c in self.cells)
-        return 1 if rejected or self.regressions or self.outside else 0
+        return 1 if rejected or self.regressions or self.outside or self.findings else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -457,6 +589,11 @@ class Admission:
             "unclassified_rows": self.unclassified,
             "regressions": list(self.regressions),
             "failing_outside_admission": list(self.outside),
+            "findings": list(self.findings),
+            "missing": list(self.missing),
+            "skipped_gates": list(self.skipped_gates),
+            "empty": self.empty,
+            "incomplete": self.incomplete,
             "exit_code": self.exit_code,
         }
 
@@ -469,8 +606,11 @@ def admit(
     kernels: Mapping[str, KernelInfo] | None = None,
     regressed: Iterable[str] = (),
     only_arches: Iterable[str] | None = None,
+    missing: Iterable[str] = (),
 ) -> Admission:
-    """Every (format, path) of the policy on every arch that has rows (or ``only_arches``)."""
+    """Every (format, path) of the policy on every arch that has rows (or ``only_arches``).
+    ``missing`` lists expected cells of the runs that have no row (``admit_runs`` reads
+    them from the envelopes)."""
     kernels = kernels or {}
     regressed = set(regressed)
     infra = tuple(f"{r.identity}: {r.message}" for r in rows if is_infrastructure(r))
@@ -490,10 +630,11 @@ def admit(
         arch_names = list(dict.fromkeys(only_arches))
     else:
         arch_names = sorted({r.arch for r in rows if r.arch in arches})
-    missing = [a for a in arch_names if a not in arches]
-    if missing:
+    unknown = [a for a in arch_names if a not in arches]
+    if unknown:
         infra += tuple(f"arch {a}: not in matrices/arches.yaml; add it or drop --arch {a}"
-                       for a in missing)
+                       for a in unknown)
+    skips = gate_skips(rows)
     cells = []
     for a in arch_names:
         if a not in arches:
@@ -502,9 +643,21 @@ def admit(
         for pp in policy.paths:
             cell_rows = by_cell.get((pp.qt, pp.path, a), [])
             reg = sorted(i for i in regressed if any(r.identity == i for r in cell_rows))
-            cells.append(admit_cell(pp, arches[a], cell_rows, by_qt.get((pp.qt, a), []),
-                                    note, reg))
+            qt_rows = by_qt.get((pp.qt, a), [])
+            ev = expected_evidence(pp, arches[a], kernels, cell_rows, qt_rows,
+                                   skips.get(a, []))
+            cells.append(admit_cell(pp, arches[a], cell_rows, qt_rows, note, reg, ev))
     covered = set(arch_names) & set(arches)
+    held = {(p.qt, p.path) for p in policy.paths}
+    findings = tuple(
+        f"{r.identity}: {r.status}: {(r.message.splitlines() or [''])[0]}"
+        for r in rows
+        if r.arch in covered and r.status in (Status.FAIL, Status.ERROR)
+        and r.kind not in ("admit", "step") and not is_infrastructure(r)
+        and not ((info := _classify_any(r, kernels)) is not None and info.mutant_of is not None
+                 and r.kind != "mutant")
+        and ((c := _classify(r, kernels)) is None or (c.qt, c.path) not in held))
+    evidence_rows = [r for r in rows if r.kind not in ("admit",)]
     outside = tuple(
         r.identity for r in rows
         if r.arch not in covered and r.status in (Status.FAIL, Status.ERROR)
@@ -512,13 +665,32 @@ def admit(
         # a mutant's own failing check cells are kills, not failures
         and not (r.kind != "mutant" and (info := _classify_any(r, kernels)) is not None
                  and info.mutant_of is not None))
-    return Admission(tuple(cells), infra, unclassified, outside=outside)
+    return Admission(tuple(cells), infra, unclassified, outside=outside, findings=findings,
+                     missing=tuple(missing),
+                     skipped_gates=tuple(f"{s} on {a}" for a, ss in skips.items() for s in ss),
+                     empty=not evidence_rows or not (cells or outside or findings))
 
 
 def to_markdown(adm: Admission) -> str:
     return md.table(["arch", "format", "path", "status", "reasons"],
                     [[c.arch, f"qt={c.qt} {c.format}", c.path, md.bold(c.status),
                       md.join(c.reasons, "; ")] for c in adm.cells]) + "\n"
+
+
+def problem_lines(adm: Admission) -> list[str]:
+    """One line per thing that keeps the gate from passing, or that a reader must know:
+    infrastructure errors, missing evidence, kernel-level findings, failures outside the
+    policy, skipped gates (``hqval admit`` and ``hqval run`` print them)."""
+    lines = [f"infrastructure: {m}" for m in adm.infrastructure]
+    if adm.empty:
+        lines.append("empty: the runs hold no evidence (no rows, or nothing to admit)")
+    if adm.missing:
+        lines.append(f"incomplete: {len(adm.missing)} expected cell(s) have no row, first: "
+                     + ", ".join(adm.missing[:5]) + "; rerun with --resume")
+    lines += [f"kernel-level finding: {f}" for f in adm.findings]
+    lines += [f"failing outside the policy: {i}" for i in adm.outside]
+    lines += [f"skipped: {s}" for s in adm.skipped_gates]
+    return lines
 
 
 def dumps(adm: Admission) -> str:
@@ -556,11 +728,27 @@ def admit_runs(
             [a for a in asked if a in arches]
             + sorted({r.arch for r in rows if r.arch in arches})))
     adm = admit(rows, policy, arches, kernels=kernels, regressed=regressed,
-                only_arches=only_arches)
+                only_arches=only_arches, missing=missing_cells(runs))
     if regressed:
-        adm = Admission(adm.cells, adm.infrastructure, adm.unclassified, tuple(regressed),
-                        adm.outside)
+        adm = dataclasses.replace(adm, regressions=tuple(regressed))
     return adm, cmp
+
+
+# the steps whose cells are evidence (admit and report only derive from them)
+EVIDENCE_STEPS = ("compile", "audit", "checks", "mutants", "timing")
+
+
+def missing_cells(runs: Sequence[Any]) -> list[str]:
+    """The expected cells each run recorded up front (envelope ``expected_cells``) that
+    have no row in it."""
+    out: list[str] = []
+    for run in runs:
+        expected = run.envelope.get("expected_cells") or {}
+        have = {r.identity for r in run.rows}
+        for step in EVIDENCE_STEPS:
+            out += [f"{i} (step {step}, {run.path})" for i in expected.get(step, [])
+                    if i not in have]
+    return out
 
 
 def evaluate(run_paths: Sequence[str | Path], baseline_paths: Sequence[str | Path] = (),

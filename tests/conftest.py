@@ -14,12 +14,20 @@ from hqval.result import Row, Status
 from hqval.results import store
 
 KERNELS = {
-    "mut_halves_swapped": {"qt": 44, "kind": "gemv", "mutant_of": "gemv_mq4g256v2_r1"},
-    "gemv_mq4g256v2_r1": {"qt": 44, "kind": "gemv", "baseline": "gemv_hfq4g256_r1"},
-    "gemm_mq4g256v2_gfx11": {"qt": 44, "kind": "gemm", "baseline": "gemm_hfq4g256_gfx11"},
-    "gemv_mq4cg256_r1": {"qt": 45, "kind": "gemv", "baseline": "gemv_hfq4g256_r1"},
-    "gemm_mq4cg256_gfx12": {"qt": 45, "kind": "gemm", "baseline": "gemm_hfq4g256_gfx12"},
+    "mut_halves_swapped": {"qt": 44, "kind": "gemv", "mutant_of": "gemv_mq4g256v2_r1",
+                           "requires": "any"},
+    "gemv_mq4g256v2_r1": {"qt": 44, "kind": "gemv", "baseline": "gemv_hfq4g256_r1",
+                          "requires": "any"},
+    "gemm_mq4g256v2_gfx11": {"qt": 44, "kind": "gemm", "baseline": "gemm_hfq4g256_gfx11",
+                             "requires": "wmma_gfx11"},
+    "gemv_mq4cg256_r1": {"qt": 45, "kind": "gemv", "baseline": "gemv_hfq4g256_r1",
+                         "requires": "any"},
+    "gemm_mq4cg256_gfx12": {"qt": 45, "kind": "gemm", "baseline": "gemm_hfq4g256_gfx12",
+                            "requires": "wmma_gfx12"},
 }
+# the WMMA generations with a batched prefill per qt (hqval.checks.dispatch): elsewhere
+# the fallback check (keyed on the GEMM kernels, as hqval.checks.fallback is) passes
+PREFILL_WMMA = {44: ("gfx11", "gfx12"), 45: ("gfx12",)}
 
 
 def evidence(arch: str, backend: str = "emu", *, fail: str | None = None,
@@ -37,8 +45,8 @@ def evidence(arch: str, backend: str = "emu", *, fail: str | None = None,
         rows.append(Row("audit", "scalar_header_loads", k, arch, "isa", Status.PASS,
                         measured=0, tolerance=0, derivation="section 4: header is SMEM",
                         message="2 s_load_b32 at group+0/+4"))
-    checks = {"gemv_mq4g256v2_r1": ["bit_identity", "reference_parity", "fallback"],
-              "gemv_mq4cg256_r1": ["bit_identity", "padded_offset", "fallback"],
+    checks = {"gemv_mq4g256v2_r1": ["bit_identity", "reference_parity"],
+              "gemv_mq4cg256_r1": ["bit_identity", "padded_offset"],
               "gemm_mq4g256v2_gfx11": ["prefill_parity", "bit_identity"],
               "gemm_mq4cg256_gfx12": ["prefill_parity", "padded_offset"]}
     for k in kernels:
@@ -49,6 +57,13 @@ def evidence(arch: str, backend: str = "emu", *, fail: str | None = None,
                             measured=0.7 if bad else 3e-6, tolerance=1e-4,
                             derivation="f32 accumulation over K=4096: 1e-4 relative",
                             seed=seed, message="wrong half" if bad else ""))
+    for k, v in KERNELS.items():  # every GEMM's fallback cell, applying or not
+        if v["kind"] == "gemm":
+            falls_back = wmma not in PREFILL_WMMA[int(v["qt"])]  # type: ignore[call-overload]
+            rows.append(Row("check", "fallback", k, arch, backend,
+                            Status.PASS if falls_back else Status.UNSUPPORTED,
+                            measured=2e-6 if falls_back else None, tolerance=1e-4,
+                            seed=seed, message="" if falls_back else "arch has the WMMA"))
     # a verdict row as hqval.checks.mutation.verdicts writes it
     rows.append(Row("mutant", "mutant", "mut_halves_swapped", arch, backend, Status.PASS,
                     measured=1.0, message="killed by reference_parity",

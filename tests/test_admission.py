@@ -57,7 +57,9 @@ def full_emu(arch: str) -> list[Row]:
              ("bit_identity", "gemv45"), ("padded_offset", "gemv45"),
              ("prefill_parity", "gemm44"), ("bit_identity", "gemm44"),
              ("prefill_parity", "gemm45"), ("padded_offset", "gemm45"),
-             ("fallback", "gemv44"), ("fallback", "gemv45")]
+             # hqval.checks.fallback keys its cells on the GEMMs (passing where the arch
+             # lacks the WMMA the format needs, unsupported where it has it)
+             ("fallback", "gemm44"), ("fallback", "gemm45")]
     rows += [r("check", c, k, arch) for c, k in pairs]
     return rows
 
@@ -82,8 +84,9 @@ def test_design_note_status_shape_from_emulated_evidence() -> None:
     """gfx11: qt=44 prefill admitted, qt=45 prefill falls back; gfx12: both; gfx10: decode
     only, prefill by fallback.  Only the kernels that compile for an arch leave rows."""
     rows = full_emu("gfx1100") + full_emu("gfx1201")
-    # gfx1010 has no WMMA, so no GEMM rows exist there: decode + fallback only
-    rows += [x for x in full_emu("gfx1010") if not x.kernel.startswith("gemm")]
+    # gfx1010 has no WMMA, so no GEMM compiles there: decode + the GEMMs' fallback cells
+    rows += [x for x in full_emu("gfx1010")
+             if not x.kernel.startswith("gemm") or x.check == "fallback"]
     adm = run(rows)
     assert status(adm, 44, "prefill", "gfx1100") is S.EMULATED
     assert status(adm, 45, "prefill", "gfx1100") is S.FALLBACK
@@ -128,16 +131,88 @@ def test_timing_gate_rejects_slow_v2() -> None:
     assert adm.exit_code == 1
 
 
-def test_compiled_only() -> None:
+def test_compiled_only_is_incomplete_and_skipped_checks_are_compiled() -> None:
+    """Compile and audit rows alone: the path's check cells have no row, so the cell is
+    incomplete (exit 2), never compiled-and-fine.  With the check cells present but
+    skipped, the evidence is complete and the cell is compiled."""
     adm = run(compiled("gemv44", "gfx1100"))
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
+    assert cell.status is S.INCOMPLETE and not cell.status.admitted
+    assert "bit_identity of gemv44" in cell.reasons[-1]
+    assert status(adm, 45, "decode", "gfx1100") is S.UNTESTED  # no qt=45 kernel here
+    assert adm.exit_code == 2
+    skipped = [*compiled("gemv44", "gfx1100"),
+               *(r("check", c, "gemv44", "gfx1100", status=Status.SKIPPED)
+                 for c in ("bit_identity", "reference_parity"))]
+    # (a table of this one kernel: the others' cells, the GEMMs' fallback ones included,
+    # would be expected too)
+    adm = admit(skipped, POLICY, ARCHES, kernels={"gemv44": KERNELS["gemv44"]})
     assert status(adm, 44, "decode", "gfx1100") is S.COMPILED
-    assert status(adm, 45, "decode", "gfx1100") is S.UNTESTED
     assert adm.exit_code == 0
 
 
 def test_compile_without_audit_is_not_admitted() -> None:
-    adm = run([r("compile", "compile", "gemv44", "gfx1100", "clang")])
-    assert status(adm, 44, "decode", "gfx1100") is S.UNTESTED
+    rows = [r("compile", "compile", "gemv44", "gfx1100", "clang"),
+            *(r("check", c, "gemv44", "gfx1100") for c in ("bit_identity", "reference_parity"))]
+    adm = run(rows)
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
+    assert cell.status is S.INCOMPLETE and "audit of gemv44" in cell.reasons[-1]
+
+
+def test_every_kernel_of_the_path_needs_its_rows() -> None:
+    """One kernel's passing row does not cover another kernel of the path (55 of 56
+    reference_parity rows removed used to stay emulated)."""
+    kernels = {**KERNELS, "gemv44b": KernelInfo(44, "decode")}
+    rows = [*full_emu("gfx1100"), *compiled("gemv44b", "gfx1100"),
+            r("check", "bit_identity", "gemv44b", "gfx1100")]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
+    assert cell.status is S.INCOMPLETE
+    assert "reference_parity of gemv44b" in cell.reasons[-1] and adm.exit_code == 2
+    rows.append(r("check", "reference_parity", "gemv44b", "gfx1100", status=Status.SKIPPED))
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    assert status(adm, 44, "decode", "gfx1100") is S.COMPILED  # gemv44b never passed it
+    rows[-1] = r("check", "reference_parity", "gemv44b", "gfx1100")
+    assert status(admit(rows, POLICY, ARCHES, kernels=kernels), 44, "decode",
+                  "gfx1100") is S.EMULATED
+
+
+def test_failing_rows_no_policy_cell_holds_are_kernel_level_findings() -> None:
+    """A failing row of a qt no policy names, or of a kernel missing from the kernel
+    table, is exit 1 and named, never dropped; a mutant's own failing cell is a kill."""
+    kernels = {**KERNELS, "gemv999": KernelInfo(999, "decode"),
+               "mut_a": KernelInfo(44, "decode", mutant_of="gemv44")}
+    base = [*full_emu("gfx1100"),
+            r("mutant", "mutant", "mut_a", "gfx1100", mutant_of="gemv44"),
+            r("check", "reference_parity", "mut_a", "gfx1100", status=Status.FAIL)]
+    assert admit(base, POLICY, ARCHES, kernels=kernels).exit_code == 0
+    for bad in (r("check", "bit_identity", "gemv999", "gfx1100", status=Status.FAIL),
+                r("check", "bit_identity", "not_in_table", "gfx1100", status=Status.ERROR)):
+        adm = admit([*base, bad], POLICY, ARCHES, kernels=kernels)
+        assert adm.findings and adm.findings[0].startswith(bad.identity), adm.findings
+        assert adm.exit_code == 1
+        assert status(adm, 44, "decode", "gfx1100") is S.EMULATED
+
+
+def test_skipped_mutants_gate_is_in_the_reasons() -> None:
+    kernels = {**KERNELS, "mut_a": KernelInfo(44, "decode", mutant_of="gemv44")}
+    rows = full_emu("gfx1100")
+    # the kernel table lists a mutant: its verdict is expected evidence
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    assert status(adm, 44, "decode", "gfx1100") is S.INCOMPLETE
+    skip = Row("step", "mutants", "-", "gfx1100", "emu", Status.SKIPPED,
+               message="mutants step disabled (--no-mutants)",
+               details={"skipped_by": "--no-mutants"})
+    adm = admit([*rows, skip], POLICY, ARCHES, kernels=kernels)
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
+    assert cell.status is S.EMULATED
+    assert "mutants gate skipped (--no-mutants)" in cell.reasons
+    assert adm.skipped_gates == ("mutants gate skipped (--no-mutants) on gfx1100",)
+
+
+def test_no_rows_is_empty_and_exit_2() -> None:
+    adm = run([], only_arches=["gfx1100"])
+    assert adm.empty and adm.exit_code == 2
 
 
 @pytest.mark.parametrize("bad", [Status.FAIL, Status.ERROR])
@@ -157,15 +232,19 @@ def test_surviving_mutant_rejects() -> None:
     assert status(run(rows), 44, "decode", "gfx1100") is S.REJECTED
 
 
-def test_missing_required_check_drops_to_compiled() -> None:
+def test_missing_required_check_is_incomplete_and_unpassed_is_compiled() -> None:
     rows = [x for x in full_emu("gfx1100") if x.check != "reference_parity"]
+    assert status(run(rows), 44, "decode", "gfx1100") is S.INCOMPLETE
+    rows.append(r("check", "reference_parity", "gemv44", "gfx1100", status=Status.SKIPPED))
     assert status(run(rows), 44, "decode", "gfx1100") is S.COMPILED
 
 
-def test_failed_fallback_rejects_and_missing_fallback_is_untested() -> None:
+def test_failed_fallback_rejects_and_missing_fallback_is_incomplete() -> None:
     rows = [x for x in full_emu("gfx1100") if x.check != "fallback"]
+    assert status(run(rows), 45, "prefill", "gfx1100") is S.INCOMPLETE
+    rows.append(r("check", "fallback", "gemm45", "gfx1100", status=Status.SKIPPED))
     assert status(run(rows), 45, "prefill", "gfx1100") is S.UNTESTED
-    rows.append(r("check", "fallback", "gemv45", "gfx1100", status=Status.FAIL))
+    rows.append(r("check", "fallback", "gemm45", "gfx1100", status=Status.FAIL))
     assert status(run(rows), 45, "prefill", "gfx1100") is S.REJECTED
 
 
@@ -266,14 +345,15 @@ def test_timing_rows_name_kernel_at_shape_and_mutant_checks_are_not_evidence() -
             r("check", "reference_parity", "gemv44", "gfx1100", "hip"),
             r("timing", "timing_cold", "gemv44@17408x5120", "gfx1100", "hip", measured=1.003),
             # the mutant failing its checks is the point of a mutant, not a defect
-            r("check", "reference_parity", "mut_tid8", "gfx1100", status=Status.FAIL)]
+            r("check", "reference_parity", "mut_tid8", "gfx1100", status=Status.FAIL),
+            r("mutant", "mutant", "mut_tid8", "gfx1100", mutant_of="gemv44")]
     adm = admit(rows, POLICY, ARCHES, kernels=kernels)
     assert status(adm, 44, "decode", "gfx1100") is S.MEASURED
 
 
 def test_failures_on_arches_outside_the_policy_fail_the_gate() -> None:
     kernels = {**KERNELS, "mut_x": KernelInfo(44, "decode", mutant_of="gemv44")}
-    rows = [*full_emu("gfx1100"),
+    rows = [*full_emu("gfx1100"), r("mutant", "mutant", "mut_x", "gfx1100", mutant_of="gemv44"),
             r("check", "reference_parity", "mut_x", "sm_90", "cuda", status=Status.FAIL),
             r("check", "reference_parity", "gemv44", "sm_90", "cuda"),
             r("mutant", "mutant", "mut_y", "sm_90", "cuda", status=Status.FAIL,

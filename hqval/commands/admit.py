@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.admission import dumps, evaluate, to_markdown
+    from hqval.admission import dumps, evaluate, problem_lines, to_markdown
     from hqval.cli import UsageError
     from hqval.results.compare import to_markdown as compare_markdown
     from hqval.results.store import write_atomic
@@ -34,10 +34,8 @@ def run(args: argparse.Namespace) -> int:
     print(to_markdown(adm))
     if cmp is not None:
         print(compare_markdown(cmp))
-    for line in adm.infrastructure:
-        print(f"hqval admit: infrastructure: {line}", file=sys.stderr)
-    for ident in adm.outside:
-        print(f"hqval admit: failing on an arch outside the policy: {ident}", file=sys.stderr)
+    for line in problem_lines(adm):
+        print(f"hqval admit: {line}", file=sys.stderr)
     if adm.unclassified:
         print(f"hqval admit: {adm.unclassified} row(s) map to no format and path "
               "(compile/audit of qt=6 baselines, device baselines): not evidence here",

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hqval.admission import Admission, admit_runs, load_policy, to_markdown
+from hqval.admission import Admission, admit_runs, load_policy, problem_lines, to_markdown
 from hqval.backends import open_for
 from hqval.manifest import DEFAULT_MUTANTS, KernelSpec, Manifest, load_manifest, load_mutants
 from hqval.matrix import resolve_arches
@@ -206,9 +206,7 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
     finally:
         ctx.writer.close()
     report_dir = ctx.writer.path / "report"
-    lines = [to_markdown(adm),
-             *(f"infrastructure: {m}" for m in adm.infrastructure),
-             *(f"failing outside admission: {i}" for i in adm.outside[:20]),
+    lines = [to_markdown(adm), *problem_lines(adm)[:40],
              f"report: {report_dir / 'report.html'}",
              f"checkpoint: {report_dir / 'checkpoint.md'}"]
     return RunResult(ctx.writer.path, adm.exit_code, adm, results, "\n".join(lines))

@@ -31,9 +31,11 @@ Step = Callable[[RunContext], StepResult]
 
 
 def note_row(step: str, arch: str, backend: str, message: str,
-             status: Status = Status.SKIPPED) -> Row:
-    """A step's own cell on an arch where it has nothing to do (``step[-|arch|backend]``)."""
-    return Row("step", step, "-", arch, backend, status, message=message)
+             skipped_by: str = "") -> Row:
+    """A step's own cell on an arch where it has nothing to do (``step[-|arch|backend]``);
+    ``skipped_by`` names the flag that skipped a gate (admission says so in its reasons)."""
+    return Row("step", step, "-", arch, backend, Status.SKIPPED, message=message,
+               details={"skipped_by": skipped_by} if skipped_by else {})
 
 
 def _emit(ctx: RunContext, rows: Sequence[Row], *, kills: frozenset[str] = frozenset()
@@ -169,7 +171,7 @@ def mutants(ctx: RunContext) -> StepResult:
     if ctx.mutants is None:
         rows = [note_row("mutants", a.name, ctx.backend_label(a.name),
                          "mutants step disabled (--no-mutants): the mutants gate was not "
-                         "applied") for a in ctx.arches]
+                         "applied", skipped_by="--no-mutants") for a in ctx.arches]
         ctx.progress.start("mutants", len(rows))
         new = _emit(ctx, rows)
         return StepResult("mutants", tuple(new), skipped="--no-mutants",
@@ -212,7 +214,8 @@ def timing(ctx: RunContext) -> StepResult:
         backend = ctx.backends[a.name]
         if not ctx.config.timing:
             rows += _emit(ctx, [note_row("timing", a.name, backend.name,
-                                         "timing disabled (--no-timing)")])
+                                         "timing disabled (--no-timing)",
+                                         skipped_by="--no-timing")])
             continue
         if backend.name not in HARDWARE:
             rows += _emit(ctx, [note_row(
