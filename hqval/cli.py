@@ -76,10 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from hqval.schema import SchemaError
+
     try:
         return int(args._run(args))
-    except UsageError as exc:
-        print(f"hqval {args.command}: error: {exc}", file=sys.stderr)
+    except (UsageError, SchemaError) as exc:
+        # a manifest or matrix problem is bad input wherever it surfaces (every command,
+        # every step): one line, every problem on it, exit 2
+        text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        print(f"hqval {args.command}: error: {text}", file=sys.stderr)
         return 2
     except OSError as exc:  # a read-only --out, a full disk: one line naming the path
         where = f"{exc.filename}: " if exc.filename else ""

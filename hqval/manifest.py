@@ -22,6 +22,7 @@ the key and the fix (``hqval.schema``).
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,12 +107,24 @@ class Manifest:
         return [k.name for k in self.kernels]
 
 
+# Kernel names become symbols, pytest ids, file names and report anchors; a C identifier is
+# what every one of those accepts as written.
+C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _c_identifier(value: Any) -> str | None:
+    if isinstance(value, str) and C_IDENTIFIER.fullmatch(value):
+        return None
+    return f"{value!r} is not a C identifier (letters, digits and _, not starting with a digit)"
+
+
 def _known_define(value: Any) -> str | None:
     if not isinstance(value, dict):
         return None
     for k, v in value.items():
-        if not isinstance(k, str) or not k.isidentifier() or isinstance(v, (dict, list)):
-            return f"bad define {k!r}: {v!r} (use NAME: scalar value)"
+        if not isinstance(k, str) or not C_IDENTIFIER.fullmatch(k) \
+                or isinstance(v, (dict, list)) or "\n" in str(v):
+            return f"bad define {k!r}: {v!r} (use NAME: scalar value on one line)"
     return None
 
 
@@ -133,9 +146,10 @@ def _known_format(value: Any) -> str | None:
 
 def _kernel_fields(mutants: bool) -> dict[str, Spec]:
     fields = {
-        "name": Spec.scalar(str, fix="a unique identifier, e.g. gemv_mq4g256v2_r1"),
+        "name": Spec.scalar(str, validators=(_c_identifier,),
+                            fix="a unique C identifier, e.g. gemv_mq4g256v2_r1"),
         "source": Spec.scalar(str, fix="a .hip file path relative to the manifest"),
-        "symbol": Spec.scalar(str, required=False,
+        "symbol": Spec.scalar(str, required=False, validators=(_c_identifier,),
                               fix='the extern "C" kernel name in the source (default: name)'),
         "qt": Spec.scalar(int, required=False, validators=(_known_qt,),
                           fix="the engine dtype id of a registered format (hqval.formats), "
@@ -152,7 +166,7 @@ def _kernel_fields(mutants: bool) -> dict[str, Spec]:
         "block": Spec.scalar(int, required=False, enum=(32,),
                              fix="the ABI is one wave32 per block: block: 32"),
         "requires": Spec.scalar(str, enum=REQUIRES),
-        "baseline": Spec.scalar(str, required=False,
+        "baseline": Spec.scalar(str, required=False, validators=(_c_identifier,),
                                 fix="name of the qt=6 kernel with the same arithmetic"),
         "defines": Spec.scalar(dict, required=False, validators=(_known_define,),
                                fix="a mapping NAME: value of preprocessor defines"),
@@ -163,7 +177,8 @@ def _kernel_fields(mutants: bool) -> dict[str, Spec]:
     }
     if mutants:
         fields |= {
-            "mutant_of": Spec.scalar(str, fix="the name of the real kernel this mutant breaks"),
+            "mutant_of": Spec.scalar(str, validators=(_c_identifier,),
+                                     fix="the name of the real kernel this mutant breaks"),
             "mutation": Spec.scalar(str, fix="one line saying what is broken"),
             "expected_killer": Spec.scalar(
                 str, fix="the check or audit rule expected to kill it, e.g. audit_header_scalar"),
@@ -176,6 +191,9 @@ def _file_spec(mutants: bool) -> Spec:
         "schema": Spec.scalar(int, enum=(SCHEMA_VERSION,), fix=f"set 'schema: {SCHEMA_VERSION}'"),
         "include_dirs": Spec.list_of(Spec.scalar(str), required=False,
                                      fix="a list of directories relative to the manifest"),
+        "allow_outside_tree": Spec.scalar(
+            bool, required=False, fix="true to let source/include paths leave the manifest's "
+            "directory (default false)"),
         "kernels": Spec.list_of(Spec.mapping(_kernel_fields(mutants)),
                                 fix="a list of kernel entries (name, source, qt, kind, "
                                     "requires)"),
@@ -210,7 +228,8 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
     if problems:
         raise ManifestError(problems)
     base = path.parent
-    top_includes = _dirs(doc, ("include_dirs",), data.get("include_dirs", []), problems)
+    tree = _Tree(doc, base, bool(data.get("allow_outside_tree", False)), problems)
+    top_includes = _dirs(doc, ("include_dirs",), data.get("include_dirs", []), problems, tree)
     specs: list[KernelSpec] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(data["kernels"]):
@@ -221,14 +240,14 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
                                     f"{seen[name]}", "give every kernel a unique name"))
         seen[name] = doc.line(key)
         source = (base / entry["source"]).resolve()
-        if not source.is_file():
+        if tree.holds((*key, "source"), source) and not source.is_file():
             problems.append(problem(doc, (*key, "source"), f"{source} does not exist",
                                     "paths are relative to the manifest file"))
         if entry["kind"] == "gemm" and entry["requires"] == "any":
             problems.append(problem(doc, (*key, "requires"), f"{name}: a gemm kernel is a "
                                     "WMMA kernel", "say wmma_gfx11 or wmma_gfx12"))
         includes = top_includes + _dirs(doc, (*key, "include_dirs"),
-                                        entry.get("include_dirs", []), problems)
+                                        entry.get("include_dirs", []), problems, tree)
         qt = _entry_qt(doc, key, entry, problems)
         defines = entry.get("defines", {})
         amd_only = entry.get("amd_only")
@@ -287,11 +306,34 @@ def load_mutants(path: str | Path | None = None) -> Manifest:
     return load_manifest(path, mutants=True)
 
 
+@dataclass
+class _Tree:
+    """The manifest's directory: every path it names must resolve (symlinks followed)
+    inside it unless the manifest says ``allow_outside_tree: true``.  A manifest that can
+    point anywhere lets a compiler error echo any file's text into rows and reports."""
+
+    doc: YamlDoc
+    root: Path
+    allow_outside: bool
+    problems: list[Problem]
+
+    def holds(self, key: tuple[str | int, ...], path: Path) -> bool:
+        if self.allow_outside or path.is_relative_to(self.root):
+            return True
+        self.problems.append(problem(
+            self.doc, key, f"{path} is outside the manifest's directory {self.root}",
+            "keep sources and include dirs inside the kernel tree, or set "
+            "'allow_outside_tree: true' at the top of the manifest"))
+        return False
+
+
 def _dirs(doc: YamlDoc, key: tuple[str | int, ...], value: list[str],
-          problems: list[Problem]) -> tuple[Path, ...]:
+          problems: list[Problem], tree: _Tree) -> tuple[Path, ...]:
     out = []
     for v in value:
         d = (Path(doc.path).parent / v).resolve()
+        if not tree.holds(key, d):
+            continue
         if not d.is_dir():
             problems.append(problem(doc, key, f"{d} is not a directory",
                                     "paths are relative to the manifest"))

@@ -13,13 +13,14 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,7 +247,8 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler) -> list[str]:
     except (OSError, subprocess.SubprocessError) as exc:
         raise DependencyError(f"{compiler.path} -M failed: {exc}") from exc
     if proc.returncode != 0:
-        raise DependencyError(_first_errors(proc.stderr)
+        raise DependencyError(_first_errors(proc.stderr,
+                                            trusted=trusted_roots(spec, compiler))
                               or f"preprocessor exited {proc.returncode}")
     deps = [os.path.abspath(d) for d in _parse_make_rule(proc.stdout)]
     searched = {str(d) for d in spec.include_dirs} | {os.path.dirname(d) for d in deps}
@@ -397,7 +399,8 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                                      time.perf_counter() - t0, key, cmd, details)
             if proc.returncode != 0 or tmp.stat().st_size == 0:
                 tmp.unlink(missing_ok=True)
-                msg = _first_errors(proc.stderr) or f"compiler exited {proc.returncode}"
+                msg = (_first_errors(proc.stderr, trusted=trusted_roots(spec, compiler))
+                       or f"compiler exited {proc.returncode}")
                 return CompileResult(False, None, msg, False, time.perf_counter() - t0,
                                      key, cmd, details)
             digest = _sha256(tmp)
@@ -426,10 +429,56 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _first_errors(stderr: str, limit: int = 12) -> str:
-    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "error" in ln]
-    picked = errors or lines
+_DIAGNOSTIC = re.compile(r"(?P<path>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? "
+                         r"(?P<sev>fatal error|error|warning|note): (?P<msg>.*)")
+_INCLUDED = re.compile(r"In file included from (?P<path>[^:\n]+):(?P<line>\d+)")
+_DRIVER = re.compile(r"\S*clang\S*: (?:error|warning): .*")
+_SUMMARY = re.compile(r"\d+ (?:errors?|warnings?)(?: and \d+ (?:errors?|warnings?))? "
+                      r"generated\.")
+WITHHELD = "(message withheld: the file is outside the kernel tree)"
+
+
+def trusted_roots(spec: KernelSpec, compiler: Compiler) -> tuple[Path, ...]:
+    """Directories whose text a compiler message may quote: the kernel tree (the manifest's
+    directory, the source's and its include dirs: the manifest loader keeps those inside
+    the tree unless the manifest allows otherwise), the suite's own kernels, and the
+    compiler's installation (its headers)."""
+    from hqval.manifest import KERNELS_DIR
+
+    roots = [spec.source.parent, *spec.include_dirs, KERNELS_DIR,
+             Path(os.path.realpath(compiler.path)).parent.parent]
+    if spec.manifest is not None:
+        roots.append(spec.manifest.parent)
+    if compiler.hip_headers:
+        roots += [Path("/opt/rocm"), Path("/usr/include/hip")]
+    return tuple(Path(os.path.realpath(r)) for r in roots)
+
+
+def _first_errors(stderr: str, limit: int = 12,
+                  trusted: Sequence[Path] | None = None) -> str:
+    """The compiler's first error lines.  With ``trusted``, a diagnostic located in a file
+    outside those directories keeps its location but not its text, and source excerpts
+    (the quoted line and caret) are kept only under a trusted diagnostic: a kernel that
+    includes /etc/passwd must not put that file into rows, reports and JUnit XML."""
+    def inside(path: str) -> bool:
+        if trusted is None:
+            return True
+        real = Path(os.path.realpath(path))
+        return any(real.is_relative_to(r) for r in trusted)
+
+    out: list[str] = []
+    show_excerpt = trusted is None
+    for ln in (x for x in stderr.strip().splitlines() if x.strip()):
+        if m := _DIAGNOSTIC.match(ln):
+            show_excerpt = inside(m["path"])
+            out.append(ln if show_excerpt else
+                       f"{m['path']}:{m['line']}: {m['sev']}: {WITHHELD}")
+        elif m := _INCLUDED.match(ln):
+            out.append(f"In file included from {m['path']}:{m['line']}:")
+        elif show_excerpt or _DRIVER.match(ln) or _SUMMARY.fullmatch(ln):
+            out.append(ln)
+    errors = [ln for ln in out if "error" in ln]
+    picked = errors or out
     return "\n".join(picked[:limit])
 
 

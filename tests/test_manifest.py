@@ -188,3 +188,56 @@ def test_a_format_may_be_named_instead_of_its_qt(tmp_path: Path) -> None:
                       .replace("k1", "k2").replace("qt: 44", "format: hfq4g256\n    qt: 6"))
     m = load_manifest(path)
     assert [k.qt for k in m.kernels] == [45, 6]
+
+
+@pytest.mark.parametrize(("header", "entry", "message"), [
+    ("schema: 1\nkernels:\n", GOOD_ENTRY.replace("k.hip", "../outside/k.hip"),
+     "outside the manifest's directory"),
+    ("schema: 1\nkernels:\n", GOOD_ENTRY.replace("k.hip", "/etc/passwd"),
+     "outside the manifest's directory"),
+    ("schema: 1\ninclude_dirs: [../outside]\nkernels:\n", GOOD_ENTRY,
+     "outside the manifest's directory"),
+    ("schema: 1\nkernels:\n", GOOD_ENTRY + "    include_dirs: [/usr/include]\n",
+     "outside the manifest's directory"),
+])
+def test_paths_stay_inside_the_tree(tmp_path: Path, header: str, entry: str,
+                                    message: str) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "k.hip").write_text("// kernel\n")
+    path = write_tree(tree, entry, header=header)
+    with pytest.raises(ManifestError, match=message) as info:
+        load_manifest(path)
+    assert "allow_outside_tree: true" in str(info.value)
+    # the manifest may say so explicitly
+    path.write_text(header.replace("schema: 1\n", "schema: 1\nallow_outside_tree: true\n")
+                    + entry)
+    assert load_manifest(path).kernels
+
+
+def test_a_symlink_out_of_the_tree_is_outside(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tmp_path / "secret.hip").write_text("// not yours\n")
+    (tree / "link.hip").symlink_to(tmp_path / "secret.hip")
+    path = write_tree(tree, GOOD_ENTRY.replace("k.hip", "link.hip"))
+    with pytest.raises(ManifestError, match="outside the manifest's directory"):
+        load_manifest(path)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("name", "'k1; rm -rf /'"), ("name", "'1k'"), ("name", "'k-1'"), ("name", "'k|x'"),
+    ("name", "'k\u00e9'"), ("symbol", "'sym bol'"),
+])
+def test_kernel_names_are_c_identifiers(tmp_path: Path, key: str, value: str) -> None:
+    entry = GOOD_ENTRY.replace("name: k1", f"{key}: {value}") if key == "name" else \
+        GOOD_ENTRY + f"    {key}: {value}\n"
+    with pytest.raises(ManifestError, match="not a C identifier"):
+        load_manifest(write_tree(tmp_path, entry))
+
+
+def test_defines_are_c_identifiers(tmp_path: Path) -> None:
+    entry = GOOD_ENTRY + "    defines: {'A-B': 1}\n"
+    with pytest.raises(ManifestError, match="bad define"):
+        load_manifest(write_tree(tmp_path, entry))

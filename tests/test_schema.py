@@ -80,3 +80,58 @@ def test_merge_keys_are_followed() -> None:
     text = "base: &b {k: 1}\nitems:\n  - <<: *b\n"
     doc = load_yaml("mk.yaml", text)
     assert doc.data["items"][0] == {"k": 1}
+
+
+def _alias_bomb(levels: int = 9, fan: int = 9) -> str:
+    lines = ["a0: &a0 [" + ", ".join(["x"] * fan) + "]"]
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * fan) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_fast_and_small(tmp_path: Path) -> None:
+    import resource
+    import time
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_alias_bomb())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with pytest.raises(SchemaError, match="expand the document past") as info:
+        load_yaml(path)
+    assert time.perf_counter() - t0 < 1.0
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 100 * 1024
+    assert str(path) in str(info.value) and "fix:" in str(info.value)
+
+
+def test_small_aliases_still_load() -> None:
+    doc = load_yaml("p.yaml", "gate: &g {max: 1.05}\na: *g\nb: *g\n")
+    assert doc.data == {"gate": {"max": 1.05}, "a": {"max": 1.05}, "b": {"max": 1.05}}
+
+
+def test_a_self_referencing_alias_and_deep_nesting_are_refused() -> None:
+    with pytest.raises(SchemaError, match="contains it"):
+        load_yaml("p.yaml", "a: &a [1, *a]\n")
+    with pytest.raises(SchemaError, match="deeper than"):
+        load_yaml("p.yaml", "a: " + "[" * 200 + "]" * 200 + "\n")
+
+
+def test_an_oversized_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "big.yaml"
+    with path.open("w") as fh:
+        fh.write("schema: 1\n# ")
+        fh.write("x" * (20 << 20))
+    t0 = time.perf_counter()
+    with pytest.raises(SchemaError, match="over the 1048576 byte limit"):
+        load_yaml(path)
+    assert time.perf_counter() - t0 < 0.5
+
+
+def test_non_utf8_bytes_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(b"schema: 1\nname: caf\xe9\n")
+    with pytest.raises(SchemaError, match=r"bad.yaml:2: .*not UTF-8"):
+        load_yaml(path)

@@ -319,3 +319,22 @@ def test_one_cache_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert cache_base(tmp_path / "flag") == tmp_path / "flag"
     monkeypatch.delenv("HQVAL_CACHE")
     assert cache_base() == Path.home() / ".cache" / "hqval"
+
+
+def test_compiler_errors_do_not_quote_files_outside_the_tree(tmp_path: Path) -> None:
+    """A kernel that includes a file from outside its tree gets a failed cell whose message
+    names the location but not the file's text (it goes into rows, reports and JUnit)."""
+    secret = tmp_path / "elsewhere" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("root_password hunter2 ;\n")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    spec = tiny_spec(tree, source=f'#include "{secret}"\n' + TINY)
+    r = compile_kernel(spec, "gfx1100", tmp_path / "cache")
+    assert not r.ok
+    assert "hunter2" not in r.message and "root_password" not in r.message
+    assert f"{secret}:1: error: (message withheld" in r.message
+    # an error in the tree itself keeps its text and excerpt
+    bad = tiny_spec(tree, source=TINY.replace("x[0] *", "undeclared_thing *"))
+    r2 = compile_kernel(bad, "gfx1100", tmp_path / "cache")
+    assert "undeclared_thing" in r2.message

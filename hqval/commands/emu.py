@@ -82,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
 
         arches = _emulated(args.arch)
         names = args.kernel
+        for n in names or []:
+            try:
+                manifest.by_name(n)
+            except KeyError as exc:  # names the close match
+                raise UsageError(f"--kernel {exc.args[0]}") from None
         for arch in arches:
             specs = ([manifest.by_name(n) for n in names] if names else
                      [s for s in manifest.kernels if s.kind in ("gemv", "gemv_qkv", "gemm")

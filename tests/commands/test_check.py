@@ -60,6 +60,7 @@ def test_external_manifest_gets_the_same_checks(tmp_path: Path) -> None:
     manifest = tmp_path / "kernels.yaml"
     manifest.write_text(
         "schema: 1\n"
+        "allow_outside_tree: true\n"
         f"include_dirs: [{src / 'include'}]\n"
         "kernels:\n"
         "  - name: gemv_hfq4g256_r1\n"

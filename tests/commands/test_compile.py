@@ -30,6 +30,7 @@ def external_tree(tmp_path: Path, body: str = "+ 1.0f") -> Path:
     manifest = tmp_path / "kernels.yaml"
     manifest.write_text(f"""\
 schema: 1
+allow_outside_tree: true
 include_dirs: [{PRELUDE}]
 kernels:
   - {{name: ext_ok, source: ok.hip, qt: 6, kind: gemv, requires: any}}
