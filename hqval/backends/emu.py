@@ -87,7 +87,11 @@ class EmuBackend(Backend):
         args: Sequence[Buffer | int],
     ) -> LaunchInfo:
         raw = [int(a.handle) if isinstance(a, Buffer) else int(a) for a in args]
-        stats = self.machine.launch(program.handle, program.symbol, grid, block, raw)
+        # a buffer argument that is a view (the data between a guarded argument's canaries)
+        # is all the kernel may touch of its allocation: a canary access faults at once
+        spans = [(int(a.handle), a.nbytes) for a in args if isinstance(a, Buffer)]
+        with self.machine.mem.windows(spans):
+            stats = self.machine.launch(program.handle, program.symbol, grid, block, raw)
         counts = getattr(stats, "counts", None) or {}
         return LaunchInfo(counts={str(k): int(v) for k, v in dict(counts).items()})
 

@@ -1,9 +1,13 @@
 """Guarded launches in the kernel ABI (docs/ARCHITECTURE.md), shared by every check.
 
-Every output buffer sits between two sentinel regions; after the launch any changed
-sentinel byte is a write outside the output and fails the check before anything else is
-looked at.  Non-residual outputs start as a quiet-NaN pattern, so an output the kernel never
-wrote is caught by the NaN/Inf guard, which runs before any error metric.
+Every buffer argument, inputs and outputs alike, sits between two canary regions of
+``GUARD_BYTES`` in one allocation, so a stray write within 4 KiB of any buffer lands in a
+canary of that buffer instead of in another live allocation.  After the launch the suite
+reads every allocation back: a changed canary byte is a write outside the buffer, a changed
+input byte is a write into a const input, and either fails the check, naming the argument,
+the offset from it and the device address, before anything else is looked at.
+Non-residual outputs start as a quiet-NaN pattern, so an output the kernel never wrote is
+caught by the NaN/Inf guard, which runs before any error metric.
 """
 
 from __future__ import annotations
@@ -21,10 +25,14 @@ from hqval.backends.base import Backend, Buffer, Program
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
 
-# 256 B each side: wider than one wave's 32 x 4 B store, so an off-by-one-row or
-# off-by-one-tile store lands in the sentinel rather than past it.
-SENTINEL_BYTES = 256
-SENTINEL = np.frombuffer(bytes([0xDE, 0xAD, 0xBE, 0xEF]) * (SENTINEL_BYTES // 4), np.uint8)
+# 4 KiB each side of every buffer: wider than a wave's widest store (32 lanes x 16 B) times
+# the row and tile offsets a mis-indexed kernel produces in these shapes (a row of y is 4 B,
+# a 16-row WMMA tile of Y 64 B per token), and the "first few KiB" a stray pointer lands in.
+GUARD_BYTES = 4096
+CANARY = np.frombuffer(bytes([0xDE, 0xAD, 0xBE, 0xEF]) * (GUARD_BYTES // 4), np.uint8)
+# The pre-4 KiB name; every buffer now has canaries, not only outputs.
+SENTINEL_BYTES = GUARD_BYTES
+SENTINEL = CANARY
 # A quiet NaN with a recognisable payload: "output never written".
 UNWRITTEN_F32 = np.uint32(0x7FC0_0BAD)
 
@@ -32,7 +40,8 @@ F32 = npt.NDArray[np.float32]
 
 
 class GuardViolation(Exception):
-    """A launch broke a guard: a write outside the output or a NaN/Inf in it."""
+    """A launch broke a guard: a write outside a buffer, into a const input, or a NaN/Inf
+    in an output."""
 
 
 @dataclass(frozen=True)
@@ -83,58 +92,135 @@ def non_finite(values: F32, what: str = "output") -> str | None:
     return f"{len(bad)} non-finite {what} value(s), first at {list(idx)}: {kind}"
 
 
+@dataclass(frozen=True)
+class _Guarded:
+    """One argument's allocation: [canary | data | canary]."""
+
+    name: str
+    whole: Buffer
+    data: npt.NDArray[np.uint8]  # the bytes copied in
+    output: Output | None
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.size)
+
+    def address(self, offset: int) -> str:
+        """The device address of byte ``offset`` of the allocation, when the backend's
+        handles are addresses (every backend here: emu, HIP and CUDA device pointers)."""
+        try:
+            return f" at 0x{int(self.whole.handle) + offset:x}"
+        except (TypeError, ValueError):
+            return ""
+
+
+def _damage(g: _Guarded, after: npt.NDArray[np.uint8]) -> list[str]:
+    """What the launch did to ``g``'s allocation that it must not have done."""
+    out = []
+    n = g.nbytes
+    front = np.flatnonzero(after[:GUARD_BYTES] != CANARY)
+    if front.size:
+        first = int(front[0])
+        out.append(f"write outside {g.name} ({GUARD_BYTES - first} B below it{g.address(first)}"
+                   f"): {front.size} canary byte(s) changed")
+    back = np.flatnonzero(after[GUARD_BYTES + n:] != CANARY[:after.size - GUARD_BYTES - n])
+    if back.size:
+        first = int(back[0])
+        out.append(f"write outside {g.name} ({first} B past its end"
+                   f"{g.address(GUARD_BYTES + n + first)}): {back.size} canary byte(s) "
+                   "changed")
+    if g.output is None:
+        changed = np.flatnonzero(after[GUARD_BYTES:GUARD_BYTES + n] != g.data)
+        if changed.size:
+            first = int(changed[0])
+            out.append(f"write into const input {g.name} (byte {first} of {n}"
+                       f"{g.address(GUARD_BYTES + first)}): {changed.size} byte(s) changed")
+    return out
+
+
+def _locate(guarded: Sequence[_Guarded], address: object) -> str:
+    """Which argument a faulting address belongs to or is nearest: '1024 B below y'."""
+    if not isinstance(address, int):
+        return ""
+    best: tuple[int, str] | None = None
+    for g in guarded:
+        try:
+            start = int(g.whole.handle) + GUARD_BYTES
+        except (TypeError, ValueError):
+            return ""
+        end = start + g.nbytes
+        if address < start:
+            d, text = start - address, f"{start - address} B below {g.name}"
+        elif address >= end:
+            d, text = address - end + 1, f"{address - end} B past the end of {g.name}"
+        else:
+            d, text = 0, f"inside {g.name} (byte {address - start})"
+        if best is None or d < best[0]:
+            best = (d, text)
+    return f"at 0x{address:x}, {best[1]}" if best else ""
+
+
 def launch_guarded(
     backend: Backend,
     program: Program,
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
     args: Sequence[npt.NDArray[np.generic] | int | Output],
+    names: Sequence[str] | None = None,
 ) -> Outcome:
-    """Copy inputs in, launch, copy every output out and apply both guards to each.
+    """Copy inputs in, launch, copy every buffer back and apply the guards to each.
 
-    Raises ``GuardViolation`` for a sentinel write or a NaN/Inf output.
+    ``names`` are the ABI's argument names (``W``, ``x``, ``y``, ...) used in messages.
+    Raises ``GuardViolation`` for a canary write, a changed input or a NaN/Inf output.
     """
     if not any(isinstance(a, Output) for a in args):
         raise ValueError("launch_guarded needs at least one Output argument")
-    buffers: list[Buffer] = []
+    names = list(names) if names is not None else [f"argument {i}" for i in range(len(args))]
+    guarded: list[_Guarded] = []
     kernel_args: list[Buffer | int] = []
-    guarded: list[tuple[Buffer, Output]] = []
     try:
-        for a in args:
-            if isinstance(a, Output):
-                nbytes = a.init.nbytes
-                whole = backend.alloc(nbytes + 2 * SENTINEL_BYTES)
-                buffers.append(whole)
-                backend.copy_in(whole, SENTINEL, 0)
-                backend.copy_in(whole, a.init, SENTINEL_BYTES)
-                backend.copy_in(whole, SENTINEL, SENTINEL_BYTES + nbytes)
-                kernel_args.append(backend.view(whole, SENTINEL_BYTES, nbytes))
-                guarded.append((whole, a))
-            elif isinstance(a, np.ndarray):
-                buf = backend.alloc(max(a.nbytes, 4))
-                buffers.append(buf)
-                backend.copy_in(buf, a)
-                kernel_args.append(buf)
+        for i, a in enumerate(args):
+            if isinstance(a, (Output, np.ndarray)):
+                host = a.init if isinstance(a, Output) else a
+                data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+                nbytes = max(int(data.size), 4)
+                whole = backend.alloc(nbytes + 2 * GUARD_BYTES)
+                g = _Guarded(names[i], whole, data, a if isinstance(a, Output) else None)
+                guarded.append(g)
+                backend.copy_in(whole, CANARY, 0)
+                if data.size:
+                    backend.copy_in(whole, data, GUARD_BYTES)
+                backend.copy_in(whole, CANARY, GUARD_BYTES + int(data.size))
+                if data.size < nbytes:  # a buffer under 4 B: pad with canary bytes
+                    backend.copy_in(whole, CANARY[:nbytes - data.size], GUARD_BYTES + data.size)
+                kernel_args.append(backend.view(whole, GUARD_BYTES, nbytes))
             else:
                 kernel_args.append(int(a))
-        info = backend.launch(program, grid, block, kernel_args)
-        backend.synchronize()
-        copies = [(backend.copy_out(whole), out) for whole, out in guarded]
+        try:
+            info = backend.launch(program, grid, block, kernel_args)
+            backend.synchronize()
+        except Exception as exc:
+            # a backend that faults on the access (the emulator: a canary or unmapped
+            # byte) names the address; say which argument it belongs to
+            where = _locate(guarded, getattr(exc, "address", None))
+            if where:
+                raise GuardViolation(f"memory fault {where}: {exc}") from exc
+            raise
+        after = [backend.copy_out(g.whole) for g in guarded]
     finally:
-        for buf in buffers:
-            backend.free(buf)
+        for g in guarded:
+            backend.free(g.whole)
+    problems = [p for g, data in zip(guarded, after, strict=True) for p in _damage(g, data)]
+    if problems:
+        raise GuardViolation("; ".join(problems))
     outputs: list[F32] = []
-    for i, (data, out) in enumerate(copies):
-        nbytes = out.init.nbytes
-        front = sentinel_damage(SENTINEL, data[:SENTINEL_BYTES])
-        back = sentinel_damage(SENTINEL, data[SENTINEL_BYTES + nbytes:])
-        if front or back:
-            where = "before" if front else "after"
-            raise GuardViolation(f"write outside output {i} ({where} it): {front or back}")
-        values = data[SENTINEL_BYTES:SENTINEL_BYTES + nbytes].copy().view(np.float32)
-        outputs.append(values.reshape(out.init.shape))
-    for i, values in enumerate(outputs):
-        problem = non_finite(values, f"output {i}")
+    for g, data in zip(guarded, after, strict=True):
+        if g.output is None:
+            continue
+        values = data[GUARD_BYTES:GUARD_BYTES + g.nbytes].copy().view(np.float32)
+        outputs.append(values.reshape(g.output.init.shape))
+    for g, values in zip([g for g in guarded if g.output is not None], outputs, strict=True):
+        problem = non_finite(values, g.name)
         if problem:
             raise GuardViolation(problem)
     return Outcome(outputs=outputs, counts=dict(info.counts))
@@ -154,7 +240,8 @@ def gemv(
     y0 = Output(residual.astype(np.float32)) if residual is not None else Output.unwritten((M,))
     grid = (math.ceil(M / spec.rows_per_block), 1, 1)
     return launch_guarded(backend, program, grid, (spec.block, 1, 1),
-                          [np.ascontiguousarray(blob), x.astype(np.float32), y0, M, K])
+                          [np.ascontiguousarray(blob), x.astype(np.float32), y0, M, K],
+                          ["W", "x", "y", "M", "K"])
 
 
 def gemm(
@@ -173,7 +260,8 @@ def gemm(
     bt = max(1, int(spec.batch_tile or 1))
     grid = (math.ceil(M / 16), math.ceil(N / (16 * bt)), 1)
     return launch_guarded(backend, program, grid, (spec.block, 1, 1),
-                          [np.ascontiguousarray(blob), X.astype(np.float16), y0, M, K, N])
+                          [np.ascontiguousarray(blob), X.astype(np.float16), y0, M, K, N],
+                          ["W", "X", "Y", "M", "K", "N"])
 
 
 def gemv_qkv(
@@ -193,7 +281,8 @@ def gemv_qkv(
     args.append(x.astype(np.float32))
     args.extend(Output.unwritten((m,)) for m in Ms)
     args.extend([*Ms, K])
-    return launch_guarded(backend, program, grid, (spec.block, 1, 1), args)
+    return launch_guarded(backend, program, grid, (spec.block, 1, 1), args,
+                          ["Wq", "Wk", "Wv", "x", "yq", "yk", "yv", "Mq", "Mk", "Mv", "K"])
 
 
 def qkv_split(M: int) -> tuple[int, int, int]:

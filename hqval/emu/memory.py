@@ -6,7 +6,8 @@ an access outside raises OutOfBounds naming address, instruction, kernel and arc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,41 @@ class Memory:
         self.ends: list[int] = []
         self._starts = np.zeros(0, np.int64)
         self._ends = np.zeros(0, np.int64)
+        # start offset -> (lo, hi): while a launch runs, the kernel may touch only [lo, hi)
+        # of that allocation (a guarded argument's data, not its canaries); see ``windows``
+        self._windows: dict[int, tuple[int, int]] = {}
+        self._lo = self._starts
+        self._hi = self._ends
+
+    def _index(self) -> None:
+        self._starts = np.array(self.starts, np.int64)
+        self._ends = np.array(self.ends, np.int64)
+        spans = [self._windows.get(s, (s, e)) for s, e in zip(self.starts, self.ends,
+                                                             strict=True)]
+        self._lo = np.array([a for a, _ in spans], np.int64)
+        self._hi = np.array([b for _, b in spans], np.int64)
+
+    @contextlib.contextmanager
+    def windows(self, ranges: Iterable[tuple[int, int]]) -> Iterator[None]:
+        """Within the block, the allocation holding each ``(addr, nbytes)`` range may be
+        accessed by kernels only inside that range (host copies are not limited): a
+        guarded launch passes the data between two canaries, and an access to a canary is
+        then an ``OutOfBounds`` naming the instruction, like one outside every allocation."""
+        added = []
+        for addr, nbytes in ranges:
+            off = addr - BASE
+            k = int(np.searchsorted(self._starts, off, "right")) - 1
+            if k < 0 or off + nbytes > self.ends[k] or self.starts[k] in self._windows:
+                continue  # not inside one allocation, or two ranges in one: leave it whole
+            self._windows[self.starts[k]] = (off, off + nbytes)
+            added.append(self.starts[k])
+        self._index()
+        try:
+            yield
+        finally:
+            for s in added:
+                self._windows.pop(s, None)
+            self._index()
 
     def alloc(self, nbytes: int, align: int = 256) -> int:
         if nbytes < 0:
@@ -47,8 +83,7 @@ class Memory:
         self.top = end
         self.starts.append(start)
         self.ends.append(end)
-        self._starts = np.array(self.starts, np.int64)
-        self._ends = np.array(self.ends, np.int64)
+        self._index()
         return BASE + start
 
     def free(self, addr: int) -> None:
@@ -58,10 +93,10 @@ class Memory:
         k = self.starts.index(off)
         del self.starts[k]
         del self.ends[k]
+        self._windows.pop(off, None)
         if k == len(self.starts):  # the most recent allocation: its space is reused
             self.top = self.ends[-1] if self.ends else 0
-        self._starts = np.array(self.starts, np.int64)
-        self._ends = np.array(self.ends, np.int64)
+        self._index()
 
     def region(self, addr: int, nbytes: int) -> slice:
         off = addr - BASE
@@ -77,10 +112,11 @@ class Memory:
             return
         lo, hi = int(off.min()), int(off.max()) + nbytes
         k = int(np.searchsorted(self._starts, lo, "right")) - 1
-        if k >= 0 and hi <= self.ends[k]:
+        if k >= 0 and self._lo[k] <= lo and hi <= self._hi[k]:
             return
         ks = np.searchsorted(self._starts, off, "right") - 1
-        bad = (ks < 0) | (off + nbytes > self._ends[np.maximum(ks, 0)])
+        kk = np.maximum(ks, 0)
+        bad = (ks < 0) | (off < self._lo[kk]) | (off + nbytes > self._hi[kk])
         if bad.any():
             first = int(off[np.argmax(bad)])
             ins, kern, arch = what()

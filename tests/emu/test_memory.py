@@ -138,3 +138,23 @@ def test_buffer_resource_bounds_check_reads_zero_and_drops_stores(
     np.testing.assert_array_equal(got[20:], -1)  # stores past num_records dropped
     seen = m.read(ps, 128).view(np.float32)
     np.testing.assert_array_equal(seen, np.where(np.arange(32) < 20, a, 0))  # loads read 0
+
+
+def test_a_window_limits_kernel_accesses_to_a_guarded_argument() -> None:
+    """During a guarded launch only the data between an argument's canaries is reachable;
+    host copies (the canaries themselves) are not limited, and the window ends with the
+    launch."""
+    mem = Memory()
+    whole = mem.alloc(4096 + 64 + 4096)
+    data = whole + 4096
+    with mem.windows([(data, 64)]):
+        mem.check(np.array([data - BASE, data - BASE + 60]), 4, what)
+        with pytest.raises(OutOfBounds) as exc:
+            mem.check(np.array([data - BASE - 1024]), 4, what)  # 1 KiB below: a canary
+        assert exc.value.address == data - 1024
+        with pytest.raises(OutOfBounds):
+            mem.check(np.array([data - BASE + 64]), 4, what)  # just past the end
+        mem.data[mem.region(whole, 16)] = 7  # a host copy into the canary is fine
+        scratch = mem.alloc(32)  # an allocation made during the launch is whole
+        mem.check(np.array([scratch - BASE]), 32, what)
+    mem.check(np.array([whole - BASE]), 4, what)  # after the launch: whole again
