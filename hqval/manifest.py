@@ -65,6 +65,11 @@ class KernelSpec:
     baseline: str | None = None
     defines: tuple[tuple[str, str], ...] = ()
     include_dirs: tuple[Path, ...] = ()
+    # files prepended to the source, in order (``clang -include``), as an engine's build
+    # concatenates a preamble ahead of its kernels
+    preinclude: tuple[Path, ...] = ()
+    # trailing launch arguments after the ABI's own: None (a null pointer), int or float
+    extra_args: tuple[int | float | None, ...] = ()
     amd_only: bool = False
     # Mutants only.
     mutant_of: str | None = None
@@ -144,6 +149,18 @@ def _known_format(value: Any) -> str | None:
     return None
 
 
+def _known_block(value: Any) -> str | None:
+    if isinstance(value, int) and (value % 32 or value > 1024):
+        return f"block {value} is not a multiple of 32 up to 1024"
+    return None
+
+
+def _known_extra_arg(value: Any) -> str | None:
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return None
+    return f"{value!r} is not null, an integer or a float"
+
+
 def _kernel_fields(mutants: bool) -> dict[str, Spec]:
     fields = {
         "name": Spec.scalar(str, validators=(_c_identifier,),
@@ -163,8 +180,16 @@ def _kernel_fields(mutants: bool) -> dict[str, Spec]:
                                       fix="rows of W per block (the R of grid.x = ceil(M/R))"),
         "batch_tile": Spec.scalar(int, required=False, minimum=1,
                                   fix="GEMM tokens per block in units of 16 (BT)"),
-        "block": Spec.scalar(int, required=False, enum=(32,),
-                             fix="the ABI is one wave32 per block: block: 32"),
+        "block": Spec.scalar(int, required=False, minimum=32, validators=(_known_block,),
+                             fix="threads per block: a multiple of 32 up to 1024 (default 32)"),
+        "preinclude": Spec.list_of(Spec.scalar(str), required=False,
+                                   fix="a list of files relative to the manifest, prepended "
+                                       "to the source in order"),
+        "extra_args": Spec.list_of(Spec.scalar(object, validators=(_known_extra_arg,),
+                                               fix="null, an integer or a float"),
+                                   required=False,
+                                   fix="trailing kernel arguments after the ABI's: null (a "
+                                       "null pointer), an integer or a float"),
         "requires": Spec.scalar(str, enum=REQUIRES),
         "baseline": Spec.scalar(str, required=False, validators=(_c_identifier,),
                                 fix="name of the qt=6 kernel with the same arithmetic"),
@@ -194,6 +219,9 @@ def _file_spec(mutants: bool) -> Spec:
         "allow_outside_tree": Spec.scalar(
             bool, required=False, fix="true to let source/include paths leave the manifest's "
             "directory (default false)"),
+        "preinclude": Spec.list_of(Spec.scalar(str), required=False,
+                                   fix="a list of files relative to the manifest, prepended "
+                                       "to every source in order"),
         "kernels": Spec.list_of(Spec.mapping(_kernel_fields(mutants)),
                                 fix="a list of kernel entries (name, source, qt, kind, "
                                     "requires)"),
@@ -230,6 +258,7 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
     base = path.parent
     tree = _Tree(doc, base, bool(data.get("allow_outside_tree", False)), problems)
     top_includes = _dirs(doc, ("include_dirs",), data.get("include_dirs", []), problems, tree)
+    top_pre = _files(doc, ("preinclude",), data.get("preinclude", []), problems, tree)
     specs: list[KernelSpec] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(data["kernels"]):
@@ -249,6 +278,8 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
         includes = top_includes + _dirs(doc, (*key, "include_dirs"),
                                         entry.get("include_dirs", []), problems, tree)
         qt = _entry_qt(doc, key, entry, problems)
+        preinclude = top_pre + _files(doc, (*key, "preinclude"), entry.get("preinclude", []),
+                                      problems, tree)
         defines = entry.get("defines", {})
         amd_only = entry.get("amd_only")
         specs.append(KernelSpec(
@@ -265,6 +296,8 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
             baseline=entry.get("baseline"),
             defines=tuple(sorted((str(k), _define_value(v)) for k, v in defines.items())),
             include_dirs=includes,
+            preinclude=preinclude,
+            extra_args=tuple(entry.get("extra_args", [])),
             amd_only=entry["requires"] != "any" if amd_only is None else amd_only,
             mutant_of=entry.get("mutant_of"),
             mutation=entry.get("mutation", ""),
@@ -338,6 +371,20 @@ def _dirs(doc: YamlDoc, key: tuple[str | int, ...], value: list[str],
             problems.append(problem(doc, key, f"{d} is not a directory",
                                     "paths are relative to the manifest"))
         out.append(d)
+    return tuple(out)
+
+
+def _files(doc: YamlDoc, key: tuple[str | int, ...], value: list[str],
+           problems: list[Problem], tree: _Tree) -> tuple[Path, ...]:
+    out = []
+    for v in value:
+        f = (Path(doc.path).parent / v).resolve()
+        if not tree.holds(key, f):
+            continue
+        if not f.is_file():
+            problems.append(problem(doc, key, f"{f} is not a file",
+                                    "paths are relative to the manifest"))
+        out.append(f)
     return tuple(out)
 
 

@@ -38,6 +38,9 @@ EM_AMDGPU = 224
 DEFAULT_CACHE = Path.home() / ".cache" / "hqval"
 COMPILE_TIMEOUT_S = 300
 _CANDIDATES = ("clang-20", "clang-19")
+# HIP compatibility headers (<hip/hip_runtime.h>, <hip/hip_fp16.h>) for builds without
+# ROCm's: on the include path only when the compiler does not bring ROCm's headers.
+HIPCOMPAT_DIR = Path(__file__).resolve().parents[1] / "kernels" / "include" / "hipcompat"
 
 
 class ToolchainError(RuntimeError):
@@ -56,6 +59,12 @@ class Compiler:
     @property
     def hip_headers(self) -> bool:
         return self.kind in ("rocm-clang", "hipcc")
+
+    @property
+    def compat_includes(self) -> tuple[Path, ...]:
+        """System include dirs the suite supplies: the HIP compatibility headers when ROCm's
+        headers are not used (ROCm's win when present)."""
+        return () if self.hip_headers else (HIPCOMPAT_DIR,)
 
     def flags(self, arch: str) -> list[str]:
         # -fuse-cuid=none: no per-output-path __hip_cuid symbol, so a rebuild of the same
@@ -185,8 +194,16 @@ def compiler_identity(compiler: Compiler) -> str:
 
 def compile_command(spec: KernelSpec, arch: str, compiler: Compiler) -> tuple[str, ...]:
     """The compile command without its output: what the key covers and what runs."""
-    return (compiler.path, *compiler.flags(arch), *(f"-I{d}" for d in spec.include_dirs),
+    return (compiler.path, *compiler.flags(arch), *include_flags(spec, compiler),
             *spec.define_flags(), str(spec.source))
+
+
+def include_flags(spec: KernelSpec, compiler: Compiler) -> list[str]:
+    """-I for the manifest's include dirs, -isystem for the suite's HIP compatibility
+    headers (only without ROCm's), -include for each pre-included file in order."""
+    return [*(f"-I{d}" for d in spec.include_dirs),
+            *(a for d in compiler.compat_includes for a in ("-isystem", str(d))),
+            *(a for f in spec.preinclude for a in ("-include", str(f)))]
 
 
 def _parse_make_rule(text: str) -> list[str]:
@@ -282,6 +299,10 @@ def cache_key(spec: KernelSpec, arch: str, compiler: Compiler) -> str:
         "includes": [rel(d) for d in spec.include_dirs],
         "files": [(rel(p), d) for p, d in source_closure(spec, arch, compiler)],
     }
+    # (the compatibility headers a source includes are among "files"; a key without
+    # pre-included files stays as it was, so existing cache entries stay valid)
+    if spec.preinclude:
+        material["preinclude"] = [rel(f) for f in spec.preinclude]
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
@@ -445,7 +466,7 @@ def trusted_roots(spec: KernelSpec, compiler: Compiler) -> tuple[Path, ...]:
     compiler's installation (its headers)."""
     from hqval.manifest import KERNELS_DIR
 
-    roots = [spec.source.parent, *spec.include_dirs, KERNELS_DIR,
+    roots = [spec.source.parent, *spec.include_dirs, *spec.preinclude, KERNELS_DIR,
              Path(os.path.realpath(compiler.path)).parent.parent]
     if spec.manifest is not None:
         roots.append(spec.manifest.parent)

@@ -118,7 +118,11 @@ def test_external_manifest_paths_are_relative_to_it(tmp_path: Path) -> None:
     (GOOD_ENTRY + "    baseline: k0\n", None, "kernels[0].baseline: 'k0' is not a kernel"),
     (GOOD_ENTRY.replace("qt: 44", "qt: '44'"), None,
      "kernels[0].qt: expected an integer, got str '44'"),
-    (GOOD_ENTRY + "    block: 64\n", None, "the ABI is one wave32 per block"),
+    (GOOD_ENTRY + "    block: 48\n", None, "block 48 is not a multiple of 32 up to 1024"),
+    (GOOD_ENTRY + "    block: 2048\n", None, "block 2048 is not a multiple of 32 up to 1024"),
+    (GOOD_ENTRY + "    extra_args: [null, x]\n", None,
+     "kernels[0].extra_args[1]: 'x' is not null, an integer or a float"),
+    (GOOD_ENTRY + "    preinclude: [nope.inc]\n", None, "nope.inc is not a file"),
     (GOOD_ENTRY.replace("kind: gemv", "kind: gemm"), None, "a gemm kernel is a WMMA kernel"),
     (GOOD_ENTRY, "schema: 2\nkernels:\n",
      ":1: schema: 2 is not one of [1]; fix: set 'schema: 1'"),
@@ -241,3 +245,10 @@ def test_defines_are_c_identifiers(tmp_path: Path) -> None:
     entry = GOOD_ENTRY + "    defines: {'A-B': 1}\n"
     with pytest.raises(ManifestError, match="bad define"):
         load_manifest(write_tree(tmp_path, entry))
+def test_preinclude_extra_args_and_block_are_read(tmp_path: Path) -> None:
+    path = write_tree(tmp_path, GOOD_ENTRY + "    block: 128\n    preinclude: [pre.inc]\n"
+                      "    extra_args: [null, 3, 0.5]\n")
+    (tmp_path / "pre.inc").write_text("#define X 1\n")
+    spec = load_manifest(path).kernels[0]
+    assert spec.block == 128 and spec.extra_args == (None, 3, 0.5)
+    assert spec.preinclude == ((tmp_path / "pre.inc").resolve(),)

@@ -226,6 +226,25 @@ def launch_guarded(
     return Outcome(outputs=outputs, counts=dict(info.counts))
 
 
+def extra_args(spec: KernelSpec) -> list[int]:
+    """The manifest's trailing ``extra_args`` as launch values: null -> a null pointer (0),
+    an int as itself, a float as its f32 bit pattern (the kernarg slot is laid out by the
+    kernel's metadata)."""
+    out = []
+    for v in spec.extra_args:
+        if v is None:
+            out.append(0)
+        elif isinstance(v, float):
+            out.append(int(np.float32(v).view(np.uint32)))
+        else:
+            out.append(int(v))
+    return out
+
+
+def extra_names(spec: KernelSpec) -> list[str]:
+    return [f"extra_args[{i}]" for i in range(len(spec.extra_args))]
+
+
 def gemv(
     backend: Backend,
     program: Program,
@@ -240,8 +259,9 @@ def gemv(
     y0 = Output(residual.astype(np.float32)) if residual is not None else Output.unwritten((M,))
     grid = (math.ceil(M / spec.rows_per_block), 1, 1)
     return launch_guarded(backend, program, grid, (spec.block, 1, 1),
-                          [np.ascontiguousarray(blob), x.astype(np.float32), y0, M, K],
-                          ["W", "x", "y", "M", "K"])
+                          [np.ascontiguousarray(blob), x.astype(np.float32), y0, M, K,
+                           *extra_args(spec)],
+                          ["W", "x", "y", "M", "K", *extra_names(spec)])
 
 
 def gemm(
@@ -260,8 +280,9 @@ def gemm(
     bt = max(1, int(spec.batch_tile or 1))
     grid = (math.ceil(M / 16), math.ceil(N / (16 * bt)), 1)
     return launch_guarded(backend, program, grid, (spec.block, 1, 1),
-                          [np.ascontiguousarray(blob), X.astype(np.float16), y0, M, K, N],
-                          ["W", "X", "Y", "M", "K", "N"])
+                          [np.ascontiguousarray(blob), X.astype(np.float16), y0, M, K, N,
+                           *extra_args(spec)],
+                          ["W", "X", "Y", "M", "K", "N", *extra_names(spec)])
 
 
 def gemv_qkv(
@@ -280,9 +301,10 @@ def gemv_qkv(
     args: list[npt.NDArray[np.generic] | int | Output] = [np.ascontiguousarray(b) for b in blobs]
     args.append(x.astype(np.float32))
     args.extend(Output.unwritten((m,)) for m in Ms)
-    args.extend([*Ms, K])
+    args.extend([*Ms, K, *extra_args(spec)])
     return launch_guarded(backend, program, grid, (spec.block, 1, 1), args,
-                          ["Wq", "Wk", "Wv", "x", "yq", "yk", "yv", "Mq", "Mk", "Mv", "K"])
+                          ["Wq", "Wk", "Wv", "x", "yq", "yk", "yv", "Mq", "Mk", "Mv", "K",
+                           *extra_names(spec)])
 
 
 def qkv_split(M: int) -> tuple[int, int, int]:

@@ -93,3 +93,71 @@ def test_nvrtc_builds_every_cross_vendor_source_and_refuses_wmma() -> None:
     for src in amd_only:
         with pytest.raises(CompileError, match="AMD-only"):
             compile_source(src.read_text(), "sm_90", name=src.name)
+
+
+# ---- the HIP compatibility headers (kernels/include/hipcompat) --------------------------
+
+HIPCOMPAT = ROOT / "kernels" / "include" / "hipcompat"
+COMMON_SUBSET = ROOT / "tests" / "data" / "hipcompat" / "common_subset.hip"
+ENGINE_TREE = ROOT / "tests" / "data" / "engine_tree" / "kernels.yaml"
+ALL_ARCHES = ["gfx1010", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151",
+              "gfx1200", "gfx1201"]
+
+
+@pytest.mark.skipif(CLANG is None or OBJDUMP is None, reason="needs clang-19 and llvm-objdump-19")
+@pytest.mark.skipif(rocm_root() is None,
+                    reason="needs ROCm's HIP headers "
+                           "(apt-get install libamdhip64-dev, or set HQVAL_ROCM_PATH)")
+@pytest.mark.parametrize("arch", ALL_ARCHES)
+def test_compat_headers_build_the_same_machine_code_as_rocms(arch: str, tmp_path: Path) -> None:
+    """Kernels both can build without device libraries (ROCm 5.2's threadIdx, blockIdx and
+    __syncthreads call into them): HIP API, ROCm's headers vs hqval's, same code."""
+    rocm = rocm_root()
+    hip = build(COMMON_SUBSET, arch, tmp_path / "hip.co", f"--rocm-path={rocm}")
+    assert hip.returncode == 0, hip.stderr
+    compat = build(COMMON_SUBSET, arch, tmp_path / "compat.co", "-nogpuinc",
+                   "-isystem", str(HIPCOMPAT))
+    assert compat.returncode == 0, compat.stderr
+    text = code(tmp_path / "compat.co", arch)
+    assert "v_wmma" not in text and "ds_bpermute" in text  # the shuffles are really there
+    assert text == code(tmp_path / "hip.co", arch)
+
+
+@pytest.mark.skipif(CLANG is None, reason="needs clang-19")
+@pytest.mark.parametrize("arch", ALL_ARCHES)
+def test_engine_style_sources_build_unmodified_for_every_target(arch: str, tmp_path: Path) -> None:
+    """The engine-style tree (HIP headers, __launch_bounds__(32, 16), a pre-included .inc)
+    builds through the suite's toolchain with no adapter; the launch bounds keep ROCm's
+    meaning (the most threads a block is launched with)."""
+    from hqval.isa import analyze
+    from hqval.toolchain import compile_kernel, find_compiler
+
+    if find_compiler().hip_headers:
+        pytest.skip("ROCm's headers are in use; the compatibility headers are not")
+    m = load_manifest(ENGINE_TREE)
+    built = 0
+    for spec in m.kernels:
+        if spec.requires == "wmma_gfx11" and not arch.startswith("gfx11"):
+            continue
+        if spec.requires == "wmma_gfx12" and not arch.startswith("gfx12"):
+            continue
+        res = compile_kernel(spec, arch, tmp_path)
+        assert res.ok and res.code_object is not None, f"{spec.name}: {res.message}"
+        notes = analyze(res.code_object, arch)[spec.symbol].notes
+        assert notes[".max_flat_workgroup_size"] == spec.block, spec.name
+        built += 1
+    assert built >= 10
+
+
+@pytest.mark.skipif(CLANG is None, reason="needs clang-19")
+def test_compat_headers_refuse_what_they_do_not_cover(tmp_path: Path) -> None:
+    """A function the headers do not provide is a compile error naming it (no silent
+    substitute), and a kernel needing the pre-included .inc fails without it."""
+    src = tmp_path / "k.hip"
+    src.write_text("#include <hip/hip_runtime.h>\n"
+                   "extern \"C\" __global__ void k(float* y) { y[threadIdx.x] = sinf(y[0]); }\n")
+    r = build(src, "gfx1100", tmp_path / "k.co", "-nogpuinc", "-isystem", str(HIPCOMPAT))
+    assert r.returncode != 0 and "sinf" in r.stderr
+    gemv = ENGINE_TREE.parent / "src" / "ew_gemv_mq4g256v2.hip"
+    r = build(gemv, "gfx1100", tmp_path / "g.co", "-nogpuinc", "-isystem", str(HIPCOMPAT))
+    assert r.returncode != 0 and "EW_ROW_BYTES" in r.stderr

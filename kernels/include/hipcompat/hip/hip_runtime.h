@@ -1,0 +1,397 @@
+// hqval HIP compatibility header: the device-side HIP API that quantized GEMV/GEMM kernels
+// use, for clang (bare LLVM, -nogpuinc -nogpulib) with no ROCm installed.
+//
+// hqval's toolchain puts this directory on the include path only when it builds without
+// ROCm's headers (hqval.toolchain.Compiler.hip_headers is false); with ROCm, ROCm's
+// headers win.  If clang's HIP runtime wrapper is active anyway, the real header is used.
+//
+// Covered (device side only; there is no host compilation here):
+//   launch      threadIdx blockIdx blockDim gridDim, dim3, __launch_bounds__(N[, MIN_WAVES])
+//               as ROCm spells it (amdgpu_flat_work_group_size(1, N) [+ amdgpu_waves_per_eu]),
+//               __global__ __device__ __host__ __shared__ __constant__ __forceinline__
+//               __noinline__, __syncthreads (+ _count/_and/_or), __threadfence(_block),
+//               __syncwarp
+//   waves       warpSize, __lane_id, __shfl __shfl_up __shfl_down __shfl_xor (+ _sync),
+//               __ballot __any __all __activemask (+ _sync)
+//   types       char..ulonglong, float and double vectors of 1..4 with make_*, __ldg
+//   math        the float functions such kernels call (expf exp2f logf log2f sqrtf rsqrtf
+//               fabsf fmaxf fminf fmaf floorf ceilf truncf roundf rintf copysignf ldexpf
+//               tanhf, __expf __logf __fdividef __saturatef ...), a few double ones,
+//               min/max, atomicAdd/Sub/Max/Min/Exch/CAS
+//   half        <hip/hip_fp16.h> (__half, __half2)
+// Anything else is a compile error naming the function, never a silent substitute.
+#ifndef HQVAL_HIPCOMPAT_HIP_RUNTIME_H
+#define HQVAL_HIPCOMPAT_HIP_RUNTIME_H
+
+#if defined(__CLANG_HIP_RUNTIME_WRAPPER_H__)
+#include_next <hip/hip_runtime.h>
+#else
+
+#if !defined(__HIP__) || !defined(__AMDGCN__)
+#error "hipcompat: compile as HIP device code for amdgcn (clang -x hip --offload-arch=gfx... --cuda-device-only)"
+#endif
+
+#define HQVAL_HIPCOMPAT 1
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#ifndef __HIP_DEVICE_COMPILE__
+#define __HIP_DEVICE_COMPILE__ 1
+#endif
+
+// ------------------------------------------------------------------ keywords
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+
+// ROCm's meaning: the first argument is the most threads a block is launched with, the
+// optional second the minimum waves per execution unit.
+#define HQVAL_HIPCOMPAT_LB1(max_threads) \
+    __attribute__((amdgpu_flat_work_group_size(1, max_threads)))
+#define HQVAL_HIPCOMPAT_LB2(max_threads, min_waves) \
+    __attribute__((amdgpu_flat_work_group_size(1, max_threads), amdgpu_waves_per_eu(min_waves)))
+#define HQVAL_HIPCOMPAT_LB_PICK(_1, _2, which, ...) which
+#define __launch_bounds__(...) \
+    HQVAL_HIPCOMPAT_LB_PICK(__VA_ARGS__, HQVAL_HIPCOMPAT_LB2, HQVAL_HIPCOMPAT_LB1, )(__VA_ARGS__)
+
+#define HQVAL_HIPCOMPAT_FN static __device__ __forceinline__
+
+static constexpr int warpSize = __AMDGCN_WAVEFRONT_SIZE__;
+
+// ------------------------------------------------------------------ vector types
+// Power-of-two sizes are clang vectors (CUDA's size and alignment; .x .y .z .w and
+// element-wise arithmetic work); three-element types are plain structs of size 3*sizeof(T).
+#define HQVAL_HIPCOMPAT_VEC(T, N)                                                        \
+    typedef T N##1 __attribute__((ext_vector_type(1)));                                  \
+    typedef T N##2 __attribute__((ext_vector_type(2)));                                  \
+    typedef T N##4 __attribute__((ext_vector_type(4)));                                  \
+    struct N##3 { T x, y, z; };                                                          \
+    HQVAL_HIPCOMPAT_FN N##1 make_##N##1(T x) { N##1 r; r.x = x; return r; }              \
+    HQVAL_HIPCOMPAT_FN N##2 make_##N##2(T x, T y) { N##2 r; r.x = x; r.y = y; return r; } \
+    HQVAL_HIPCOMPAT_FN N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; }          \
+    HQVAL_HIPCOMPAT_FN N##4 make_##N##4(T x, T y, T z, T w) {                             \
+        N##4 r; r.x = x; r.y = y; r.z = z; r.w = w; return r;                            \
+    }
+HQVAL_HIPCOMPAT_VEC(signed char, char)
+HQVAL_HIPCOMPAT_VEC(unsigned char, uchar)
+HQVAL_HIPCOMPAT_VEC(short, short)
+HQVAL_HIPCOMPAT_VEC(unsigned short, ushort)
+HQVAL_HIPCOMPAT_VEC(int, int)
+HQVAL_HIPCOMPAT_VEC(unsigned int, uint)
+HQVAL_HIPCOMPAT_VEC(long, long)
+HQVAL_HIPCOMPAT_VEC(unsigned long, ulong)
+HQVAL_HIPCOMPAT_VEC(long long, longlong)
+HQVAL_HIPCOMPAT_VEC(unsigned long long, ulonglong)
+HQVAL_HIPCOMPAT_VEC(float, float)
+HQVAL_HIPCOMPAT_VEC(double, double)
+#undef HQVAL_HIPCOMPAT_VEC
+
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr __device__ dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1)
+        : x(x_), y(y_), z(z_) {}
+};
+
+// ------------------------------------------------------------------ launch coordinates
+// threadIdx.x etc. read the hardware registers on each use (as ROCm's properties do).
+#define HQVAL_HIPCOMPAT_COORD(TYPE, GX, GY, GZ)                                          \
+    struct TYPE {                                                                        \
+        __declspec(property(get = get_x)) unsigned int x;                                \
+        __declspec(property(get = get_y)) unsigned int y;                                \
+        __declspec(property(get = get_z)) unsigned int z;                                \
+        static __device__ __forceinline__ unsigned int get_x() { return GX; }            \
+        static __device__ __forceinline__ unsigned int get_y() { return GY; }            \
+        static __device__ __forceinline__ unsigned int get_z() { return GZ; }            \
+        __device__ operator dim3() const { return dim3(get_x(), get_y(), get_z()); }      \
+    };
+HQVAL_HIPCOMPAT_COORD(hqval_hipcompat_thread_idx, __builtin_amdgcn_workitem_id_x(),
+                      __builtin_amdgcn_workitem_id_y(), __builtin_amdgcn_workitem_id_z())
+HQVAL_HIPCOMPAT_COORD(hqval_hipcompat_block_idx, __builtin_amdgcn_workgroup_id_x(),
+                      __builtin_amdgcn_workgroup_id_y(), __builtin_amdgcn_workgroup_id_z())
+HQVAL_HIPCOMPAT_COORD(hqval_hipcompat_block_dim, __builtin_amdgcn_workgroup_size_x(),
+                      __builtin_amdgcn_workgroup_size_y(), __builtin_amdgcn_workgroup_size_z())
+// HIP launches whole blocks, so the grid's work-item count divides by the block size.
+HQVAL_HIPCOMPAT_COORD(hqval_hipcompat_grid_dim,
+                      __builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x(),
+                      __builtin_amdgcn_grid_size_y() / __builtin_amdgcn_workgroup_size_y(),
+                      __builtin_amdgcn_grid_size_z() / __builtin_amdgcn_workgroup_size_z())
+#undef HQVAL_HIPCOMPAT_COORD
+extern const __device__ __attribute__((weak)) hqval_hipcompat_thread_idx threadIdx;
+extern const __device__ __attribute__((weak)) hqval_hipcompat_block_idx blockIdx;
+extern const __device__ __attribute__((weak)) hqval_hipcompat_block_dim blockDim;
+extern const __device__ __attribute__((weak)) hqval_hipcompat_grid_dim gridDim;
+
+// ------------------------------------------------------------------ barriers and fences
+HQVAL_HIPCOMPAT_FN __attribute__((convergent)) void __syncthreads() {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    __builtin_amdgcn_s_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+HQVAL_HIPCOMPAT_FN void __threadfence_block() { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "workgroup"); }
+HQVAL_HIPCOMPAT_FN void __threadfence() { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
+HQVAL_HIPCOMPAT_FN void __threadfence_system() { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, ""); }
+HQVAL_HIPCOMPAT_FN __attribute__((convergent)) void __syncwarp(unsigned long long = 0) {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+
+// ------------------------------------------------------------------ wave operations
+HQVAL_HIPCOMPAT_FN unsigned int __lane_id() {
+#if __AMDGCN_WAVEFRONT_SIZE__ == 64
+    return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
+#else
+    return __builtin_amdgcn_mbcnt_lo(~0u, 0u);
+#endif
+}
+
+// One 32-bit bpermute: every lane reads ``var`` of lane ``src`` (a lane of this wave).
+HQVAL_HIPCOMPAT_FN int hqval_hipcompat_bperm(int src, int var) {
+    return __builtin_amdgcn_ds_bpermute(src << 2, var);
+}
+// Source lanes, HIP's rules: width is a power of two <= warpSize splitting the wave into
+// segments; a lane whose source falls outside its segment reads its own value.
+HQVAL_HIPCOMPAT_FN int hqval_hipcompat_src_idx(int src_lane, int width) {
+    const int self = static_cast<int>(__lane_id());
+    return (src_lane & (width - 1)) + (self & ~(width - 1));
+}
+HQVAL_HIPCOMPAT_FN int hqval_hipcompat_src_up(unsigned int delta, int width) {
+    const int self = static_cast<int>(__lane_id());
+    const int src = self - static_cast<int>(delta);
+    return src < (self & ~(width - 1)) ? self : src;
+}
+HQVAL_HIPCOMPAT_FN int hqval_hipcompat_src_down(unsigned int delta, int width) {
+    const int self = static_cast<int>(__lane_id());
+    return static_cast<int>((self & (width - 1)) + delta) >= width ? self
+                                                                 : self + static_cast<int>(delta);
+}
+HQVAL_HIPCOMPAT_FN int hqval_hipcompat_src_xor(int mask, int width) {
+    const int self = static_cast<int>(__lane_id());
+    const int src = self ^ mask;
+    return src >= ((self + width) & ~(width - 1)) ? self : src;
+}
+
+// 32-bit values move as one dword, 64-bit ones as two.
+template <typename T>
+HQVAL_HIPCOMPAT_FN T hqval_hipcompat_move(T var, int src) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "hipcompat: shuffles move 4- or 8-byte values");
+    if constexpr (sizeof(T) == 4) {
+        return __builtin_bit_cast(T, hqval_hipcompat_bperm(src, __builtin_bit_cast(int, var)));
+    } else {
+        int2 w = __builtin_bit_cast(int2, var);
+        w.x = hqval_hipcompat_bperm(src, w.x);
+        w.y = hqval_hipcompat_bperm(src, w.y);
+        return __builtin_bit_cast(T, w);
+    }
+}
+
+#define HQVAL_HIPCOMPAT_SHFL(T)                                                            \
+    HQVAL_HIPCOMPAT_FN T __shfl(T var, int src_lane, int width = warpSize) {               \
+        return hqval_hipcompat_move(var, hqval_hipcompat_src_idx(src_lane, width));        \
+    }                                                                                      \
+    HQVAL_HIPCOMPAT_FN T __shfl_up(T var, unsigned int delta, int width = warpSize) {      \
+        return hqval_hipcompat_move(var, hqval_hipcompat_src_up(delta, width));            \
+    }                                                                                      \
+    HQVAL_HIPCOMPAT_FN T __shfl_down(T var, unsigned int delta, int width = warpSize) {    \
+        return hqval_hipcompat_move(var, hqval_hipcompat_src_down(delta, width));          \
+    }                                                                                      \
+    HQVAL_HIPCOMPAT_FN T __shfl_xor(T var, int mask, int width = warpSize) {               \
+        return hqval_hipcompat_move(var, hqval_hipcompat_src_xor(mask, width));            \
+    }                                                                                      \
+    HQVAL_HIPCOMPAT_FN T __shfl_sync(unsigned long long, T var, int src_lane,              \
+                                     int width = warpSize) {                               \
+        return __shfl(var, src_lane, width);                                               \
+    }                                                                                      \
+    HQVAL_HIPCOMPAT_FN T __shfl_up_sync(unsigned long long, T var, unsigned int delta,     \
+                                        int width = warpSize) {                            \
+        return __shfl_up(var, delta, width);                                               \
+    }                                                                                      \
+    HQVAL_HIPCOMPAT_FN T __shfl_down_sync(unsigned long long, T var, unsigned int delta,   \
+                                          int width = warpSize) {                          \
+        return __shfl_down(var, delta, width);                                             \
+    }                                                                                      \
+    HQVAL_HIPCOMPAT_FN T __shfl_xor_sync(unsigned long long, T var, int mask,              \
+                                         int width = warpSize) {                           \
+        return __shfl_xor(var, mask, width);                                               \
+    }
+HQVAL_HIPCOMPAT_SHFL(int)
+HQVAL_HIPCOMPAT_SHFL(unsigned int)
+HQVAL_HIPCOMPAT_SHFL(float)
+HQVAL_HIPCOMPAT_SHFL(long)
+HQVAL_HIPCOMPAT_SHFL(unsigned long)
+HQVAL_HIPCOMPAT_SHFL(long long)
+HQVAL_HIPCOMPAT_SHFL(unsigned long long)
+HQVAL_HIPCOMPAT_SHFL(double)
+#undef HQVAL_HIPCOMPAT_SHFL
+
+// Votes: a 64-bit mask (the upper half is zero on wave32), as HIP returns.
+HQVAL_HIPCOMPAT_FN unsigned long long __ballot(int predicate) {
+#if __AMDGCN_WAVEFRONT_SIZE__ == 64
+    return __builtin_amdgcn_ballot_w64(predicate != 0);
+#else
+    return __builtin_amdgcn_ballot_w32(predicate != 0);
+#endif
+}
+HQVAL_HIPCOMPAT_FN unsigned long long __activemask() { return __ballot(1); }
+HQVAL_HIPCOMPAT_FN int __any(int predicate) { return __ballot(predicate) != 0; }
+HQVAL_HIPCOMPAT_FN int __all(int predicate) { return __ballot(predicate) == __ballot(1); }
+HQVAL_HIPCOMPAT_FN unsigned long long __ballot_sync(unsigned long long mask, int predicate) {
+    return __ballot(predicate) & mask;
+}
+HQVAL_HIPCOMPAT_FN int __any_sync(unsigned long long mask, int predicate) {
+    return (__ballot(predicate) & mask) != 0;
+}
+HQVAL_HIPCOMPAT_FN int __all_sync(unsigned long long mask, int predicate) {
+    return (__ballot(predicate) & mask) == (__ballot(1) & mask);
+}
+HQVAL_HIPCOMPAT_FN __attribute__((convergent)) int __syncthreads_count(int predicate) {
+    __shared__ int hqval_hipcompat_count;
+    if (threadIdx.x + threadIdx.y + threadIdx.z == 0) hqval_hipcompat_count = 0;
+    __syncthreads();
+    __hip_atomic_fetch_add(&hqval_hipcompat_count, predicate != 0, __ATOMIC_RELAXED,
+                           __HIP_MEMORY_SCOPE_WORKGROUP);
+    __syncthreads();
+    const int n = hqval_hipcompat_count;
+    __syncthreads();
+    return n;
+}
+HQVAL_HIPCOMPAT_FN int __syncthreads_and(int predicate) {
+    const int n = __syncthreads_count(predicate);
+    return n == __syncthreads_count(1);
+}
+HQVAL_HIPCOMPAT_FN int __syncthreads_or(int predicate) { return __syncthreads_count(predicate) != 0; }
+
+// ------------------------------------------------------------------ loads
+template <typename T>
+HQVAL_HIPCOMPAT_FN T __ldg(const T* p) { return *p; }
+
+// ------------------------------------------------------------------ integer helpers
+HQVAL_HIPCOMPAT_FN int min(int a, int b) { return a < b ? a : b; }
+HQVAL_HIPCOMPAT_FN int max(int a, int b) { return a > b ? a : b; }
+HQVAL_HIPCOMPAT_FN unsigned int min(unsigned int a, unsigned int b) { return a < b ? a : b; }
+HQVAL_HIPCOMPAT_FN unsigned int max(unsigned int a, unsigned int b) { return a > b ? a : b; }
+HQVAL_HIPCOMPAT_FN long long min(long long a, long long b) { return a < b ? a : b; }
+HQVAL_HIPCOMPAT_FN long long max(long long a, long long b) { return a > b ? a : b; }
+HQVAL_HIPCOMPAT_FN float min(float a, float b) { return __builtin_fminf(a, b); }
+HQVAL_HIPCOMPAT_FN float max(float a, float b) { return __builtin_fmaxf(a, b); }
+HQVAL_HIPCOMPAT_FN int abs(int a) { return a < 0 ? -a : a; }
+HQVAL_HIPCOMPAT_FN int __popc(unsigned int x) { return __builtin_popcount(x); }
+HQVAL_HIPCOMPAT_FN int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+HQVAL_HIPCOMPAT_FN int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned int>(x)); }
+HQVAL_HIPCOMPAT_FN int __ffs(int x) { return x == 0 ? 0 : __builtin_ctz(static_cast<unsigned int>(x)) + 1; }
+HQVAL_HIPCOMPAT_FN unsigned int __umulhi(unsigned int a, unsigned int b) {
+    return static_cast<unsigned int>((static_cast<unsigned long long>(a) * b) >> 32);
+}
+
+// ------------------------------------------------------------------ float math
+// Each is an LLVM operation the AMDGPU backend lowers in line (no device library).
+HQVAL_HIPCOMPAT_FN float fabsf(float x) { return __builtin_fabsf(x); }
+HQVAL_HIPCOMPAT_FN float fmaxf(float a, float b) { return __builtin_fmaxf(a, b); }
+HQVAL_HIPCOMPAT_FN float fminf(float a, float b) { return __builtin_fminf(a, b); }
+HQVAL_HIPCOMPAT_FN float fmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+HQVAL_HIPCOMPAT_FN float floorf(float x) { return __builtin_floorf(x); }
+HQVAL_HIPCOMPAT_FN float ceilf(float x) { return __builtin_ceilf(x); }
+HQVAL_HIPCOMPAT_FN float truncf(float x) { return __builtin_truncf(x); }
+HQVAL_HIPCOMPAT_FN float roundf(float x) { return __builtin_roundf(x); }
+HQVAL_HIPCOMPAT_FN float rintf(float x) { return __builtin_rintf(x); }
+HQVAL_HIPCOMPAT_FN float nearbyintf(float x) { return __builtin_nearbyintf(x); }
+HQVAL_HIPCOMPAT_FN float copysignf(float a, float b) { return __builtin_copysignf(a, b); }
+HQVAL_HIPCOMPAT_FN float ldexpf(float x, int e) { return __builtin_ldexpf(x, e); }
+HQVAL_HIPCOMPAT_FN float sqrtf(float x) { return __builtin_sqrtf(x); }
+HQVAL_HIPCOMPAT_FN float expf(float x) { return __builtin_expf(x); }
+HQVAL_HIPCOMPAT_FN float exp2f(float x) { return __builtin_exp2f(x); }
+HQVAL_HIPCOMPAT_FN float exp10f(float x) { return __builtin_exp10f(x); }
+HQVAL_HIPCOMPAT_FN float logf(float x) { return __builtin_logf(x); }
+HQVAL_HIPCOMPAT_FN float log2f(float x) { return __builtin_log2f(x); }
+HQVAL_HIPCOMPAT_FN float log10f(float x) { return __builtin_log10f(x); }
+// Hardware reciprocal square root (1 ulp), as ROCm's device library uses.
+HQVAL_HIPCOMPAT_FN float rsqrtf(float x) { return __builtin_amdgcn_rsqf(x); }
+// tanh from exp: the series below 0.55 (where 1 - 2/(e^2x + 1) would cancel), the
+// identity above; saturates to +-1 past 9 (tanh(9) rounds to 1 in f32).
+HQVAL_HIPCOMPAT_FN float tanhf(float x) {
+    const float a = __builtin_fabsf(x);
+    float r;
+    if (a < 0.55f) {
+        const float s = a * a;
+        r = a * (1.0f + s * (-0.333333333f + s * (0.133333333f + s * (-0.0539682540f
+              + s * (0.0218694885f + s * (-0.00886323552f + s * 0.00359212803f))))));
+    } else if (a < 9.0f) {
+        r = 1.0f - 2.0f / (__builtin_expf(2.0f * a) + 1.0f);
+    } else {
+        r = 1.0f;
+    }
+    return __builtin_copysignf(r, x);
+}
+HQVAL_HIPCOMPAT_FN float __expf(float x) { return __builtin_amdgcn_exp2f(x * 1.44269504088896341f); }
+HQVAL_HIPCOMPAT_FN float __exp2f(float x) { return __builtin_amdgcn_exp2f(x); }
+HQVAL_HIPCOMPAT_FN float __logf(float x) { return __builtin_amdgcn_logf(x) * 0.693147180559945309f; }
+HQVAL_HIPCOMPAT_FN float __log2f(float x) { return __builtin_amdgcn_logf(x); }
+HQVAL_HIPCOMPAT_FN float __fdividef(float a, float b) { return a * __builtin_amdgcn_rcpf(b); }
+HQVAL_HIPCOMPAT_FN float __frcp_rn(float x) { return 1.0f / x; }
+HQVAL_HIPCOMPAT_FN float __fsqrt_rn(float x) { return __builtin_sqrtf(x); }
+HQVAL_HIPCOMPAT_FN float __frsqrt_rn(float x) { return __builtin_amdgcn_rsqf(x); }
+HQVAL_HIPCOMPAT_FN float __fadd_rn(float a, float b) { return a + b; }
+HQVAL_HIPCOMPAT_FN float __fsub_rn(float a, float b) { return a - b; }
+HQVAL_HIPCOMPAT_FN float __fmul_rn(float a, float b) { return a * b; }
+HQVAL_HIPCOMPAT_FN float __fdiv_rn(float a, float b) { return a / b; }
+HQVAL_HIPCOMPAT_FN float __fmaf_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+HQVAL_HIPCOMPAT_FN float __saturatef(float x) { return __builtin_fminf(__builtin_fmaxf(x, 0.0f), 1.0f); }
+HQVAL_HIPCOMPAT_FN float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
+HQVAL_HIPCOMPAT_FN float __uint_as_float(unsigned int x) { return __builtin_bit_cast(float, x); }
+HQVAL_HIPCOMPAT_FN int __float_as_int(float x) { return __builtin_bit_cast(int, x); }
+HQVAL_HIPCOMPAT_FN unsigned int __float_as_uint(float x) { return __builtin_bit_cast(unsigned int, x); }
+HQVAL_HIPCOMPAT_FN int __float2int_rn(float x) { return static_cast<int>(__builtin_rintf(x)); }
+HQVAL_HIPCOMPAT_FN int __float2int_rz(float x) { return static_cast<int>(x); }
+HQVAL_HIPCOMPAT_FN bool isnan(float x) { return __builtin_isnan(x); }
+HQVAL_HIPCOMPAT_FN bool isinf(float x) { return __builtin_isinf(x); }
+HQVAL_HIPCOMPAT_FN bool isfinite(float x) { return __builtin_isfinite(x); }
+
+HQVAL_HIPCOMPAT_FN double fabs(double x) { return __builtin_fabs(x); }
+HQVAL_HIPCOMPAT_FN double fmax(double a, double b) { return __builtin_fmax(a, b); }
+HQVAL_HIPCOMPAT_FN double fmin(double a, double b) { return __builtin_fmin(a, b); }
+HQVAL_HIPCOMPAT_FN double fma(double a, double b, double c) { return __builtin_fma(a, b, c); }
+HQVAL_HIPCOMPAT_FN double sqrt(double x) { return __builtin_sqrt(x); }
+HQVAL_HIPCOMPAT_FN double floor(double x) { return __builtin_floor(x); }
+HQVAL_HIPCOMPAT_FN double ceil(double x) { return __builtin_ceil(x); }
+HQVAL_HIPCOMPAT_FN double trunc(double x) { return __builtin_trunc(x); }
+HQVAL_HIPCOMPAT_FN bool isnan(double x) { return __builtin_isnan(x); }
+HQVAL_HIPCOMPAT_FN bool isinf(double x) { return __builtin_isinf(x); }
+
+// ------------------------------------------------------------------ atomics (device scope)
+#define HQVAL_HIPCOMPAT_ATOMIC(NAME, OP, T)                                                 \
+    HQVAL_HIPCOMPAT_FN T NAME(T* address, T val) {                                         \
+        return __hip_atomic_##OP(address, val, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); \
+    }
+HQVAL_HIPCOMPAT_ATOMIC(atomicAdd, fetch_add, int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicAdd, fetch_add, unsigned int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicAdd, fetch_add, unsigned long long)
+HQVAL_HIPCOMPAT_ATOMIC(atomicAdd, fetch_add, float)
+HQVAL_HIPCOMPAT_ATOMIC(atomicAdd, fetch_add, double)
+HQVAL_HIPCOMPAT_ATOMIC(atomicSub, fetch_sub, int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicSub, fetch_sub, unsigned int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicMax, fetch_max, int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicMax, fetch_max, unsigned int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicMin, fetch_min, int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicMin, fetch_min, unsigned int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicExch, exchange, int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicExch, exchange, unsigned int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicExch, exchange, float)
+HQVAL_HIPCOMPAT_ATOMIC(atomicAnd, fetch_and, unsigned int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicOr, fetch_or, unsigned int)
+HQVAL_HIPCOMPAT_ATOMIC(atomicXor, fetch_xor, unsigned int)
+#undef HQVAL_HIPCOMPAT_ATOMIC
+template <typename T>
+HQVAL_HIPCOMPAT_FN T atomicCAS(T* address, T compare, T val) {
+    __hip_atomic_compare_exchange_strong(address, &compare, val, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+    return compare;
+}
+
+#include <hip/hip_fp16.h>
+
+#endif  // !__CLANG_HIP_RUNTIME_WRAPPER_H__
+#endif  // HQVAL_HIPCOMPAT_HIP_RUNTIME_H
