@@ -1,6 +1,6 @@
 """hqval: validate and time 4-bit quantized GPU kernels across AMD RDNA targets.
 
-Start with ``hqval run --arch gfx1100`` (compile, audit, checks, mutants, timing,
+Start with "hqval run --arch gfx1100" (compile, audit, checks, mutants, timing,
 admission and report in one go); the other commands are its steps, run alone.  Exit codes:
 0 all applicable cells passed, 1 a check failed or regressed, 2 a usage or infrastructure
 problem (bad input, a requested backend missing).

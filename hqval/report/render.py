@@ -72,8 +72,16 @@ def _show(v: Any) -> str:
 
 def build(runs: Sequence[Run], admission: Admission, comparison_markdown: str = "",
           policy: Policy | None = None) -> ReportData:
-    """``policy``: the admission policy the verdicts were reached with (its gate is drawn
-    where it applied); None draws only the gates the rows themselves record."""
+    """``policy``: the admission policy the verdicts were reached with.  Its timing gates
+    re-judge the timing rows exactly as admission did (hqval.timing.gate.rejudge_rows over
+    the same kernel table), so the page shows and draws the verdict and gate that were
+    applied; None shows the rows as stored."""
+    if policy is not None:
+        from hqval.admission import gate_for_row, kernel_table
+        from hqval.timing.gate import rejudge_rows
+
+        gate_for = gate_for_row(policy, kernel_table(r.envelope for r in runs))
+        runs = [Run(r.path, r.envelope, rejudge_rows(r.rows, gate_for)) for r in runs]
     return ReportData(tuple(runs), tuple(merge_rows(runs)), admission, comparison_markdown,
                       policy)
 

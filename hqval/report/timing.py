@@ -149,8 +149,14 @@ class TimingCell:
             bits.append(f"the A/A control (qt={V1_QT} against itself) measured "
                         f"{self.ratio:.4f}, "
                         f"outside 1 ± {self.gate:g}{tries}")
-        elif "noisy" in msg:
+        elif "noisy" in msg or "noisy" in str(self.row.details.get("untrusted", "")):
             bits.append("its group's A/A control was noisy, so the ratio is not trusted")
+        elif self.row.details.get("untrusted"):
+            bits.append(f"the run was not trusted: {self.row.details['untrusted']}")
+        elif self.verdict == "noisy" and self.gate is not None and self.ci_low is not None:
+            bits.append(f"its confidence interval [{self.ci_low:.4f}, {self.ci_high:.4f}] "
+                        f"still straddles the gate {self.gate:g} after every run the budget "
+                        "allows")
         if "queue" in msg:
             bits.append("the host outran the queue filler (the GPU went idle between samples)")
         if len(self.run_ratios) > 1:
@@ -161,12 +167,18 @@ class TimingCell:
 
 
 def _verdict(row: Row) -> str:
+    """pass | fail | noisy | error | ...: the gate's verdict where the row records one
+    (``details.verdict``, a string or hqval.timing.gate's ``{"verdict": ...}``); a run
+    that was not trusted (noisy A/A control, drained queue) is noisy whatever its ratio."""
     d = row.details
+    if d.get("untrusted") or d.get("noisy") is True or (
+            row.status is Status.ERROR and "noisy" in row.message):
+        return "noisy"
     v = d.get("verdict")
+    if isinstance(v, dict):
+        v = v.get("verdict")
     if isinstance(v, str) and v:
         return v
-    if d.get("noisy") is True or (row.status is Status.ERROR and "noisy" in row.message):
-        return "noisy"
     return str(row.status)
 
 

@@ -376,3 +376,27 @@ def test_checkpoint_for_a_run_outside_admission(make_run: RunFactory) -> None:
     assert "- `timing_cold[gemv_mq4g256v2_r1@5120x5120|sm_90|cuda]`" in md
     assert "\n\n\n" not in md
     assert adm.exit_code == 1
+
+
+def test_the_report_shows_the_gate_admission_applied_not_the_stored_one(
+        make_run: RunFactory) -> None:
+    """A row stored as failing its measuring-time 1.01 bound is re-judged by the policy in
+    use (ratio_max 1.05), as admission does: the report draws 1.05 and says pass; with no
+    policy it shows the row as stored."""
+    from hqval.admission import load_policy
+
+    a = [[10.0 + 0.01 * (i % 7) for i in range(40)] for _ in range(3)]
+    b = [[x * 1.03 for x in run] for run in a]
+    row = Row("timing", "timing_cold", "gemv_mq4g256v2_r1@4096x5120", "gfx1100", "hip",
+              Status.FAIL, measured=1.03, tolerance=1.01, message="1.03; slower",
+              details={"mode": "cold", "rows_per_block": 1, "samples_a": a, "samples_b": b,
+                       "stats": {"ratio": 1.03}})
+    run = store.load(make_run([*evidence("gfx1100", "hip"), row], arch="gfx1100",
+                              backend="hip"))
+    adm, _ = admit_runs([run], arches=CAPS)
+    stored = [c for c in build([run], adm).timing() if c.row.check == "timing_cold"]
+    judged = [c for c in build([run], adm, policy=load_policy()).timing()
+              if c.row.check == "timing_cold"]
+    assert [(c.gate, c.verdict) for c in stored] == [(1.01, "fail")]
+    assert [(c.gate, c.verdict) for c in judged] == [(1.05, "pass")]
+    assert judged[0].gate_source == "formats.mq4g256v2.paths.decode.timing.cold"
