@@ -67,6 +67,9 @@ class _Controller:
             self.collected = max(self.collected, len(session.items))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when not in ("setup", "call", "teardown"):  # xdist: a worker crashed
+            self._crash(report)
+            return
         if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
             if report.when == "teardown" and report.outcome == "failed":
                 self._crash(report)

@@ -250,7 +250,11 @@ def not_claimed(data: ReportData, all_arches: Sequence[str] | None = None) -> li
         out.append("Emulated is not measured: " + ", ".join(emulated)
                    + " passed on the RDNA interpreter running their code objects, not on "
                    "their silicon.")
-    for status, text in ((AdmissionStatus.UNSUPPORTED, "unsupported (not validated)"),
+    out += [f"Gate not applied: {g}; no status here rests on it."
+            for g in data.admission.skipped_gates]
+    for status, text in ((AdmissionStatus.INCOMPLETE,
+                          "incomplete (expected evidence has no row; not admitted)"),
+                         (AdmissionStatus.UNSUPPORTED, "unsupported (not validated)"),
                          (AdmissionStatus.UNTESTED, "untested (no evidence in these runs)"),
                          (AdmissionStatus.COMPILED, "compiled only (no check ran)")):
         hit = sorted(f"qt={c.qt} {c.path} on {c.arch}" for c in cells if c.status is status)

@@ -59,13 +59,19 @@ def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a uniquely named temporary file beside it, renamed
     into place whole (two writers never share a temporary name)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -448,15 +454,18 @@ class RunWriter:
         if not batch:
             return 0
         payload = "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in batch)
-        fd = os.open(self._rows_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            data = payload.encode()
-            written = os.write(fd, data)
-            while written < len(data):  # a short write on a full disk or a signal
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self._rows_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                data = payload.encode()
+                written = os.write(fd, data)
+                while written < len(data):  # a short write on a full disk or a signal
+                    written += os.write(fd, data[written:])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:  # a full disk, a file size limit: name the file
+            raise OSError(exc.errno, exc.strerror, str(self._rows_path)) from exc
         self.done.update(r.identity for r in batch)
         self.written.extend(batch)
         return len(batch)

@@ -60,7 +60,11 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
     ``ManifestError``, a ``RunDirError``) and an unusable backend ``BackendUnavailable``,
     both before anything is written."""
     arches = resolve_arches(config.arches)
-    manifest = load_manifest(config.manifest)
+    try:
+        manifest = load_manifest(config.manifest)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{config.manifest or 'the manifest'}: not UTF-8 ({exc.reason} at "
+                         f"byte {exc.start}); save it as UTF-8") from None
     mutants: Manifest | None = None
     if config.mutants and Path(DEFAULT_MUTANTS).is_file():
         mutants = load_mutants(DEFAULT_MUTANTS)

@@ -18,6 +18,7 @@ from pathlib import Path
 from hqval import isa, toolchain
 from hqval.admission import Admission, Policy, admit_runs, dumps, load_policy
 from hqval.checks import mutation, session
+from hqval.checks.cell import CHECKS, Cell
 from hqval.manifest import KernelSpec
 from hqval.result import Row, Status
 from hqval.results import store
@@ -193,10 +194,18 @@ def mutants(ctx: RunContext) -> StepResult:
                 ok = (m.name, a.name) in ctx.compiled
                 built[(m.name, a.name)] = mutation.Built(ok, "" if ok else "did not compile")
     verdict_rows: list[Row] = []
+    have = {r.identity for r in stored}
+    expected = set(ctx.expected.get("mutants", []))
     for a in ctx.arches:
-        verdict_rows += mutation.verdicts(ctx.mutants.kernels, [a.name],
-                                          ctx.backend_label(a.name), built,
-                                          [r for r in stored if r.arch == a.name])
+        for v in mutation.verdicts(ctx.mutants.kernels, [a.name], ctx.backend_label(a.name),
+                                   built, [r for r in stored if r.arch == a.name]):
+            cells = [Cell(c, v.kernel, a.name, v.backend).identity for c in CHECKS]
+            if v.status is Status.FAIL and any(c in expected and c not in have
+                                               for c in cells):
+                # not killed, but not every cell ran: no verdict (the step stays
+                # incomplete and --resume runs the rest), never "survived"
+                continue
+            verdict_rows.append(v)
     rows += _emit(ctx, verdict_rows)
     return StepResult("mutants", tuple(rows), error=why, seconds=time.monotonic() - t0)
 

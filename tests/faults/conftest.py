@@ -1,0 +1,129 @@
+"""The fault suite's shared parts: a small real kernel tree (copied from the suite's own
+kernels: three GEMVs and four GEMMs, so gfx1010 has decode and per-token fallback
+evidence), one complete run of it made once per session, and ways to run hqval on it as
+a user would: in this process (``hqval``) or as its own process (``hqval_process``), to
+be killed, limited or run twice at once.
+
+Each module holds one class of fault (``test_<class>.py``); every case feeds an input
+where the gate must say no (incomplete, rejected, refused) and checks it says no, with
+the exit code and the one line a user sees.  docs/faults.md lists every case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hqval.cli import main
+from hqval.manifest import KERNELS_DIR
+
+REPO = Path(__file__).resolve().parents[2]
+ARCH = "gfx1010"
+KEEP = ("gemv_hfq4g256_r1", "gemv_mq4g256v2_r1", "gemv_mq4c_r1",
+        "gemm_hfq4g256_wmma_gfx11", "gemm_mq4g256v2_wmma_gfx11",
+        "gemm_hfq4g256_wmma_gfx12", "gemm_mq4c_wmma_gfx12")
+# the statuses a clean run of the small tree gets on gfx1010 (no WMMA: prefill falls back)
+CLEAN = {(44, "decode"): "emulated", (45, "decode"): "emulated",
+         (44, "prefill"): "fallback", (45, "prefill"): "fallback"}
+
+
+def small_tree(dest: Path) -> Path:
+    """A kernel tree of the suite's own sources with a manifest of ``KEEP``; returns the
+    manifest's path."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in KERNELS_DIR.glob("*.hip"):
+        shutil.copy(f, dest / f.name)
+    shutil.copytree(KERNELS_DIR / "include", dest / "include", dirs_exist_ok=True)
+    data = yaml.safe_load((KERNELS_DIR / "kernels.yaml").read_text())
+    data["kernels"] = [k for k in data["kernels"] if k["name"] in KEEP]
+    manifest = dest / "kernels.yaml"
+    manifest.write_text(yaml.safe_dump(data, sort_keys=False))
+    return manifest
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "HQVAL_WORKERS": "0"}
+
+
+def run_args(manifest: Path, out: Path, *extra: str) -> list[str]:
+    return ["run", "--arch", ARCH, "--backend", "emu", "--manifest", str(manifest),
+            "--out", str(out), "--workers", "0", *extra]
+
+
+@pytest.fixture(scope="session")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return small_tree(tmp_path_factory.mktemp("tree"))
+
+
+@pytest.fixture(scope="session")
+def golden(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One complete, clean run of the small tree (mutants included), made once."""
+    out = tmp_path_factory.mktemp("golden") / "run"
+    proc = subprocess.run([sys.executable, "-m", "hqval", *run_args(tree, out)], env=_env(),
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return out
+
+
+@pytest.fixture
+def copy_of(golden: Path, tmp_path: Path) -> Callable[[], Path]:
+    """A fresh copy of the golden run directory to damage."""
+    def make() -> Path:
+        dest = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(golden, dest)
+        return dest
+    return make
+
+
+@pytest.fixture
+def hqval(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    """``hqval ARGS`` in this process: (exit code, stdout, stderr)."""
+    def call(*args: str) -> Result:
+        capsys.readouterr()
+        code = main(list(args))
+        got = capsys.readouterr()
+        return Result(code, got.out, got.err)
+    return call
+
+
+def hqval_process(args: Sequence[str], *, timeout: float = 900,
+                  preexec: Callable[[], None] | None = None,
+                  launcher: Sequence[str] = ()) -> Result:
+    """``hqval ARGS`` as its own process (through ``launcher`` when given)."""
+    cmd = [sys.executable, *(launcher or ["-m", "hqval"]), *args]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout,
+                          check=False, preexec_fn=preexec)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def admission(run: Path) -> dict[tuple[int, str], str]:
+    data = json.loads((run / "admission.json").read_text())
+    return {(c["qt"], c["path"]): c["status"] for c in data["cells"]}
+
+
+def rows(run: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in (run / "rows.jsonl").read_text().splitlines() if x.strip()]
+
+
+def rewrite_rows(run: Path, keep: Callable[[dict[str, object]], bool]) -> int:
+    """Drop the rows ``keep`` refuses; returns how many were dropped."""
+    all_rows = rows(run)
+    kept = [r for r in all_rows if keep(r)]
+    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return len(all_rows) - len(kept)

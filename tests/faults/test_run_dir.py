@@ -1,0 +1,180 @@
+"""Faults of class 'the run directory' (issue 11 item 3): one writer at a time, whole
+files, a damaged or non-UTF-8 envelope or rows file, and OSError (an unwritable --out, a
+file size limit standing in for a full disk): one line naming the path, exit 2, nothing
+admitted."""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import CLEAN, Result, _env, admission, hqval_process, rows, run_args
+
+Hq = Callable[..., Result]
+
+
+def _one_line(res: Result, *words: str) -> None:
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1, res.err
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert "Traceback" not in res.err
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{}", "empty JSON object"),
+    ("", "not valid JSON"),
+    ('{"schema_version": 2, "arch": ["gfx1010"]', "not valid JSON"),
+    ('{"schema_version": 2, "arch": ["gfx1010"]}', "lacks kernels"),
+    ('{"arch": ["gfx1010"], "kernels": {}}', "no schema_version"),
+    ("[]", "JSON object"),
+])
+def test_damaged_envelope_is_exit_2(copy_of: Callable[[], Path], hqval: Hq, text: str,
+                                    why: str) -> None:
+    run = copy_of()
+    (run / "envelope.json").write_text(text)
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    _one_line(res, str(run / "envelope.json"), why)
+
+
+def test_non_utf8_envelope_is_exit_2(copy_of: Callable[[], Path], hqval: Hq) -> None:
+    run = copy_of()
+    (run / "envelope.json").write_bytes(b'{"schema_version": "\xff\xfe"}')
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    _one_line(res, "envelope.json: not UTF-8")
+
+
+def test_non_utf8_row_is_exit_2(copy_of: Callable[[], Path], hqval: Hq) -> None:
+    run = copy_of()
+    data = (run / "rows.jsonl").read_bytes().splitlines(keepends=True)
+    data.insert(3, b'{"kind": "\xff"}\n')
+    (run / "rows.jsonl").write_bytes(b"".join(data))
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    _one_line(res, "rows.jsonl:4: not UTF-8")
+
+
+def test_corrupt_middle_row_is_exit_2(copy_of: Callable[[], Path], hqval: Hq) -> None:
+    run = copy_of()
+    data = (run / "rows.jsonl").read_text().splitlines(keepends=True)
+    data[5] = data[5][: len(data[5]) // 2] + "\n"
+    (run / "rows.jsonl").write_text("".join(data))
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    _one_line(res, "rows.jsonl:6: unreadable row")
+
+
+def test_torn_last_row_is_incomplete_then_resume_completes(
+        tree: Path, copy_of: Callable[[], Path], hqval: Hq) -> None:
+    """What a kill mid-write leaves: the torn line is dropped (its cell is missing, so
+    admission says incomplete), and --resume cuts it and redoes the cell."""
+    run = copy_of()
+    lines = (run / "rows.jsonl").read_text().splitlines(keepends=True)
+    check = max(i for i, x in enumerate(lines) if '"kind": "check"' in x)
+    torn = lines.pop(check)
+    (run / "rows.jsonl").write_text("".join(lines) + torn[: len(torn) // 2])
+    with pytest.warns(UserWarning, match="torn last line"):
+        res = hqval("admit", str(run))
+    assert res.code == 2 and "incomplete" in res.err
+    with pytest.warns(UserWarning, match="torn last line"):
+        assert hqval(*run_args(tree, run, "--resume")).code == 0
+    assert admission(run) == CLEAN
+
+
+def test_damaged_baseline_is_exit_2(copy_of: Callable[[], Path], hqval: Hq) -> None:
+    run, base = copy_of(), copy_of()
+    (base / "envelope.json").write_text("{}")
+    res = hqval("admit", str(run), "--baseline", str(base))
+    assert res.code == 2
+    _one_line(res, "--baseline", "envelope is damaged")
+
+
+def test_second_writer_is_refused_at_once(tree: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = subprocess.Popen([sys.executable, "-m", "hqval", *run_args(tree, out)],
+                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "envelope.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for extra in ((), ("--resume",)):
+        t0 = time.monotonic()
+        second = hqval_process(run_args(tree, out, *extra))
+        assert second.code == 2
+        assert time.monotonic() - t0 < 15  # interpreter start, then refused at once
+        _one_line(second, "another hqval process (pid", "is writing this run directory")
+    _, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-2000:]
+    assert admission(out) == CLEAN
+
+
+def test_concurrent_writers_one_wins_none_crashes(tree: Path, tmp_path: Path) -> None:
+    """Six processes start on one fresh --out: one runs, five are refused (exit 2, one
+    line), none crashes on a shared temporary file, and the run is clean."""
+    out = tmp_path / "run"
+    procs = [subprocess.Popen([sys.executable, "-m", "hqval", *run_args(tree, out)],
+                              env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(6)]
+    results = [(p.wait(timeout=900), p.communicate()[1]) for p in procs]
+    codes = sorted(c for c, _ in results)
+    assert codes == [0, 2, 2, 2, 2, 2], [e[-500:] for _, e in results]
+    for code, err in results:
+        assert "Traceback" not in err
+        if code == 2:
+            assert "is writing this run directory" in err or "already holds a run" in err
+    assert hqval_process(["admit", str(out)]).code == 0
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_unwritable_out_is_one_line_exit_2(tree: Path, tmp_path: Path, hqval: Hq) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    res = hqval(*run_args(tree, blocker / "run"))
+    assert res.code == 2
+    _one_line(res, str(blocker / "run"), "cannot create the run directory")
+
+
+def _file_size_limit() -> None:
+    # what a full disk does to a writer: write(2) fails (EFBIG here, ENOSPC there)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000))
+
+
+def test_full_disk_is_one_line_exit_2_and_nothing_admitted(tree: Path,
+                                                           tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = hqval_process(run_args(tree, out), preexec=_file_size_limit)
+    assert res.code == 2, res.err[-2000:]
+    lines = [x for x in res.err.strip().splitlines() if x.startswith("hqval run: error")]
+    assert len(lines) == 1 and str(out / "rows.jsonl") in lines[0], res.err[-2000:]
+    assert "Traceback" not in res.err
+    assert not (out / "admission.json").exists()
+    assert hqval_process(["admit", str(out)]).code == 2
+    # with room again, --resume finishes the run
+    assert hqval_process(run_args(tree, out, "--resume")).code == 0
+    assert admission(out) == CLEAN
+
+
+def test_non_utf8_manifest_is_one_line_exit_2(tree: Path, tmp_path: Path, hqval: Hq) -> None:
+    bad = tree.parent / "latin1.yaml"
+    bad.write_bytes("# caf\xe9 (latin-1)\n".encode("latin-1") + tree.read_bytes())
+    res = hqval(*run_args(bad, tmp_path / "run"))
+    assert res.code == 2
+    _one_line(res, "latin1.yaml")
+    assert not (tmp_path / "run").exists()
+
+
+def test_rows_of_a_run_are_never_left_in_a_temporary(copy_of: Callable[[], Path]) -> None:
+    run = copy_of()
+    assert not [p for p in run.rglob("*") if ".tmp" in p.name or ".partial" in p.name]
+    assert rows(run) and json.loads((run / "envelope.json").read_text())["expected_cells"]

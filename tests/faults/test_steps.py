@@ -1,0 +1,118 @@
+"""Faults of class 'steps that prove they ran' (issue 11 item 2): a real ``kill -9`` at
+each step boundary and inside each step, then ``hqval admit`` (never a pass on what is
+missing) and ``--resume`` (the clean statuses, no cell run twice); a check session that
+collects nothing; a crashed xdist worker."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ARCH, CLEAN, _env, admission, hqval_process, rows, run_args
+
+LAUNCH = str(Path(__file__).with_name("launch.py"))
+STEPS = ("compile", "audit", "checks", "mutants", "timing", "admit", "report")
+# a kill before the evidence is complete leaves admit nothing to pass on (exit 2); once
+# every evidence step's cells exist, admission over them is sound (exit 0)
+EVIDENCE_DONE = {"admit", "report"}
+
+
+def _no_cell_twice(run: Path) -> None:
+    counts = collections.Counter(str(r["identity"]) for r in rows(run)
+                                 if r["kind"] in ("check", "compile", "audit", "mutant"))
+    twice = [i for i, n in counts.items() if n > 1]
+    assert not twice, twice[:5]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["kill-before", "kill-inside"])
+@pytest.mark.parametrize("step", STEPS)
+def test_kill_9_then_admit_then_resume(tree: Path, tmp_path: Path, mode: str,
+                                       step: str) -> None:
+    out = tmp_path / "run"
+    # the mutants step's own cases run it; the others skip it (half the time)
+    flags = () if step == "mutants" else ("--no-mutants",)
+    killed = hqval_process(run_args(tree, out, *flags), launcher=[LAUNCH, mode, step])
+    assert killed.code == -signal.SIGKILL, killed.err[-2000:]
+    admit = hqval_process(["admit", str(out)])
+    want = 0 if step in EVIDENCE_DONE or (mode == "kill-inside" and step == "timing") else 2
+    assert admit.code == want, admit.err[-2000:]
+    if want == 2:
+        assert "incomplete" in admit.err or "empty" in admit.err
+    resumed = hqval_process(run_args(tree, out, *flags, "--resume"))
+    assert resumed.code == 0, resumed.err[-2000:] + resumed.out[-2000:]
+    assert admission(out) == CLEAN
+    _no_cell_twice(out)
+
+
+@pytest.mark.slow
+def test_kill_9_inside_checks_with_xdist_workers(tree: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [*run_args(tree, out)[:-2], "--workers", "2"]
+    killed = hqval_process(args, launcher=[LAUNCH, "kill-inside", "checks"])
+    assert killed.code == -signal.SIGKILL
+    assert hqval_process(["admit", str(out)]).code == 2
+    assert hqval_process([*args, "--resume"]).code == 0
+    assert admission(out) == CLEAN
+    _no_cell_twice(out)
+
+
+@pytest.mark.slow
+def test_check_session_collecting_nothing_is_a_step_error(tree: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = hqval_process(run_args(tree, out), launcher=[LAUNCH, "collect-nothing", "-"])
+    assert res.code == 2
+    marks = {str(r["identity"]): r for r in rows(out) if r["kind"] == "step"}
+    mark = marks[f"checks[-|{ARCH}|step]"]
+    assert mark["status"] == "error" and "expected cells have no row" in str(mark["message"])
+    assert admission(out)[(44, "decode")] == "incomplete"
+    # --resume redoes the step that did not finish
+    assert hqval_process(run_args(tree, out, "--resume")).code == 0
+    assert admission(out) == CLEAN
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.slow
+def test_crashed_xdist_worker_is_a_step_error(tree: Path, tmp_path: Path) -> None:
+    """kill -9 one pytest-xdist worker while it runs cells: the cell it held has no row,
+    so the step is not done (exit 2), and --resume runs that cell."""
+    out = tmp_path / "run"
+    args = [*run_args(tree, out)[:-2], "--workers", "2", "--no-mutants"]
+    proc = subprocess.Popen([sys.executable, "-m", "hqval", *args], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = None
+    deadline = time.monotonic() + 300
+    while victim is None and proc.poll() is None and time.monotonic() < deadline:
+        have = [r for r in rows(out) if r["kind"] == "check"] if (out / "rows.jsonl").exists() \
+            else []
+        workers = [c for c in _children(proc.pid)
+                   if b"execnet" in Path(f"/proc/{c}/cmdline").read_bytes()
+                   or b"xdist" in Path(f"/proc/{c}/cmdline").read_bytes()] \
+            if have else []
+        if workers:
+            victim = workers[0]
+            os.kill(victim, signal.SIGKILL)
+        time.sleep(0.02)
+    _, err = proc.communicate(timeout=600)
+    assert victim is not None, "the checks finished before a worker could be killed"
+    assert proc.returncode == 2, err[-2000:]
+    marks = {str(r["identity"]): r for r in rows(out) if r["kind"] == "step"}
+    assert marks[f"checks[-|{ARCH}|step]"]["status"] == "error"
+    assert hqval_process([*args, "--resume"]).code == 0
+    assert admission(out) == CLEAN
