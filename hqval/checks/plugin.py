@@ -138,13 +138,13 @@ def backend_label(name: str, arch: str) -> str:
     """The backend part of a cell identity: ``auto`` resolves to what it chose."""
     if name != "auto":
         return name
-    prefix_hw = {"gfx": "hip", "sm_": "cuda"}
     from hqval.backends import BackendUnavailable, get
+    from hqval.matrix import resolve_arch
 
     try:
         return get("auto", arch).name
     except BackendUnavailable:
-        return prefix_hw.get(arch[:3], "auto")
+        return "hip" if resolve_arch(arch).is_amd else "cuda"
 
 
 class ManifestFile(pytest.File):

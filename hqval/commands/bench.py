@@ -114,9 +114,15 @@ def run(args: argparse.Namespace) -> int:
     from hqval.timing.mutants import parse_slow_list
     from hqval.timing.schedule import MODES
 
-    if not args.arch or len(args.arch) != 1 or args.arch[0] == "all":
+    from hqval.matrix import resolve_arches
+
+    try:
+        resolved = resolve_arches(args.arch)
+    except ValueError as exc:  # empty (--arch ,) or unknown
+        raise UsageError(str(exc)) from None
+    if len(resolved) != 1:
         raise UsageError("bench times one device: pass exactly one --arch (e.g. sm_90, gfx1100)")
-    arch = args.arch[0]
+    arch = resolved[0].name
     if args.predict:
         return predict_only(args, arch)
     if args.backend in ("auto", "emu"):
