@@ -108,13 +108,12 @@ def run(args: argparse.Namespace) -> int:
     from hqval.backends import BackendUnavailable, get
     from hqval.cli import UsageError
     from hqval.manifest import load_manifest
+    from hqval.matrix import resolve_arches
     from hqval.result import Row
     from hqval.timing.bench import BenchPlan, run_bench
     from hqval.timing.harness import TimingConfig
     from hqval.timing.mutants import parse_slow_list
     from hqval.timing.schedule import MODES
-
-    from hqval.matrix import resolve_arches
 
     try:
         resolved = resolve_arches(args.arch)
