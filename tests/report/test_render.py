@@ -149,6 +149,7 @@ def test_noisy_cells_and_why_are_on_the_page(make_run: RunFactory) -> None:
     assert 'class="mark fail"' in html and 'class="mark noisy"' in html
     assert 'class="plot heatmap"' in html
     assert "Cells: ." not in html and "No admission cells" in html
+    assert "admission-table" not in html  # no empty matrix when there are no cells
     _, md = html, render_checkpoint(data)
     assert "## Noisy cells (not trusted either way)" in md
     assert "plots/heatmap-qt45.svg" in md and "plots/timing-ratios.svg" in md
