@@ -136,8 +136,9 @@ def tests(session: nox.Session) -> None:
         ensure_apt(session, HIP_HEADERS, "the prelude test compares builds with ROCm's HIP "
                    "headers", required=False)
     # hip-python imports without ROCm, so the HIP backend's API-signature tests run too;
-    # NVRTC and nvdisasm need no GPU, so the CUDA builds of the kernels are tested too.
-    install_suite(session, "dev,hip,cuda")
+    # NVRTC and nvdisasm need no GPU, so the CUDA builds of the kernels are tested too;
+    # the oracle extra (tinygrad's ISA pseudocode text) cross-checks the emulator.
+    install_suite(session, "dev,hip,cuda,oracle")
     session.run("pytest", "-n", "auto", "tests/", *session.posargs)
 
 

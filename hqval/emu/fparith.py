@@ -57,6 +57,9 @@ def fma_f64(a: Any, b: Any, c: Any) -> np.ndarray:
         bb = s - c
         se = (p - bb) + (c - (s - bb))
         r = s + (pe + se)
+        # an exact zero keeps IEEE's sign (-0 * x + -0 = -0); r's correction term would
+        # turn it into +0
+        r = np.where(r == 0, p + c, r)
         return np.asarray(np.where(np.isfinite(r), r, p + c), np.float64)
 
 
@@ -75,13 +78,15 @@ def fma_f16(a: Any, b: Any, c: Any) -> np.ndarray:
 
 def cvt_f32_to_i32(x: Any) -> np.ndarray:
     """v_cvt_i32_f32: truncate, saturate, NaN -> 0."""
-    x = np.asarray(x, np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        x = np.asarray(x, np.float32).astype(np.float64)
     r = np.trunc(np.nan_to_num(x, nan=0.0, posinf=2.0**31 - 1, neginf=-(2.0**31)))
     return np.asarray(np.clip(r, -(2.0**31), 2.0**31 - 1).astype(np.int64).astype(np.uint32))
 
 
 def cvt_f32_to_u32(x: Any) -> np.ndarray:
-    x = np.asarray(x, np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        x = np.asarray(x, np.float32).astype(np.float64)
     r = np.trunc(np.nan_to_num(x, nan=0.0, posinf=2.0**32 - 1, neginf=0.0))
     return np.asarray(np.clip(r, 0, 2.0**32 - 1).astype(np.int64).astype(np.uint32))
 

@@ -102,10 +102,12 @@ def _binop32(name: str) -> Callable[[Any, Any, Any], tuple[Any, Any]] | None:
         "s_bfe_i32": lambda a, b, c: _bfe_i32(a, b),
         "s_min_i32": lambda a, b, c: (np.minimum(_s(a), _s(b)), _s(a) < _s(b)),
         "s_min_u32": lambda a, b, c: (np.minimum(a, b), a < b),
-        "s_max_i32": lambda a, b, c: (np.maximum(_s(a), _s(b)), _s(a) > _s(b)),
-        "s_max_u32": lambda a, b, c: (np.maximum(a, b), a > b),
+        # S_MAX_I32: "SCC = S0.i32 >= S1.i32" (S_MIN_*: "<")
+        "s_max_i32": lambda a, b, c: (np.maximum(_s(a), _s(b)), _s(a) >= _s(b)),
+        "s_max_u32": lambda a, b, c: (np.maximum(a, b), a >= b),
         "s_cselect_b32": lambda a, b, c: (np.where(c != 0, a, b), None),
-        "s_absdiff_i32": lambda a, b, c: ((r := np.abs(_s(a) - _s(b))), r != 0),
+        # S_ABSDIFF_I32: "D0.i32 = S0.i32 - S1.i32" wraps to 32 bits before the abs
+        "s_absdiff_i32": lambda a, b, c: ((r := np.abs(_s((_s(a) - _s(b)) & M32))), r != 0),
         "s_pack_ll_b32_b16": lambda a, b, c: ((a & 0xFFFF) | ((b & 0xFFFF) << 16), None),
         "s_pack_lh_b32_b16": lambda a, b, c: ((a & 0xFFFF) | (b & 0xFFFF0000), None),
         "s_pack_hh_b32_b16": lambda a, b, c: ((a >> 16) | (b & 0xFFFF0000), None),
@@ -124,8 +126,10 @@ def _ovf(r: Any) -> tuple[Any, Any]:
 
 
 def _bfe_i32(a: Any, b: Any) -> tuple[Any, Any]:
-    off, width = b & 31, (b >> 16) & 0x7F
-    x = (a >> off) & ((np.int64(1) << width) - 1)
+    # S_BFE_I32: "S0.i32 >> S1[4 : 0].u32": an arithmetic shift, so a field reaching past
+    # bit 31 is filled with S0's sign
+    off, width = b & 31, np.minimum((b >> 16) & 0x7F, 32)
+    x = (_s(a) >> off) & ((np.int64(1) << width) - 1)
     sign = np.int64(1) << np.maximum(width - 1, 0)
     r = np.where(width > 0, (x ^ sign) - sign, 0)
     return r, r != 0
@@ -298,15 +302,25 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
                             & np.uint64(1)) == want)), "SALU"
             return (lambda st, w: _set_scc(
                 st, w, ((_u(a(st, w)) >> (_u(b(st, w)) & 31)) & 1) == want)), "SALU"
+        kind = parts[-1]
+        if kind in ("f16", "f32"):
+            # SALU float compares (gfx1150+, gfx12): IEEE, "lg" ordered, "n*" unordered-true
+            from hqval.emu.vector import _FCMP
+
+            fcmp = _FCMP.get(parts[2])
+            if fcmp is None:
+                return None
+            conv_f = _f16 if kind == "f16" else _f32
+
+            def cmp_float(st: WaveState, w: Sel) -> None:
+                with np.errstate(invalid="ignore"):
+                    _set_scc(st, w, fcmp(conv_f(a(st, w)), conv_f(b(st, w))))
+            return cmp_float, "SALU"
         cmpf = _CMP.get(parts[2])
         if cmpf is not None:
             cmp = cmpf
-            kind = parts[3]
             if kind == "u64":
                 return (lambda st, w: _set_scc(st, w, cmp(a(st, w), b(st, w)))), "SALU"
-            if kind == "f32":
-                return (lambda st, w: _set_scc(st, w, cmp(_f32(a(st, w)), _f32(b(st, w))))), \
-                    "SALU"
             conv = _i32 if kind == "i32" else _u
             return (lambda st, w: _set_scc(st, w, cmp(conv(a(st, w)), conv(b(st, w))))), "SALU"
 
@@ -356,9 +370,14 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
         def bfe64(st: WaveState, w: Sel) -> None:
             x = np.asarray(a(st, w), np.uint64)
             bb = np.asarray(b(st, w), np.uint64)
-            off, width = bb & np.uint64(63), (bb >> np.uint64(16)) & np.uint64(0x7F)
-            mask = np.where(width >= 64, M64, (np.uint64(1) << width) - np.uint64(1))
-            r = (x >> off) & mask
+            off = bb & np.uint64(63)
+            width = np.minimum((bb >> np.uint64(16)) & np.uint64(0x7F), np.uint64(64))
+            mask = np.where(width >= 64, M64,
+                            (np.uint64(1) << np.minimum(width, np.uint64(63))) - np.uint64(1))
+            # S_BFE_I64 shifts S0.i64 arithmetically (sign fills a field past bit 63)
+            shifted = (x.view(np.int64) >> off.astype(np.int64)).view(np.uint64) if signed \
+                else x >> off
+            r = shifted & mask
             if signed:
                 sign = np.uint64(1) << np.maximum(width, np.uint64(1)) - np.uint64(1)
                 r = np.where(width > 0, (r ^ sign) - sign, np.uint64(0))
@@ -407,17 +426,31 @@ def _setreg(name: str, ins: Instruction, cx: Ctx) -> Fn:
                                  f"hardware register {reg} is not modelled")
 
 
+def _f16(x: Any) -> Any:
+    return (np.asarray(x, np.uint32) & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16)
+
+
 def _f32(x: Any) -> Any:
     return np.asarray(x, np.uint32).view(np.float32)
 
 
 _SALU_FLOAT = {"s_add_f32", "s_sub_f32", "s_mul_f32", "s_max_f32", "s_min_f32", "s_fmac_f32",
+               "s_max_num_f32", "s_min_num_f32",
                "s_fmaak_f32", "s_fmamk_f32", "s_cvt_f32_i32", "s_cvt_f32_u32",
                "s_cvt_i32_f32", "s_cvt_u32_f32", "s_cvt_f32_f16", "s_cvt_f16_f32",
                "s_cvt_hi_f32_f16"}
 
 
 def _salu_float(name: str, ops: list[Any]) -> Fn:
+    fn = _salu_float_fn(name, ops)
+
+    def quiet_fp(st: WaveState, w: Sel) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(st, w)
+    return quiet_fp
+
+
+def _salu_float_fn(name: str, ops: list[Any]) -> Fn:
     from hqval.emu.fparith import (
         cvt_f32_to_i32,
         cvt_f32_to_u32,
@@ -437,11 +470,14 @@ def _salu_float(name: str, ops: list[Any]) -> Fn:
     def out(st: WaveState, w: Sel, r: Any) -> None:
         d(st, w, np.asarray(r, np.float32).view(np.uint32))
 
-    # SALU floats exist on gfx1150+ and gfx12, whose max/min are the NUM kind
+    # SALU floats exist on gfx1150+ (S_MAX_F32: the IEEE-mode max) and gfx12
+    # (S_MAX_NUM_F32: the NUM kind)
     binary: dict[str, Callable[[Any, Any], Any]] = {
         "s_add_f32": np.add, "s_sub_f32": np.subtract, "s_mul_f32": np.multiply,
-        "s_max_f32": lambda a, b: max_isa(a, b, False),
-        "s_min_f32": lambda a, b: min_isa(a, b, False)}
+        "s_max_f32": lambda a, b: max_isa(a, b, True),
+        "s_min_f32": lambda a, b: min_isa(a, b, True),
+        "s_max_num_f32": lambda a, b: max_isa(a, b, False),
+        "s_min_num_f32": lambda a, b: min_isa(a, b, False)}
     if name in binary:
         op = binary[name]
         return lambda st, w: out(st, w, op(f(st, w, 0), f(st, w, 1)))

@@ -80,7 +80,8 @@ def _rcp_f32(a: Any) -> Any:
 
 
 def _ldexp(a: Any, b: Any) -> Any:
-    return np.ldexp(a, np.clip(b, -400, 400).astype(np.int32)).astype(a.dtype)
+    # any |exponent| past 2200 over- or underflows every f64 (2^-1074 .. 2^1024)
+    return np.ldexp(a, np.clip(b, -2200, 2200).astype(np.int32)).astype(a.dtype)
 
 
 def _frexp_exp(a: Any) -> Any:
@@ -379,7 +380,8 @@ OPS: dict[str, Op] = {
     "v_min_f16": Op("f16", ("f16", "f16"), _min(True)),
     "v_max_num_f16": Op("f16", ("f16", "f16"), _max(False)),
     "v_min_num_f16": Op("f16", ("f16", "f16"), _min(False)),
-    "v_ldexp_f16": Op("f16", ("f16", "i32"), _ldexp),
+    # V_LDEXP_F16: "S0.f16 * 16'F(2.0F ** 32'I(S1.i16))": the exponent is S1's low half
+    "v_ldexp_f16": Op("f16", ("f16", "i16"), _ldexp),
     "v_rcp_f16": Op("f16z", ("f16",), lambda a: (1.0 / a.astype(F32)).astype(F16)),
     "v_sqrt_f16": Op("f16z", ("f16",), lambda a: np.sqrt(a.astype(F32)).astype(F16)),
     # 16-bit integer (result in the low half; gfx10+ keeps the high half)

@@ -72,3 +72,70 @@ def test_non_discriminating_fixture_is_an_error(
     ctx = emu_ctx("gfx1100")
     row = run_cell(ctx, "prefill_parity", ctx.kernel("gemm_mq4g256v2_wmma_gfx11"))
     assert row.status == Status.ERROR and "row_shift" in row.message
+
+
+# ---- the tolerance covers both WMMA summation orders (issue 14 item 4)
+
+def _wmma_exact_sum_round_once(X16: np.ndarray, w16: np.ndarray) -> np.ndarray:
+    """hqval.emu's WMMA: per 16-wide k step, the 16 exact products summed (f64: exact to
+    2^-49, far below an f32 rounding) and added to the f32 accumulator with one rounding."""
+    acc = np.zeros((X16.shape[0], w16.shape[0]), np.float32)
+    for k0 in range(0, X16.shape[1], 16):
+        blk = X16[:, k0:k0 + 16].astype(np.float64) @ w16[:, k0:k0 + 16].astype(np.float64).T
+        acc = (acc.astype(np.float64) + blk).astype(np.float32)
+    return acc
+
+
+def _wmma_sequential_f32(X16: np.ndarray, w16: np.ndarray) -> np.ndarray:
+    """The other emulator's WMMA: each f16 x f16 product (exact in f32) added in turn in f32."""
+    acc = np.zeros((X16.shape[0], w16.shape[0]), np.float32)
+    x32, w32 = X16.astype(np.float32), w16.astype(np.float32)
+    for k in range(X16.shape[1]):
+        acc = acc + np.outer(x32[:, k], w32[:, k])
+    return acc
+
+
+def _f16_accumulator(X16: np.ndarray, w16: np.ndarray) -> np.ndarray:
+    """A WMMA that accumulated in f16 (a kernel bug class): must land outside the bound."""
+    acc = np.zeros((X16.shape[0], w16.shape[0]), np.float16)
+    for k0 in range(0, X16.shape[1], 16):
+        blk = X16[:, k0:k0 + 16].astype(np.float64) @ w16[:, k0:k0 + 16].astype(np.float64).T
+        acc = (acc.astype(np.float64) + blk).astype(np.float16)
+    return acc.astype(np.float32)
+
+
+def test_both_summation_orders_stay_inside_the_bound_at_k4096_n32() -> None:
+    from hqval import fixtures
+    from hqval.checks import inputs
+    from hqval.emu.runner import gemv_lane_order
+    from hqval.formats import by_qt
+
+    M, K, N, qt = 64, 4096, 32, 44
+    fmt = by_qt(qt)
+    blob = inputs.fixture_blob(fixtures.gaussian(M, K, 0, qts=(qt,)), qt)
+    w = fmt.decode(blob, K)
+    X = inputs.token_batch(N, K, 0)
+    ref = inputs.oracle(fmt, blob, K, X, None)
+    per_token = np.stack([gemv_lane_order(w, X[n].astype(np.float32)) for n in range(N)])
+    bounds = prefill_parity.error_bound(w, X, float(np.max(np.abs(ref))))
+    assert set(bounds) == {"exact_sum_round_once", "sequential_f32"}
+    assert max(bounds.values()) <= prefill_parity.TOLERANCE
+    w16 = w.astype(np.float16)  # the kernel's f16 weights
+    models = {"exact_sum_round_once": _wmma_exact_sum_round_once(X, w16),
+              "sequential_f32": _wmma_sequential_f32(X, w16)}
+    for order, Y in models.items():
+        e_oracle = inputs.worst_rel(Y, ref)
+        e_tokens = inputs.worst_rel(Y, per_token)
+        assert e_oracle <= bounds[order] and e_tokens <= bounds[order], (order, e_oracle)
+    # the two orders do differ (so the test is not comparing one model with itself)
+    assert np.count_nonzero(models["exact_sum_round_once"] != models["sequential_f32"]) > 0
+    # an f16 accumulator misses by more than the tolerance: the bound is not vacuous
+    assert inputs.worst_rel(_f16_accumulator(X, w16), ref) > prefill_parity.TOLERANCE
+
+
+def test_a_tolerance_below_the_bound_is_an_error(emu_ctx: Ctx,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefill_parity, "TOLERANCE", 1e-5)
+    ctx = emu_ctx("gfx1100")
+    row = run_cell(ctx, "prefill_parity", ctx.kernel("gemm_mq4g256v2_wmma_gfx11"))
+    assert row.status == Status.ERROR and "summation order" in row.message
