@@ -237,6 +237,9 @@ class Cell:
     reasons: tuple[str, ...]
     evidence: tuple[str, ...]  # identities of the rows the status rests on
     failing: tuple[str, ...] = ()
+    # the kernels behind the cell, each with its own status and why
+    # (passed | failed | untested | no evidence), for the report to list
+    kernels: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -252,7 +255,9 @@ class Cell:
                    message="; ".join(self.reasons),
                    details={"qt": self.qt, "format": self.format, "path": self.path,
                             "admission": str(self.status), "evidence": list(self.evidence),
-                            "failing": list(self.failing)})
+                            "failing": list(self.failing),
+                            "kernels": [{"kernel": k, "status": st, "why": why}
+                                        for k, st, why in self.kernels]})
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,9 @@ class KernelInfo:
     # the manifest's requires (any | wmma_gfx11 | wmma_gfx12); None when the run did not
     # record it (then a kernel is expected on an arch where it has rows that apply)
     requires: str | None = None
+    # a mutant of the suite's own kernels run on an external tree: a suite self-test, never
+    # evidence about the tree's cells
+    self_test: bool = False
 
     def applies_to(self, arch: Arch) -> bool | None:
         if self.requires is None:
@@ -282,7 +290,8 @@ def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo
             if isinstance(qt, int) and kind in PATH_OF_KIND:
                 req = k.get("requires")
                 out[name] = KernelInfo(qt, PATH_OF_KIND[kind], k.get("mutant_of"), str(kind),
-                                       str(req) if isinstance(req, str) else None)
+                                       str(req) if isinstance(req, str) else None,
+                                       bool(k.get("self_test")))
     return out
 
 
@@ -320,6 +329,41 @@ def is_infrastructure(row: Row) -> bool:
 
 def _failed(row: Row) -> bool:
     return row.status in (Status.FAIL, Status.ERROR)
+
+
+def emulator_gap(row: Row) -> str | None:
+    """The instruction the emulator lacks, when that is why ``row`` reached no verdict."""
+    gap = row.details.get("emulator_gap")
+    return str(gap) if gap and row.status is Status.SKIPPED else None
+
+
+def _gaps(rows: Iterable[Row]) -> list[str]:
+    return sorted({f"{r.kernel} ({r.check}): the emulator lacks {emulator_gap(r)}"
+                   for r in rows if emulator_gap(r)})
+
+
+def kernel_statuses(kernels: Sequence[str], checks: Sequence[str],
+                    rows: Sequence[Row]) -> tuple[tuple[str, str, str], ...]:
+    """Each kernel's own status behind a cell: failed (a failing gate row of its own),
+    untested (an instruction the emulator lacks, named), passed (every required check has
+    a passing row), or no evidence (what is missing)."""
+    out = []
+    for k in kernels:
+        mine = [r for r in rows if r.kernel == k and r.kind in ("compile", "audit", "check",
+                                                                 "timing")]
+        bad = sorted(r.check for r in mine if _failed(r))
+        gaps = sorted({f"{emulator_gap(r)} ({r.check})" for r in mine if emulator_gap(r)})
+        lacking = [c for c in checks if not any(r.check == c and r.kind == "check"
+                                                and r.status is Status.PASS for r in mine)]
+        if bad:
+            out.append((k, "failed", "failing: " + ", ".join(bad)))
+        elif gaps:
+            out.append((k, "untested", "the emulator lacks " + ", ".join(gaps)))
+        elif lacking:
+            out.append((k, "no evidence", "no passing " + ", ".join(lacking)))
+        else:
+            out.append((k, "passed", "every required check passed"))
+    return tuple(out)
 
 
 def _listed(items: Sequence[str], last: str = "and") -> str:
@@ -429,10 +473,16 @@ def admit_cell(
     if evidence is None:
         evidence = Evidence(tuple(sorted({r.kernel for r in rows if r.kind == "check"})))
 
+    fallback = any(arch.cap(n.cap) not in n.allowed for n in pp.needs)
+    per_kernel = kernel_statuses(
+        evidence.kernels, pp.fallback_checks if fallback else pp.checks,
+        list(qt_rows) if fallback else list(rows))
+
     def cell(status: AdmissionStatus, evidence: Iterable[Row] = (),
              failing: Iterable[str] = ()) -> Cell:
         return Cell(pp.qt, pp.format, arch.name, pp.path, status, tuple(reasons),
-                    tuple(sorted({r.identity for r in evidence})), tuple(sorted(set(failing))))
+                    tuple(sorted({r.identity for r in evidence})), tuple(sorted(set(failing))),
+                    per_kernel)
 
     for need in pp.needs:
         if need.otherwise is AdmissionStatus.UNSUPPORTED and arch.cap(need.cap) not in need.allowed:
@@ -455,6 +505,10 @@ def admit_cell(
         if evidence.missing:
             reasons.append(_incomplete(evidence.missing))
             return cell(AdmissionStatus.INCOMPLETE)
+        gaps = _gaps(fb_rows)
+        if gaps:
+            reasons.append("untested: " + "; ".join(gaps))
+            return cell(AdmissionStatus.UNTESTED)
         passed = [r for r in fb_rows if r.status is Status.PASS]
         missing = [c for c in pp.fallback_checks if not any(r.check == c for r in passed)]
         if evidence.kernels:
@@ -487,6 +541,12 @@ def admit_cell(
         reasons.append(_incomplete(evidence.missing))
         return cell(AdmissionStatus.INCOMPLETE)
     reasons += list(evidence.skipped)
+    gaps = _gaps(gates)
+    if gaps:
+        # An instruction the emulator lacks decides nothing about the kernel: untested on
+        # this arch (a hardware run, or the instruction added to hqval.emu, can decide).
+        reasons.append("untested: " + "; ".join(gaps))
+        return cell(AdmissionStatus.UNTESTED)
 
     hw_timing = [r for r in rows if r.kind == "timing" and r.backend != HARDWARE_EMULATOR
                  and r.status is Status.PASS]
@@ -559,6 +619,8 @@ class Admission:
     findings: tuple[str, ...] = ()
     # expected cells of the runs (their envelopes' ``expected_cells``) without a row
     missing: tuple[str, ...] = ()
+    # the suite's own mutants run on an external tree: a suite self-test, listed apart
+    self_test: tuple[str, ...] = ()
     # gates a run was told to skip ("mutants gate skipped (--no-mutants) on gfx1100")
     skipped_gates: tuple[str, ...] = ()
     # the runs hold no evidence at all (no rows, or nothing to admit)
@@ -583,8 +645,11 @@ class Admission:
         return {
             "cells": [{"key": c.key, "qt": c.qt, "format": c.format, "arch": c.arch,
                        "path": c.path, "status": str(c.status), "reasons": list(c.reasons),
-                       "evidence": list(c.evidence), "failing": list(c.failing)}
+                       "evidence": list(c.evidence), "failing": list(c.failing),
+                       "kernels": [{"kernel": k, "status": st, "why": why}
+                                   for k, st, why in c.kernels]}
                       for c in self.cells],
+            "self_test": list(self.self_test),
             "infrastructure": list(self.infrastructure),
             "unclassified_rows": self.unclassified,
             "regressions": list(self.regressions),
@@ -617,6 +682,9 @@ def admit(
     by_cell: dict[tuple[int, str, str], list[Row]] = {}
     by_qt: dict[tuple[int, str], list[Row]] = {}
     unclassified = 0
+    self_test = tuple(f"{r.identity}: {r.status}: {(r.message.splitlines() or [''])[0]}"
+                      for r in rows if r.kind == "mutant" and _is_self_test(r, kernels))
+    rows = [r for r in rows if not _is_self_test(r, kernels)]
     for r in rows:
         if r.kind == "admit":
             continue
@@ -666,9 +734,16 @@ def admit(
         and not (r.kind != "mutant" and (info := _classify_any(r, kernels)) is not None
                  and info.mutant_of is not None))
     return Admission(tuple(cells), infra, unclassified, outside=outside, findings=findings,
-                     missing=tuple(missing),
+                     missing=tuple(missing), self_test=self_test,
                      skipped_gates=tuple(f"{s} on {a}" for a, ss in skips.items() for s in ss),
                      empty=not evidence_rows or not (cells or outside or findings))
+
+
+def _is_self_test(row: Row, kernels: Mapping[str, KernelInfo]) -> bool:
+    if row.details.get("self_test"):
+        return True
+    info = kernels.get(row.kernel.split("@", 1)[0])
+    return info is not None and info.self_test
 
 
 def to_markdown(adm: Admission) -> str:
@@ -690,6 +765,10 @@ def problem_lines(adm: Admission) -> list[str]:
     lines += [f"kernel-level finding: {f}" for f in adm.findings]
     lines += [f"failing outside the policy: {i}" for i in adm.outside]
     lines += [f"skipped: {s}" for s in adm.skipped_gates]
+    if adm.self_test:
+        lines.append(f"suite self-test: {len(adm.self_test)} verdict(s) of the suite's own "
+                     "mutants (they break the suite's kernels, not this tree's: not evidence "
+                     "about its cells)")
     return lines
 
 

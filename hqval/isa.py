@@ -670,8 +670,10 @@ class AddressFlow:
                              lane=max(1 if m.startswith("v_") else 0, *(v.lane for v in pair)))
             return _join(*vals, off=None, lane=max([1 if m.startswith("v_") else 0,
                                                      *(v.lane for v in vals)]))
-        if re.match(r"(v_and_|s_and_|v_lshr|s_lshr|v_ashr|s_ashr|v_bfe|s_bfe|v_and_or|"
-                    r"v_or_|s_or_|v_xor|s_xor|v_bfi|v_alignbit|v_perm)", m):
+        if m.startswith(("v_and_or", "v_bfi", "v_alignbit", "v_alignbyte", "v_perm")):
+            return _join(*vals, off=None)  # byte and bit mixes: nothing known of the result
+        if re.match(r"(v_and_|s_and_|v_lshr|s_lshr|v_ashr|s_ashr|v_bfe|s_bfe|"
+                    r"v_or_|s_or_|v_xor|s_xor)", m):
             if m.startswith(("v_or_", "s_or_", "v_xor", "s_xor")):
                 # x | 0 and x ^ 0 keep x.  A uniform x of whole groups (8-byte aligned) with
                 # an 8-aligned constant part ORed with c < 8 is x + c (the compiler's way of
@@ -1110,4 +1112,8 @@ def _baseline_spec(spec: KernelSpec) -> KernelSpec:
     assert spec.baseline is not None
     if spec.manifest is not None and not spec.is_mutant:
         return load_manifest(spec.manifest).by_name(spec.baseline)
+    if spec.manifest is not None:  # a mutant: its baseline is a kernel of its real manifest
+        from hqval.manifest import load_mutants
+
+        return load_manifest(load_mutants(spec.manifest).real_manifest).by_name(spec.baseline)
     return load_manifest().by_name(spec.baseline)

@@ -99,6 +99,16 @@ class KernelSpec:
 class Manifest:
     path: Path
     kernels: list[KernelSpec]
+    # a kernel manifest's own mutants (top-level ``mutants: FILE``), run instead of the
+    # suite's when the manifest is an external tree's
+    mutants: Path | None = None
+    # a mutant manifest's real manifest (top-level ``manifest: FILE``): its baselines,
+    # mutant_of and fallback references resolve there (default: the suite's kernels.yaml)
+    real: Path | None = None
+
+    @property
+    def real_manifest(self) -> Path:
+        return self.real or DEFAULT_MANIFEST
 
     def by_name(self, name: str) -> KernelSpec:
         for spec in self.kernels:
@@ -222,6 +232,12 @@ def _file_spec(mutants: bool) -> Spec:
         "preinclude": Spec.list_of(Spec.scalar(str), required=False,
                                    fix="a list of files relative to the manifest, prepended "
                                        "to every source in order"),
+        **({"manifest": Spec.scalar(str, required=False,
+                                    fix="the kernels.yaml whose kernels these mutants break "
+                                        "(relative to this file; default: the suite's)")}
+           if mutants else
+           {"mutants": Spec.scalar(str, required=False,
+                                   fix="this tree's mutants.yaml (relative to the manifest)")}),
         "kernels": Spec.list_of(Spec.mapping(_kernel_fields(mutants)),
                                 fix="a list of kernel entries (name, source, qt, kind, "
                                     "requires)"),
@@ -304,18 +320,50 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
             expected_killer=entry.get("expected_killer", ""),
             manifest=path,
         ))
-    if not mutants:  # a mutant's baseline names a kernel of the suite's manifest
+    linked = _linked(doc, base, data, "manifest" if mutants else "mutants", tree, problems)
+    if not mutants:
         names = [s.name for s in specs]
+        where = "this manifest"
+    else:
+        # a mutant's baseline and mutant_of name kernels of its real manifest
+        real = linked or DEFAULT_MANIFEST
+        try:
+            names = load_manifest(real, mutants=False).names() if real.is_file() else []
+        except ManifestError as exc:
+            problems.append(problem(doc, ("manifest",), f"its real manifest does not load: "
+                                    f"{exc.problems[0]}", "fix that manifest first"))
+            names = []
+        where = f"{real}"
+    if names or not mutants:
         for i, spec in enumerate(specs):
-            if spec.baseline is not None and spec.baseline not in seen:
-                close = difflib.get_close_matches(spec.baseline, names, n=1)
-                problems.append(problem(
-                    doc, ("kernels", i, "baseline"),
-                    f"{spec.baseline!r} is not a kernel of this manifest",
-                    f"did you mean {close[0]!r}?" if close else "name a kernel listed here"))
+            for field_name, ref in (("baseline", spec.baseline),
+                                    ("mutant_of", spec.mutant_of)):
+                if ref is not None and ref not in names:
+                    close = difflib.get_close_matches(ref, names, n=1)
+                    problems.append(problem(
+                        doc, ("kernels", i, field_name), f"{ref!r} is not a kernel of {where}",
+                        f"did you mean {close[0]!r}?" if close else
+                        "name a kernel listed there"))
     if problems:
         raise ManifestError(problems)
-    return Manifest(path=path, kernels=specs)
+    return Manifest(path=path, kernels=specs, mutants=None if mutants else linked,
+                    real=linked if mutants else None)
+
+
+def _linked(doc: YamlDoc, base: Path, data: dict[str, Any], key: str, tree: _Tree,
+            problems: list[Problem]) -> Path | None:
+    """The file a top-level ``mutants:`` / ``manifest:`` key names, checked to exist."""
+    value = data.get(key)
+    if value is None:
+        return None
+    f = (base / str(value)).resolve()
+    if not tree.holds((key,), f):
+        return None
+    if not f.is_file():
+        problems.append(problem(doc, (key,), f"{f} is not a file",
+                                "paths are relative to the manifest"))
+        return None
+    return f
 
 
 def _entry_qt(doc: YamlDoc, key: tuple[str | int, ...], entry: dict[str, Any],

@@ -434,3 +434,53 @@ def test_timing_verdicts_are_recomputed_under_the_policy_in_force() -> None:
     cell = next(c for c in adm.cells if (c.qt, c.path) == (44, "decode"))
     assert cell.status is not S.MEASURED  # noisy is not a pass: no passing timing row
     assert any("noisy timing" in x for x in cell.reasons)
+
+
+def test_an_emulator_gap_leaves_the_kernel_untested_naming_the_instruction() -> None:
+    """An instruction the emulator lacks decides nothing: the cell is untested (never
+    rejected), the reason and the kernel's own status name the instruction."""
+    rows = [x for x in full_emu("gfx1201") if not (x.kernel == "gemm45"
+                                                  and x.check == "prefill_parity")]
+    rows.append(r("check", "prefill_parity", "gemm45", "gfx1201", status=Status.SKIPPED,
+                  emulator_gap="s_frob_b32"))
+    adm = run(rows)
+    assert status(adm, 45, "prefill", "gfx1201") is S.UNTESTED
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (45, "prefill", "gfx1201"))
+    assert any("the emulator lacks s_frob_b32" in why for why in cell.reasons)
+    assert ("gemm45", "untested", "the emulator lacks s_frob_b32 (prefill_parity)") \
+        in cell.kernels
+    assert status(adm, 44, "prefill", "gfx1201") is S.EMULATED  # the other format is not hit
+    # the same row as an error (a kernel that could not reach a verdict) still rejects
+    bad = [*rows[:-1], r("check", "prefill_parity", "gemm45", "gfx1201", status=Status.ERROR)]
+    assert status(run(bad), 45, "prefill", "gfx1201") is S.REJECTED
+
+
+def test_every_cell_lists_its_kernels_with_their_own_status() -> None:
+    rows = full_emu("gfx1100")
+    rows = [x for x in rows if not (x.kernel == "gemv44" and x.check == "bit_identity")]
+    rows.append(r("check", "bit_identity", "gemv44", "gfx1100", status=Status.FAIL))
+    adm = run(rows)
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
+    assert cell.status is S.REJECTED
+    assert cell.kernels == (("gemv44", "failed", "failing: bit_identity"),)
+    ok = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "prefill", "gfx1100"))
+    assert ok.kernels == (("gemm44", "passed", "every required check passed"),)
+    assert adm.to_json()["cells"][0]["kernels"]
+
+
+def test_suite_mutants_on_an_external_tree_are_a_self_test_not_evidence() -> None:
+    """The suite's own mutants break the suite's kernels: on an external tree their
+    verdicts (a survivor included) are listed as a suite self-test and gate no cell."""
+    kernels = {**KERNELS, "suite_mut": KernelInfo(44, "decode", "gemv_mq4g256v2_r1",
+                                                  self_test=True)}
+    rows = [*full_emu("gfx1100"),
+            r("mutant", "mutant_verdict", "suite_mut", "gfx1100", status=Status.FAIL),
+            r("check", "bit_identity", "suite_mut", "gfx1100", status=Status.FAIL)]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    assert status(adm, 44, "decode", "gfx1100") is S.EMULATED
+    assert len(adm.self_test) == 1 and "suite_mut" in adm.self_test[0]
+    assert not adm.findings
+    # without the label the same survivor rejects the cell
+    plain = {**KERNELS, "suite_mut": KernelInfo(44, "decode", "gemv_mq4g256v2_r1")}
+    assert status(admit(rows, POLICY, ARCHES, kernels=plain), 44, "decode",
+                  "gfx1100") is S.REJECTED

@@ -81,6 +81,16 @@ def verdicts(
                                message=f"its killer {m.expected_killer!r} is an AMD ISA audit "
                                        f"rule; {arch} has no ISA audit", details=details))
                 continue
+            gaps = sorted({str(r.details["emulator_gap"]) for r in cell_rows
+                           if r.details.get("emulator_gap")})
+            if not found and gaps:
+                # No check reached a verdict because the emulator cannot run the mutant:
+                # neither killed nor survived.
+                out.append(Row(kind="mutant", check=VERDICT_CHECK, kernel=m.name, arch=arch,
+                               backend=backend, status=Status.SKIPPED,
+                               message=f"untested: the emulator lacks {', '.join(gaps)}",
+                               details={**details, "emulator_gap": ", ".join(gaps)}))
+                continue
             if found:
                 note = "" if details["expected_hit"] else (
                     f" (expected killer {m.expected_killer!r} did not fail it)")

@@ -122,12 +122,13 @@ def is_mutant_manifest(path: Path) -> bool:
 
 def load_for_cells(path: Path) -> tuple[Manifest, Manifest]:
     """(the manifest whose kernels are checked, the manifest baselines resolve in).  A
-    mutant manifest's baselines are the suite's real kernels."""
+    mutant manifest's baselines and fallback references are the kernels of its real
+    manifest (its ``manifest:`` key; the suite's kernels.yaml when it has none)."""
     from hqval.manifest import load_manifest, load_mutants
 
     if is_mutant_manifest(path):
-        real = load_manifest(None)
         muts = load_mutants(path)
+        real = load_manifest(muts.real_manifest)
         merged = type(real)(path=muts.path, kernels=[*real.kernels, *muts.kernels])
         return muts, merged
     m = load_manifest(path)

@@ -35,12 +35,15 @@ from hqval.toolchain import ToolchainError, find_compiler
 RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit")
 
 
-def kernel_table(specs: Sequence[KernelSpec]) -> dict[str, dict[str, object]]:
-    """What the envelope records per kernel, so admission works offline from the run."""
+def kernel_table(specs: Sequence[KernelSpec],
+                 self_test: frozenset[str] = frozenset()) -> dict[str, dict[str, object]]:
+    """What the envelope records per kernel, so admission works offline from the run.
+    ``self_test``: the suite's own mutants run on an external tree (a suite self-test)."""
     return {s.name: {"qt": s.qt, "kind": s.kind, "requires": s.requires,
                      "baseline": s.baseline, "rows_per_block": s.rows_per_block,
                      "batch_tile": s.batch_tile, "residual": s.residual,
-                     "mutant_of": s.mutant_of, "source": str(s.source)}
+                     "mutant_of": s.mutant_of, "source": str(s.source),
+                     **({"self_test": True} if s.name in self_test else {})}
             for s in specs}
 
 
@@ -66,8 +69,15 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         raise ValueError(f"{config.manifest or 'the manifest'}: not UTF-8 ({exc.reason} at "
                          f"byte {exc.start}); save it as UTF-8") from None
     mutants: Manifest | None = None
-    if config.mutants and Path(DEFAULT_MUTANTS).is_file():
+    self_test: frozenset[str] = frozenset()
+    if config.mutants and manifest.mutants is not None:
+        mutants = load_mutants(manifest.mutants)  # the tree's own mutants
+    elif config.mutants and Path(DEFAULT_MUTANTS).is_file():
         mutants = load_mutants(DEFAULT_MUTANTS)
+        if config.manifest is not None:
+            # an external tree without mutants: the suite's own run as a suite self-test,
+            # never as evidence about the tree's kernels
+            self_test = frozenset(m.name for m in mutants.kernels)
     opened = open_for(config.backend, [a.name for a in arches], config.cache_dir)
     policy = load_policy()
     specs = [*manifest.kernels, *(mutants.kernels if mutants else [])]
@@ -88,7 +98,7 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         backend=config.backend, arch=identity["arch"], compiler=compiler,  # type: ignore[arg-type]
         compiler_version=compiler_version,
         kernel_tree=Path(manifest.path).resolve().parent if external else None,
-        argv=config.argv, kernels=kernel_table(specs),
+        argv=config.argv, kernels=kernel_table(specs, self_test),
         extra={"manifest": str(Path(manifest.path).resolve()), "seed": config.seed,
                "steps": [name for name, _ in STEPS], **identity})
     writer = RunWriter.create(config.out, envelope, resume=config.resume)

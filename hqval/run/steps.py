@@ -206,6 +206,10 @@ def mutants(ctx: RunContext) -> StepResult:
                 # incomplete and --resume runs the rest), never "survived"
                 continue
             verdict_rows.append(v)
+    if ctx.config.manifest is not None and ctx.manifest.mutants is None:
+        for r in verdict_rows:  # the suite's own mutants on an external tree
+            r.details["self_test"] = True
+            r.details["label"] = "suite self-test"
     rows += _emit(ctx, verdict_rows)
     return StepResult("mutants", tuple(rows), error=why, seconds=time.monotonic() - t0)
 

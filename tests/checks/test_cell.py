@@ -70,3 +70,21 @@ def test_uncompilable_kernel_is_an_error(emu_ctx: Ctx) -> None:
                               defines=(("HQ_GEMV_UNROLL", "this is not C"),))
     row = run_cell(ctx, "reference_parity", bad)
     assert row.status == Status.ERROR and "does not compile" in row.message
+
+
+def test_an_instruction_the_emulator_lacks_is_untested_naming_it(
+        emu_ctx: Ctx, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No verdict either way: skipped with the instruction in the row (admission makes the
+    kernel untested on that arch), never an error that would reject it."""
+    from hqval.emu.errors import UnsupportedInstruction
+
+    ctx = emu_ctx("gfx1201")
+
+    def gap(c: CheckContext, s: KernelSpec) -> Row:
+        raise UnsupportedInstruction("v_msad_u8", 0x1a0, s.name, "gfx1201", "no semantics")
+
+    _register(monkeypatch, gap)
+    row = run_cell(ctx, "probe", ctx.kernel("gemv_hfq4g256_r1"))
+    assert row.status is Status.SKIPPED
+    assert row.details["emulator_gap"] == "v_msad_u8"
+    assert "the emulator lacks v_msad_u8" in row.message

@@ -95,3 +95,16 @@ def test_every_mutant_is_killed_on_rdna4(emu_ctx: Callable[..., CheckContext],
     found = killers(rows)
     assert found, {r.check: (str(r.status), r.message) for r in rows}
     assert expected_hit(spec.expected_killer, found), found
+
+
+def test_a_mutant_the_emulator_cannot_run_is_untested_not_a_survivor() -> None:
+    m = load_mutants().kernels[0]
+    gap = Row("check", "reference_parity", m.name, "gfx1201", "emu", Status.SKIPPED,
+              message="untested", details={"emulator_gap": "v_msad_u8"})
+    passed = Row("check", "bit_identity", m.name, "gfx1201", "emu", Status.PASS)
+    built = {(m.name, "gfx1201"): Built(True, "")}
+    (v,) = verdicts([m], ["gfx1201"], "emu", built, [gap, passed])
+    assert v.status is Status.SKIPPED and "the emulator lacks v_msad_u8" in v.message
+    # with no gap the same passing cells are a survivor
+    (s,) = verdicts([m], ["gfx1201"], "emu", built, [passed])
+    assert s.status is Status.FAIL and "SURVIVED" in s.message
