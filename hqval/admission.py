@@ -799,7 +799,8 @@ def admit_runs(
     if baseline:
         cmp = compare_rows([r for b in baseline for r in b.rows], rows,
                            ", ".join(str(b.path) for b in baseline),
-                           ", ".join(str(r.path) for r in runs))
+                           ", ".join(str(r.path) for r in runs),
+                           gate_for=gate_for_row(policy, kernels))
         regressed = [c.identity for c in cmp.regressions]
     if only_arches is None:  # every arch the runs were asked for, rows or not
         asked = [a for run in runs for a in run.envelope.get("arch") or []]

@@ -1,5 +1,11 @@
-"""``hqval compare BASE NEW``: parity regressions and timing changes (at least 1% and
-Mann-Whitney p < 0.002) between two run directories, as a markdown table for a review.
+"""``hqval compare BASE NEW [--history RUN...]``: timing changes and status flips between
+two run directories, as asv-style markdown sections (worse, better, noisy, missing, status
+flips, new) for a review.
+
+A timing cell is compared by its ratio to its own interleaved baseline in each run (drift
+cancels), judged on the policy's ``change_max`` (matrices/policy.yaml, ``--policy``);
+absolute time only beyond the measured noise floor (the runs' A/A controls, or the spread
+over ``--history`` runs when at least 3 hold the cell).  See hqval.results.compare.
 
 Exit 0 with no regression, 1 with at least one, 2 on bad input.
 """
@@ -14,19 +20,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", metavar="BASE", help="baseline run directory")
     parser.add_argument("new", metavar="NEW", help="new run directory")
     parser.add_argument("--all", action="store_true", help="list unchanged cells too")
+    parser.add_argument("--history", nargs="+", default=[], metavar="RUN",
+                        help="earlier runs: the absolute-time noise floor of each cell")
+    parser.add_argument("--policy", default=None,
+                        help="policy YAML whose timing gates judge the change "
+                             "(default: matrices/policy.yaml)")
     parser.add_argument("-o", "--output", default=None, help="also write the markdown here")
 
 
 def run(args: argparse.Namespace) -> int:
+    from hqval.admission import PolicyError, load_policy
     from hqval.cli import UsageError
-    from hqval.results.compare import compare_rows, to_markdown
+    from hqval.results.compare import compare_runs, to_markdown
     from hqval.results.store import RunDirError, load_runs
 
     try:
         base, new = load_runs([args.base, args.new])
-    except RunDirError as exc:
+        history = load_runs(args.history, "--history")
+        policy = load_policy(args.policy)
+    except (RunDirError, PolicyError) as exc:
         raise UsageError(str(exc)) from None
-    cmp = compare_rows(base.rows, new.rows, str(args.base), str(args.new))
+    cmp = compare_runs(base, new, policy=policy, history=history)
     md = to_markdown(cmp, all_cells=args.all)
     print(md, end="")
     if args.output:

@@ -1,54 +1,87 @@
-"""Compare two runs cell by cell: parity regressions and significant timing changes.
+"""Compare two runs cell by cell: drift-cancelled timing changes and status flips.
 
-A parity regression is a cell that passed in the base run and fails (or errors, or has
-vanished) in the new one.  A timing change needs both a real size and significance, as
-asv does: the medians differ by at least ``THRESHOLD`` and a Mann-Whitney U test of the
-two sample sets gives p < ``ALPHA``.  The strict alpha (0.002, not 0.05) is because a
-nightly comparison tests hundreds of cells: at 0.05 a clean run would flag several by chance.
+Absolute event times drift about 1% between runs of the same build on the same device
+(the A/A control itself moved +1.05% between two clean H200 runs, issue 13), and a
+Mann-Whitney test over hundreds of pooled samples calls any such drift significant.  So
+the compared quantity of a timing cell is its **ratio to its own interleaved baseline in
+each run** (v2/v1, where drift cancels), with its bootstrap CI:
 
-Timing rows carry their per-sample times in ``details``: ``samples_b`` (the candidate
-kernel's event times, flat or one list per run) and ``samples_a`` (its v1 baseline); a
-row without samples is compared by its median only and never called significant.
+- ``change = ratio_new / ratio_base``, its CI from the two cells' bootstrap replicates
+  (replicate by replicate), judged on the gate's ``change_max`` (hqval.timing.gate, from
+  matrices/policy.yaml): **worse** when the whole CI lies above ``change_max``, **better**
+  when it lies below ``1 / change_max``, **unchanged** when it lies between, otherwise
+  **noisy**.  Statuses do not gate this: a cell that failed in both runs but got much
+  slower is still worse.
+- A change in **absolute** time (the candidate's median) is flagged only beyond the
+  measured run-to-run noise floor: the spread of that cell over at least 3 history runs
+  when given, else the drift of the runs' A/A controls (the same qt=6 kernel timed in both
+  runs) plus their own A/A error.  Never a pooled-sample test alone.
+- Status flips (a cell ok in one run and failed or errored in the other, after both runs
+  are re-judged under the same gate), cells missing from the new run and new cells are
+  sections of their own, as asv prints them.
+
+Parity rows (checks, audits, mutants) have statuses only: their flips and absences.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from hqval import markdown as md
 from hqval.result import Row, Status
+from hqval.timing import stats
+from hqval.timing.gate import RESAMPLES, Gate, is_gated, rejudge, stored_samples
 
-THRESHOLD = 0.01
-ALPHA = 0.002
 
-
-class Verdict(enum.StrEnum):
-    REGRESSED = "regressed"
-    IMPROVED = "improved"
-    FIXED = "fixed"
-    UNCHANGED = "unchanged"
+class Section(enum.StrEnum):
+    WORSE = "worse"
+    BETTER = "better"
+    NOISY = "noisy"
+    MISSING = "missing"  # ok in the base run, absent from the new one
+    FLIPPED = "status flips"
     NEW = "new"  # only in the new run
-    MISSING = "missing"  # passed in the base run, absent from the new one
+    UNCHANGED = "unchanged"
+
+
+ORDER = (Section.WORSE, Section.BETTER, Section.NOISY, Section.MISSING, Section.FLIPPED,
+         Section.NEW, Section.UNCHANGED)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    value: float
+    low: float
+    high: float
+
+    def text(self) -> str:
+        return f"{self.value:.4f} [{self.low:.4f}, {self.high:.4f}]"
 
 
 @dataclass(frozen=True)
 class Change:
     identity: str
-    kind: str  # "parity" | "timing"
-    verdict: Verdict
-    base: str
+    kind: str  # "timing" | "parity"
+    section: Section
+    base: str  # status (and ratio) in the base run
     new: str
-    change: float | None = None  # relative timing change, new/base - 1
-    p: float | None = None
+    regression: bool = False
+    ratio_base: Ratio | None = None
+    ratio_new: Ratio | None = None
+    change: Ratio | None = None  # ratio_new / ratio_base
+    absolute: float | None = None  # candidate median new / base
+    noise_floor: float | None = None  # relative, for the absolute change
+    tolerance: float | None = None  # the gate's change_max
     note: str = ""
 
     @property
     def is_regression(self) -> bool:
-        return self.verdict in (Verdict.REGRESSED, Verdict.MISSING)
+        return self.regression
 
 
 @dataclass(frozen=True)
@@ -56,119 +89,330 @@ class Comparison:
     base_label: str
     new_label: str
     changes: tuple[Change, ...]
+    gates: tuple[str, ...] = field(default=())  # the gates that judged the timing cells
 
     @property
     def regressions(self) -> tuple[Change, ...]:
-        return tuple(c for c in self.changes if c.is_regression)
+        return tuple(c for c in self.changes if c.regression)
+
+    def section(self, s: Section) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.section is s)
 
     def notable(self) -> tuple[Change, ...]:
-        return tuple(c for c in self.changes if c.verdict is not Verdict.UNCHANGED)
+        return tuple(c for c in self.changes if c.section is not Section.UNCHANGED)
 
 
-def _flat(samples: Any) -> list[float]:
-    if samples is None:
-        return []
-    out: list[float] = []
-    for s in samples:
-        if isinstance(s, (list, tuple)):
-            out.extend(float(v) for v in s)
-        else:
-            out.append(float(s))
-    return [v for v in out if math.isfinite(v)]
-
-
-def _median(v: Sequence[float]) -> float:
-    s = sorted(v)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+GateFor = Callable[[Row], Gate | None]
 
 
 def _status_text(r: Row) -> str:
-    if r.measured is None:
+    if r.measured is None or not math.isfinite(r.measured):
         return str(r.status)
-    return f"{r.status} ({r.measured:.3g})"
+    return f"{r.status} ({r.measured:.4g})"
 
 
-def compare_timing(base: Row, new: Row) -> Change:
-    from hqval.timing.stats import mann_whitney_u
+def _median(runs: Sequence[Sequence[float]]) -> float:
+    return float(np.median(np.concatenate([np.asarray(r, dtype=np.float64) for r in runs])))
 
-    a = _flat(base.details.get("samples_b"))
-    b = _flat(new.details.get("samples_b"))
-    if a and b:
-        mb, mn = _median(a), _median(b)
-    elif base.measured is not None and new.measured is not None:
-        mb, mn = base.measured, new.measured
+
+@dataclass(frozen=True)
+class _Cell:
+    """A timing cell's samples and bootstrap replicates of its ratio."""
+
+    row: Row
+    runs_a: list[list[float]]
+    runs_b: list[list[float]]
+    reps: np.ndarray
+
+    @property
+    def ratio(self) -> float:
+        return stats.ratio_of_medians(np.concatenate(self.runs_a), np.concatenate(self.runs_b))
+
+    def ci(self, confidence: float) -> Ratio:
+        lo, hi = stats.percentile_ci(self.reps, confidence)
+        return Ratio(self.ratio, lo, hi)
+
+
+def _cell(row: Row, seed: int) -> _Cell | None:
+    pair = stored_samples(row)
+    if pair is None:
+        return None
+    a, b = pair
+    return _Cell(row, a, b, stats.bootstrap_ratios(a, b, resamples=RESAMPLES, seed=seed))
+
+
+def control_key(r: Row) -> tuple[str, str, str, str]:
+    return (str(r.details.get("mode")), str(r.details.get("shape")), r.arch, r.backend)
+
+
+def controls_of(rows: Iterable[Row]) -> dict[tuple[str, str, str, str], Row]:
+    """The A/A control of each (mode, shape, arch, backend) group of a run."""
+    return {control_key(r): r for r in rows
+            if r.kind == "timing" and r.check.startswith("timing_aa_")
+            and stored_samples(r) is not None}
+
+
+def _control_floor(base: Row | None, new: Row | None) -> tuple[float | None, str]:
+    """Run-to-run noise floor from the A/A controls of both runs: how far the same qt=6
+    kernel's time moved between the runs, plus how far each run's A/A missed 1.00."""
+    if base is None or new is None:
+        return None, "no A/A control in both runs"
+    pb, pn = stored_samples(base), stored_samples(new)
+    assert pb is not None and pn is not None
+    drift = _median(pn[0]) / _median(pb[0])
+    aa = max(abs(stats.ratio_of_medians(np.concatenate(p[0]), np.concatenate(p[1])) - 1.0)
+             for p in (pb, pn))
+    return abs(drift - 1.0) + aa, f"A/A drift {drift - 1:+.2%}, A/A error {aa:.2%}"
+
+
+def _aa_error(control: Row | None, cache: CellCache | None = None) -> float | None:
+    """How far the run's A/A control (one kernel against a copy of itself) missed 1.00,
+    plus its CI half-width: the error of an interleaved ratio in that run and group."""
+    if cache is not None and control is not None:
+        key = ("aa", id(control))
+        if key not in cache:
+            cache[key] = _aa_error(control)
+        return cache[key]  # type: ignore[no-any-return]
+    p = stored_samples(control) if control is not None else None
+    if p is None:
+        return None
+    reps = stats.bootstrap_ratios(*p, resamples=RESAMPLES, seed=0)
+    lo, hi = stats.percentile_ci(reps, 0.95)
+    r = stats.ratio_of_medians(np.concatenate(p[0]), np.concatenate(p[1]))
+    return abs(r - 1.0) + (hi - lo) / 2.0
+
+
+def _history_floor(identity: str, history: Sequence[Mapping[str, Row]]) -> float | None:
+    """Noise floor from >= 3 history runs: the cell's own peak-to-peak spread of absolute
+    time (max / min - 1)."""
+    times = []
+    for run in history:
+        r = run.get(identity)
+        p = stored_samples(r) if r is not None else None
+        if p is not None:
+            times.append(_median(p[1]))
+    if len(times) < 3:
+        return None
+    return max(times) / min(times) - 1.0
+
+
+CellCache = dict[object, Any]
+
+
+def _cached_cell(row: Row, seed: int, cache: CellCache | None) -> _Cell | None:
+    if cache is None:
+        return _cell(row, seed)
+    key = id(row)
+    if key not in cache:
+        cache[key] = _cell(row, seed)
+    cell: _Cell | None = cache[key]
+    return cell
+
+
+def compare_timing(
+    base: Row, new: Row, gate: Gate | None, *,
+    control_base: Row | None = None, control_new: Row | None = None,
+    history: Sequence[Mapping[str, Row]] = (), seed: int = 0, cache: CellCache | None = None,
+) -> Change:
+    """One timing cell present in both runs (see the module docstring).  ``cache``
+    (keyed by ``id(row)``; the caller keeps the rows alive) reuses bootstrap replicates
+    when one run is compared with many."""
+    ident = new.identity
+    flip = base.status.ok and not new.status.ok
+    texts = (_status_text(base), _status_text(new))
+    # one seed per row, not per position: a row compared as base and as new replicates alike
+    cb, cn = _cached_cell(base, seed, cache), _cached_cell(new, seed, cache)
+    if cb is None or cn is None:
+        section = Section.FLIPPED if base.status.ok != new.status.ok else Section.UNCHANGED
+        return Change(ident, "timing", section, *texts, regression=flip,
+                      note="no stored samples: statuses compared only")
+    if gate is None:
+        stored = new.details.get("gate") or base.details.get("gate")
+        gate = Gate.from_dict(stored) if isinstance(stored, dict) else None
+    if gate is None:
+        return Change(ident, "timing", Section.NOISY, *texts, regression=flip,
+                      note="no timing gate for this cell in the policy: change not judged")
+    conf, tol = gate.confidence, gate.change_max
+    rb, rn = cb.ci(conf), cn.ci(conf)
+    q = cn.reps / cb.reps
+    lo, hi = stats.percentile_ci(q, conf)
+    notes: list[str] = []
+    # The bootstrap CI covers the sampling error within each run only.  How far an
+    # interleaved ratio can be off in a run beyond that is what the run's A/A control
+    # measured (two copies of one kernel, the same cache and clock dynamics): widen the
+    # change's CI by both runs' A/A errors (in quadrature).
+    e_b, e_n = _aa_error(control_base, cache), _aa_error(control_new, cache)
+    widen = math.hypot(e_b or 0.0, e_n or 0.0)
+    if widen > 0.0:
+        lo, hi = lo / (1.0 + widen), hi * (1.0 + widen)
+        notes.append(f"CI widened by the A/A error {widen:.2%}")
+    change = Ratio(rn.value / rb.value, lo, hi)
+    if lo > tol:
+        section = Section.WORSE
+    elif hi < 1.0 / tol:
+        section = Section.BETTER
+    elif lo >= 1.0 / tol and hi <= tol:
+        section = Section.UNCHANGED
     else:
-        return Change(new.identity, "timing", Verdict.UNCHANGED, "-", "-",
-                      note="no samples and no measured value to compare")
-    if not (mb > 0 and math.isfinite(mb) and math.isfinite(mn)):
-        return Change(new.identity, "timing", Verdict.UNCHANGED, f"{mb:.4g}", f"{mn:.4g}",
-                      note="base median is not a positive time")
-    change = mn / mb - 1.0
-    if not (a and b):
-        return Change(new.identity, "timing", Verdict.UNCHANGED, f"{mb:.4g}", f"{mn:.4g}",
-                      change, None, "no per-sample times: significance unknown, not flagged")
-    _, p = mann_whitney_u(a, b)
-    if abs(change) >= THRESHOLD and p < ALPHA:
-        verdict = Verdict.REGRESSED if change > 0 else Verdict.IMPROVED
+        section = Section.NOISY
+
+    absolute = _median(cn.runs_b) / _median(cb.runs_b)
+    floor = _history_floor(ident, history)
+    if floor is not None:
+        notes.append(f"noise floor from {len(history)} history runs")
     else:
-        verdict = Verdict.UNCHANGED
-    return Change(new.identity, "timing", verdict, f"{mb:.4g}", f"{mn:.4g}", change, p)
+        floor, why = _control_floor(control_base, control_new)
+        notes.append(why)
+    if floor is not None and abs(absolute - 1.0) > floor + (tol - 1.0):
+        if section in (Section.UNCHANGED, Section.NOISY, Section.BETTER) and absolute > 1.0:
+            section = Section.WORSE
+            notes.insert(0, f"absolute time {absolute - 1:+.2%} beyond the noise floor "
+                            f"{floor:.2%} + {tol - 1:.0%}")
+        elif section in (Section.UNCHANGED, Section.NOISY) and absolute < 1.0:
+            section = Section.BETTER
+            notes.insert(0, f"absolute time {absolute - 1:+.2%} beyond the noise floor")
+    untrusted = new.details.get("untrusted") or base.details.get("untrusted")
+    if untrusted:
+        # a run whose A/A control stayed noisy proves nothing either way about the cell:
+        # noisy here (admission still fails it closed), never a regression
+        return Change(ident, "timing", Section.NOISY, *texts, regression=False,
+                      ratio_base=rb, ratio_new=rn, change=change, absolute=absolute,
+                      noise_floor=floor, tolerance=tol,
+                      note="; ".join([f"run not trusted ({untrusted})", *notes]))
+    if flip and section is not Section.WORSE:
+        notes.insert(0, f"status {base.status} -> {new.status}")
+        section = Section.FLIPPED
+    elif base.status.ok != new.status.ok:
+        notes.insert(0, f"status {base.status} -> {new.status}")
+    regression = section is Section.WORSE or flip
+    return Change(ident, "timing", section, *texts, regression=regression, ratio_base=rb,
+                  ratio_new=rn, change=change, absolute=absolute, noise_floor=floor,
+                  tolerance=tol, note="; ".join(notes))
 
 
 def compare_rows(
-    base: Iterable[Row], new: Iterable[Row], base_label: str = "base", new_label: str = "new"
+    base: Iterable[Row], new: Iterable[Row], base_label: str = "base", new_label: str = "new",
+    *, gate_for: GateFor | None = None, history: Sequence[Iterable[Row]] = (),
+    cache: CellCache | None = None,
 ) -> Comparison:
-    base_by = {r.identity: r for r in base}
-    new_by = {r.identity: r for r in new}
+    """Every cell of ``base`` against ``new``.  ``gate_for`` finds each timing row's gate
+    (``hqval.admission.gate_for_row``; default: the gate the row stored); both runs' timing
+    rows are re-judged under it first.  ``history``: earlier runs' rows, for the absolute
+    noise floor (used when at least 3 hold the cell)."""
+
+    def judged(rows: Iterable[Row]) -> dict[str, Row]:
+        out = {}
+        for r in rows:
+            g = gate_for(r) if gate_for is not None and is_gated(r) else None
+            out[r.identity] = rejudge(r, g) if g is not None else r
+        return out
+
+    base_by, new_by = judged(base), judged(new)
+    ctrl_b, ctrl_n = controls_of(base_by.values()), controls_of(new_by.values())
+    hist = [{r.identity: r for r in run} for run in history]
+    gates: set[str] = set()
     changes: list[Change] = []
     for ident, b in base_by.items():
+        kind = "timing" if b.kind == "timing" else "parity"
         n = new_by.get(ident)
         if n is None:
             if b.status is Status.PASS:
-                changes.append(Change(ident, b.kind if b.kind == "timing" else "parity",
-                                      Verdict.MISSING, _status_text(b), "absent",
+                changes.append(Change(ident, kind, Section.MISSING, _status_text(b), "absent",
+                                      regression=True,
                                       note="cell passed in the base run and has no row now"))
             continue
-        if b.kind == "timing" and n.kind == "timing" and b.status.ok and n.status.ok:
-            changes.append(compare_timing(b, n))
+        if b.kind == "timing" and n.kind == "timing" and is_gated(b) and is_gated(n):
+            g = gate_for(n) if gate_for is not None else None
+            if g is not None:
+                gates.add(g.describe())
+            key = control_key(n)
+            changes.append(compare_timing(b, n, g, control_base=ctrl_b.get(key),
+                                          control_new=ctrl_n.get(key), history=hist,
+                                          cache=cache))
             continue
-        if b.status.ok and not n.status.ok:
-            verdict = Verdict.REGRESSED
-        elif not b.status.ok and n.status.ok:
-            verdict = Verdict.FIXED
+        if b.status.ok != n.status.ok:
+            # a timing mutant's kill verdict says how sharp the gate is, not whether a
+            # kernel regressed: its flips are listed, never counted as regressions
+            # -- and an A/A control's flip says the run is not trusted (its cells are
+            # then noisy), not that anything regressed
+            mutant = b.check.startswith("timing_mutant_")
+            control = b.check.startswith("timing_aa_")
+            changes.append(Change(ident, kind,
+                                  Section.NOISY if control else Section.FLIPPED,
+                                  _status_text(b), _status_text(n),
+                                  regression=b.status.ok and not (mutant or control),
+                                  note=("timing mutant: " if mutant else
+                                        "A/A control: " if control else "")
+                                  + (n.message if b.status.ok else "fixed")))
         else:
-            verdict = Verdict.UNCHANGED
-        changes.append(Change(ident, "timing" if n.kind == "timing" else "parity", verdict,
-                              _status_text(b), _status_text(n), note=n.message))
+            changes.append(Change(ident, kind, Section.UNCHANGED, _status_text(b),
+                                  _status_text(n)))
     for ident, n in new_by.items():
         if ident not in base_by:
             changes.append(Change(ident, "timing" if n.kind == "timing" else "parity",
-                                  Verdict.NEW, "absent", _status_text(n)))
-    order = {Verdict.REGRESSED: 0, Verdict.MISSING: 1, Verdict.IMPROVED: 2, Verdict.FIXED: 3,
-             Verdict.NEW: 4, Verdict.UNCHANGED: 5}
-    changes.sort(key=lambda c: (order[c.verdict], c.identity))
-    return Comparison(base_label, new_label, tuple(changes))
+                                  Section.NEW, "absent", _status_text(n)))
+    rank = {s: i for i, s in enumerate(ORDER)}
+    changes.sort(key=lambda c: (rank[c.section], not c.regression, c.identity))
+    return Comparison(base_label, new_label, tuple(changes), tuple(sorted(gates)))
+
+
+def _num(s: str) -> md.Markdown:
+    """A number (with its CI) this module formatted: digits, signs, %, brackets only."""
+    assert all(ch in "0123456789.+-%[], " for ch in s), s
+    return md.Markdown(s.replace("[", "\\[").replace("]", "\\]"))
 
 
 def to_markdown(cmp: Comparison, *, all_cells: bool = False) -> str:
-    """A markdown table for a review comment: regressions first, unchanged cells hidden
-    unless ``all_cells``."""
-    shown = cmp.changes if all_cells else cmp.notable()
+    """asv-style sections for a review comment: worse, better, noisy, missing, status
+    flips, new (and unchanged with ``all_cells``); every identity and note escaped."""
     n_reg = len(cmp.regressions)
     lines = [
         f"### hqval compare: {md.code(cmp.base_label)} -> {md.code(cmp.new_label)}",
         "",
-        f"{n_reg} regression(s) among {len(cmp.changes)} cell(s) compared "
-        f"(timing: change >= {THRESHOLD:.0%} and Mann-Whitney p < {ALPHA}).",
-        "",
+        f"{n_reg} regression(s) among {len(cmp.changes)} cell(s) compared.  Timing: each "
+        "cell's v2/v1 ratio to its own interleaved baseline, run against run (drift "
+        "cancels); absolute time only beyond the measured noise floor.",
     ]
-    if not shown:
+    for g in cmp.gates:
+        lines.append(f"Gate: {md.text(g)}")
+    lines.append("")
+    shown = [s for s in ORDER if s is not Section.UNCHANGED or all_cells]
+    any_shown = False
+    for s in shown:
+        cells = cmp.section(s)
+        if not cells:
+            continue
+        any_shown = True
+        lines += [f"#### {s} ({len(cells)})", ""]
+        lines.append(md.table(
+            ["cell", "base", "new", "change [CI]", "absolute", "noise floor", "note"],
+            [[md.code(c.identity),
+              _num(c.ratio_base.text()) if c.ratio_base else c.base,
+              _num(c.ratio_new.text()) if c.ratio_new else c.new,
+              _num(f"{c.change.value - 1:+.2%} [{c.change.low - 1:+.2%}, "
+                   f"{c.change.high - 1:+.2%}]") if c.change else "",
+              "" if c.absolute is None else _num(f"{c.absolute - 1:+.2%}"),
+              "" if c.noise_floor is None else _num(f"{c.noise_floor:.2%}"),
+              ("REGRESSION; " if c.regression else "") + c.note] for c in cells]))
+        lines.append("")
+    if not any_shown:
         lines.append("No changes.")
-        return "\n".join(lines) + "\n"
-    lines.append(md.table(
-        ["verdict", "cell", "kind", "base", "new", "change", "p", "note"],
-        [[c.verdict, md.code(c.identity), c.kind, c.base, c.new,
-          "" if c.change is None else f"{c.change:+.2%}", "" if c.p is None else f"{c.p:.2g}",
-          c.note] for c in shown]))
-    return "\n".join(lines) + "\n"
+    unchanged = len(cmp.section(Section.UNCHANGED))
+    if unchanged and not all_cells:
+        lines.append(f"{unchanged} cell(s) unchanged (`--all` lists them).")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def compare_runs(base: object, new: object, *, policy: object = None,
+                 history: Sequence[object] = ()) -> Comparison:
+    """Two loaded runs (``hqval.results.store.Run``) compared under ``policy``'s timing
+    gates (default matrices/policy.yaml); ``history``: earlier loaded runs."""
+    from hqval.admission import Policy, gate_for_row, kernel_table, load_policy
+    from hqval.results.store import Run
+
+    assert isinstance(base, Run) and isinstance(new, Run)
+    pol = policy if isinstance(policy, Policy) else load_policy()
+    kernels = kernel_table(r.envelope for r in (base, new))
+    runs = [h for h in history if isinstance(h, Run)]
+    return compare_rows(base.rows, new.rows, str(base.path), str(new.path),
+                        gate_for=gate_for_row(pol, kernels), history=[h.rows for h in runs])

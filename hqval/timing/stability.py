@@ -1,0 +1,287 @@
+"""Error rates of the timing verdicts, from the stored samples of a stability study.
+
+A study directory (scripts/timing_stability.py measure) holds ``calibration.json`` and
+``runs/NN``: clean re-runs of one build, each with its A/A controls, its qt=44 and qt=45
+cells against qt=6, and timing mutants of qt=44 (against qt=6, and against their unslowed
+twin).  Everything here is recomputed from the raw samples under the policy's gate:
+
+- **within-run verdict stability**: each clean cell's gate verdict in every re-run;
+- **compare false regressions**: ``hqval compare`` over every pair of clean re-runs (base
+  the earlier); a pair with any regression is a false alarm, since the build is the same;
+- **detection**: a mutant re-run is re-run *j* with its qt=44 cell's row replaced by the
+  mutant's (same identity, the mutant's samples against qt=6); compare against every
+  other clean re-run must call it worse; and within the run the gate's ``change_max`` on
+  mutant against twin must flag it;
+- **history**: the per-cell ratio over the re-runs, with a mutant step injected half way
+  (hqval.timing.history), must find the step at its first night and none in the clean
+  series;
+- CI half-widths and the A/A controls; and, on the same samples, the rules this replaced
+  (bench: ratio > 1.01, CI above 1, Mann-Whitney p < 0.05; compare: pooled-sample
+  Mann-Whitney p < 0.002 and |change| >= 1%), for comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hqval.result import Row
+from hqval.results.compare import (
+    CellCache,
+    Section,
+    compare_rows,
+    compare_timing,
+    control_key,
+    controls_of,
+)
+from hqval.timing import stats
+from hqval.timing.gate import is_gated, stored_samples
+
+
+@dataclass
+class Study:
+    directory: Path
+    policy_source: str
+    reruns: int
+    device: str
+    calibration: dict[str, Any]
+    stability: list[dict[str, Any]] = field(default_factory=list)
+    false_regressions: dict[str, Any] = field(default_factory=dict)
+    detection: list[dict[str, Any]] = field(default_factory=list)
+    half_widths: list[dict[str, Any]] = field(default_factory=list)
+    aa: list[dict[str, Any]] = field(default_factory=list)
+    old_rules: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["directory"] = str(self.directory)
+        return d
+
+    def summary(self) -> str:
+        fr = self.false_regressions
+        lines = [f"{self.reruns} clean re-runs on {self.device}; policy {self.policy_source}",
+                 f"compare false regressions: {fr.get('pairs_with_regression')} of "
+                 f"{fr.get('pairs')} pairs"]
+        for s in self.stability:
+            lines.append(f"verdict {s['cell']}: {s['identical']} of {s['runs']} identical "
+                         f"({s['verdicts']})")
+        for d in self.detection:
+            lines.append(f"mutant {d['target']} {d['mode']}/{d['shape']} k={d['k']} "
+                         f"(true {d['true_slowdown_median']:+.2%}): compare "
+                         f"{d['compare_detected']}/{d['compare_pairs']}, gate "
+                         f"{d['gate_flagged']}/{d['runs']}")
+        return "\n".join(lines)
+
+
+def _is_mutant(r: Row) -> bool:
+    return bool(r.details.get("mutant_of"))
+
+
+def _shape_mode(r: Row) -> str:
+    return f"{r.details.get('mode')}/{r.details.get('shape')}"
+
+
+def load_study(directory: Path) -> tuple[dict[str, Any], list[Any]]:
+    from hqval.results.store import load
+
+    cal = json.loads((directory / "calibration.json").read_text())
+    runs = [load(p) for p in sorted((directory / "runs").glob("[0-9][0-9]"))
+            if (p / "envelope.json").is_file()]
+    runs = [r for r in runs if r.envelope.get("complete")]
+    if len(runs) < 2:
+        raise ValueError(f"{directory}: {len(runs)} complete re-run(s); a study needs >= 2")
+    return cal, runs
+
+
+def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
+    from hqval.admission import gate_for_row, kernel_table, load_policy
+    from hqval.timing.gate import rejudge_rows
+
+    cal, runs = load_study(directory)
+    pol = load_policy(policy)
+    gate_for = gate_for_row(pol, kernel_table(r.envelope for r in runs))
+    judged = [rejudge_rows(r.rows, gate_for) for r in runs]
+    clean = [[r for r in rows if not _is_mutant(r)] for rows in judged]
+    study = Study(directory, pol.source, len(runs), str(runs[0].envelope.get("device")), cal)
+    cache: CellCache = {}
+    controls = [controls_of(rs) for rs in clean]
+
+    # ---- within-run verdict stability of every clean gated cell
+    gated_ids = sorted({r.identity for r in clean[0] if is_gated(r)})
+    for ident in gated_ids:
+        found = [next((r for r in rs if r.identity == ident), None) for rs in clean]
+        rows = [r for r in found if r is not None]
+        verdicts = [(r.details.get("verdict") or {}).get("verdict", "absent") if r.status.ok
+                    or r.status.value == "fail" else str(r.status) for r in rows]
+        verdicts += ["absent"] * (len(found) - len(rows))
+        top = max(set(verdicts), key=verdicts.count)
+        ratios = [r.details["verdict"]["ratio"] for r in rows]
+        study.stability.append({
+            "cell": ident, "runs": len(found), "identical": verdicts.count(top),
+            "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
+            "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "ratio_median": float(np.median(ratios))})
+        hw = [(r.details["verdict"]["ci_high"] - r.details["verdict"]["ci_low"]) / 2
+              for r in rows]
+        study.half_widths.append({"cell": ident, "median": float(np.median(hw)),
+                                  "max": float(max(hw))})
+
+    # ---- A/A controls
+    aa_ids = sorted({r.identity for r in clean[0] if r.check.startswith("timing_aa_")})
+    for ident in aa_ids:
+        rows = [r for rs in clean for r in rs if r.identity == ident]
+        ratios = [float(r.measured) for r in rows if r.measured is not None]
+        hw = [(r.details["stats"]["ci_high"] - r.details["stats"]["ci_low"]) / 2 for r in rows]
+        study.aa.append({"cell": ident, "runs": len(rows),
+                         "passed": sum(r.status.ok for r in rows),
+                         "ratio_min": min(ratios), "ratio_median": float(np.median(ratios)),
+                         "ratio_max": max(ratios), "half_width_median": float(np.median(hw)),
+                         "tries_max": max(len(r.details.get("tries", [1])) for r in rows)})
+
+    # ---- compare over every pair of clean re-runs
+    pairs = list(itertools.combinations(range(len(runs)), 2))
+    flagged: list[dict[str, Any]] = []
+    sections: dict[str, int] = {}
+    for i, j in pairs:
+        cmp = compare_rows(clean[i], clean[j], f"run {i:02d}", f"run {j:02d}",
+                           gate_for=None, cache=cache)
+        for c in cmp.changes:
+            if c.kind == "timing" and c.change is not None:
+                sections[str(c.section)] = sections.get(str(c.section), 0) + 1
+        if cmp.regressions:
+            flagged.append({"base": i, "new": j,
+                            "cells": [f"{c.identity} {c.section} {c.note}"
+                                      for c in cmp.regressions]})
+    study.false_regressions = {"pairs": len(pairs), "pairs_with_regression": len(flagged),
+                               "flagged": flagged, "timing_cell_sections": sections}
+
+    # ---- detection of timing mutants
+    for key, cell in sorted(cal["cells"].items()):
+        mode, shape = key.split("/")
+        for target, choice in cell["chosen"].items():
+            k = int(choice["k"])
+            name = f"+slow{k}@{shape}"
+            twin_rows = [[r for r in rs if r.check == f"timing_{mode}" and _is_mutant(r)
+                          and r.kernel.endswith(name)] for rs in judged]
+            kill_rows = [[r for r in rs if r.check == f"timing_mutant_{mode}"
+                          and r.kernel.endswith(name)] for rs in judged]
+            if not all(twin_rows) or not all(kill_rows):
+                continue
+            true = [float(k_[0].measured) - 1.0 for k_ in kill_rows
+                    if k_[0].measured is not None]
+            detected, worse, total = 0, 0, 0
+            for j, (mrow,) in enumerate(twin_rows):
+                # the mutant's cell under its twin's identity: run j as if qt=44 had slowed
+                as_twin = dataclasses.replace(mrow,
+                                              kernel=mrow.kernel.replace(f"+slow{k}@", "@"))
+                twin_ident = as_twin.identity
+                for i in range(len(runs)):
+                    if i == j:
+                        continue
+                    base = next(r for r in clean[i] if r.identity == twin_ident)
+                    c = compare_timing(base, as_twin, None,
+                                       control_base=controls[i].get(control_key(base)),
+                                       control_new=controls[j].get(control_key(mrow)),
+                                       cache=cache)
+                    total += 1
+                    detected += c.regression
+                    worse += c.section is Section.WORSE
+            study.detection.append({
+                "target": target, "mode": mode, "shape": shape, "k": k,
+                "true_slowdown_median": float(np.median(true)),
+                "true_slowdown_min": float(min(true)), "true_slowdown_max": float(max(true)),
+                "compare_detected": detected, "compare_worse": worse, "compare_pairs": total,
+                "gate_flagged": sum(k_[0].status.value == "pass" for k_ in kill_rows),
+                "gate_noisy": sum(k_[0].status.value in ("error", "skipped")
+                                  for k_ in kill_rows),
+                "runs": len(kill_rows)})
+
+    study.old_rules = _old_rules(clean, pairs)
+    study.history = _history(clean, judged, cal)
+    return study
+
+
+def _old_rules(clean: Sequence[Sequence[Row]], pairs: Sequence[tuple[int, int]]
+               ) -> dict[str, Any]:
+    """The replaced rules on the same samples: bench's 1% / CI above 1 / p < 0.05 and
+    compare's pooled Mann-Whitney p < 0.002 with |change| >= 1% on the candidate's times."""
+    bench_fail: dict[str, int] = {}
+    for rows in clean:
+        for r in rows:
+            if not is_gated(r):
+                continue
+            p = stored_samples(r)
+            assert p is not None
+            st = stats.summarize(*p, resamples=1000)
+            failed = st.ratio > 1.01 and st.ci_low > 1.0 and st.p < 0.05
+            bench_fail[r.identity] = bench_fail.get(r.identity, 0) + int(failed)
+    pair_flags = 0
+    for i, j in pairs:
+        by_j = {r.identity: r for r in clean[j]}
+        hit = False
+        for r in clean[i]:
+            n = by_j.get(r.identity)
+            if not is_gated(r) or n is None:
+                continue
+            pa, pb = stored_samples(r), stored_samples(n)
+            assert pa is not None and pb is not None
+            a = np.concatenate(pa[1])
+            b = np.concatenate(pb[1])
+            change = float(np.median(b) / np.median(a)) - 1.0
+            _, pv = stats.mann_whitney_u(a, b)
+            hit |= abs(change) >= 0.01 and pv < 0.002 and change > 0
+        pair_flags += hit
+    return {"bench_rule_failures": bench_fail, "compare_rule_pairs_flagged": pair_flags,
+            "pairs": len(pairs)}
+
+
+def _history(clean: Sequence[Sequence[Row]], judged: Sequence[Sequence[Row]],
+             cal: dict[str, Any]) -> list[dict[str, Any]]:
+    """Step detection on the per-cell ratio over the re-runs taken as nights: the clean
+    series, and the series whose second half is the +3% mutant (the step at night n/2)."""
+    from hqval.timing.history import Night, detect
+
+    out = []
+    n = len(clean)
+    for key, cell in sorted(cal["cells"].items()):
+        mode, shape = key.split("/")
+        ident = next((r.identity for r in clean[0] if r.check == f"timing_{mode}"
+                      and r.kernel == f"gemv_mq4g256v2_r8@{shape}"), None)
+        if ident is None:
+            continue
+        choice = cell["chosen"].get("3%")
+        if choice is None:
+            continue
+        k = int(choice["k"])
+
+        def night(rows: Sequence[Row], want: str, i: int) -> Night:
+            r = next(r for r in rows if r.identity == want)
+            v = r.details["verdict"]
+            return Night(f"{i:02d}", v["ratio"], v["ci_low"], v["ci_high"])
+
+        clean_series = [night(rs, ident, i) for i, rs in enumerate(clean)]
+        mut_ident = ident.replace("@", f"+slow{k}@")
+        step_series = clean_series[: n // 2] + [night(rs, mut_ident, i)
+                                                for i, rs in enumerate(judged)][n // 2:]
+        for label, series in (("clean", clean_series), (f"+3% mutant from night {n // 2:02d}",
+                                                         step_series)):
+            res = detect(series, tolerance=1.01)
+            out.append({"cell": ident, "series": label,
+                        "steps": [{"night": s.night, "before": s.before, "after": s.after,
+                                   "regression": s.regression} for s in res.steps]})
+    return out
+
+
+def write_checkpoint(study: Study, out: Path) -> None:
+    """The study's figures as JSON (every number the README quotes comes from here)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "stability.json").write_text(json.dumps(study.to_json(), indent=2) + "\n")
+    (out / "summary.txt").write_text(study.summary() + "\n")
