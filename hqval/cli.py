@@ -40,6 +40,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "write the HTML report and markdown checkpoint of one or more runs"),
     "compare": ("hqval.commands.compare",
                 "list what changed between a baseline run and a new one, as markdown"),
+    "history": ("hqval.commands.history",
+                "each timing cell's ratio over nights, its steps and regressions (SVG plots)"),
     "emu": ("hqval.commands.emu",
             "run one kernel on the RDNA wave interpreter (trace, coverage, speed)"),
     "codec": ("hqval.commands.codec",

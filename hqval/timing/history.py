@@ -14,7 +14,10 @@ with a robust (L1) cost and a penalty per step, solved exactly by dynamic progra
   a regression -- except the last night, which may start a level alone: that step is
   reported ``confirmed: False`` until a second night agrees;
 - a step is a regression when the new level over the old exceeds the gate's
-  ``change_max``; it is reported at the first night of the new level.
+  ``change_max``; it is reported at the first night of the new level.  A step back to a
+  level the cell held before (within ``change_max``) is reported ``recurring`` and is not
+  a regression: the cell flaps between states (seen on the H200 in hot mode at
+  17408x5120, where both arms' weights together exceed the L2).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class Step:
     after: float
     regression: bool
     confirmed: bool
+    recurring: bool = False  # back to a level held before: flapping, not a regression
 
 
 @dataclass(frozen=True)
@@ -103,10 +107,16 @@ def detect(nights: Sequence[Night], *, tolerance: float, penalty: float = PENALT
     for a, b in bounds:
         levels += [seg_cost(a, b)[1]] * (b - a)
     steps = []
+    seen: list[float] = []  # levels before the one a step leaves
     for (a0, _), (a1, b1) in itertools.pairwise(bounds):
         before, after = levels[a0], levels[a1]
+        # a step back to a level the cell held before is the cell flapping between states
+        # (a bimodal cell), not a new regression
+        recurring = any(abs(after / lv - 1.0) < tolerance - 1.0 for lv in seen)
         steps.append(Step(nights[a1].label, a1, before, after,
-                          regression=after / before > tolerance, confirmed=b1 - a1 >= 2))
+                          regression=after / before > tolerance and not recurring,
+                          confirmed=b1 - a1 >= 2, recurring=recurring))
+        seen.append(before)
     return Fit(tuple(nights), tuple(levels), tuple(steps), tuple(night_noise(nights)))
 
 
@@ -176,3 +186,56 @@ def history_svg(fit: Fit, title: str, *, tolerance: float | None = None,
                          f'y2="{py(base):.1f}" stroke="#c0392b" stroke-dasharray="2 4"/>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
+
+
+@dataclass(frozen=True)
+class CellHistory:
+    identity: str
+    tolerance: float
+    fit: Fit
+
+    @property
+    def slug(self) -> str:
+        import re
+
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.identity).strip("_")
+
+    def to_json(self) -> dict[str, object]:
+        return {"identity": self.identity, "change_max": self.tolerance,
+                "nights": [{"night": n.label, "ratio": n.ratio, "ci_low": n.ci_low,
+                            "ci_high": n.ci_high, "level": lv}
+                           for n, lv in zip(self.fit.nights, self.fit.levels, strict=True)],
+                "steps": [{"night": s.night, "before": s.before, "after": s.after,
+                           "regression": s.regression, "confirmed": s.confirmed,
+                           "recurring": s.recurring}
+                          for s in self.fit.steps]}
+
+
+def cell_histories(runs: Sequence[object], policy: object, *,
+                   select: str | None = None) -> list[CellHistory]:
+    """Every gated timing cell of ``runs`` (loaded ``hqval.results.store.Run``, oldest
+    first) re-judged under ``policy`` (an ``hqval.admission.Policy``), one night per run
+    that holds it (labelled by the run's date, else its directory name)."""
+    from hqval.admission import Policy, gate_for_row, kernel_table
+    from hqval.results.store import Run
+    from hqval.timing.gate import is_gated, rejudge_rows
+
+    assert isinstance(policy, Policy)
+    loaded = [r for r in runs if isinstance(r, Run)]
+    gate_for = gate_for_row(policy, kernel_table(r.envelope for r in loaded))
+    series: dict[str, list[Night]] = {}
+    tol: dict[str, float] = {}
+    for run in loaded:
+        label = run.path.name or str(run.path)
+        for r in rejudge_rows(run.rows, gate_for):
+            v = r.details.get("verdict")
+            if not is_gated(r) or not isinstance(v, dict) or r.details.get("untrusted"):
+                continue
+            if select and select not in r.identity:
+                continue
+            g = gate_for(r)
+            tol[r.identity] = g.change_max if g is not None else 1.01
+            series.setdefault(r.identity, []).append(
+                Night(label, float(v["ratio"]), float(v["ci_low"]), float(v["ci_high"])))
+    return [CellHistory(i, tol[i], detect(n, tolerance=tol[i]))
+            for i, n in sorted(series.items())]

@@ -276,7 +276,8 @@ def _history(clean: Sequence[Sequence[Row]], judged: Sequence[Sequence[Row]],
             res = detect(series, tolerance=1.01)
             out.append({"cell": ident, "series": label,
                         "steps": [{"night": s.night, "before": s.before, "after": s.after,
-                                   "regression": s.regression} for s in res.steps]})
+                                   "regression": s.regression, "recurring": s.recurring}
+                                  for s in res.steps]})
     return out
 
 
