@@ -223,6 +223,7 @@ def timing(ctx: RunContext) -> StepResult:
     t0 = time.monotonic()
     ctx.progress.start("timing", len(ctx.expected.get("timing", [])))
     rows: list[Row] = []
+    errors: list[str] = []
     for a in ctx.arches:
         backend = ctx.backends[a.name]
         if not ctx.config.timing:
@@ -244,9 +245,15 @@ def timing(ctx: RunContext) -> StepResult:
             config=harness.TimingConfig(iterations=ctx.config.timing_iterations,
                                         runs=ctx.config.timing_runs),
             seed=ctx.config.seed)
-        rows += bench.run_bench(backend, ctx.manifest, plan,
+        timed = bench.run_bench(backend, ctx.manifest, plan,
                                 emit=lambda batch: _emit(ctx, list(batch)))
-    return StepResult("timing", tuple(rows), seconds=time.monotonic() - t0)
+        if not [r for r in timed if r.kind == "timing"]:
+            # the bench's cells are not known up front, but a timing step on hardware
+            # that produced none did not run
+            errors.append(f"no timing row on {a.name} ({backend.name})")
+        rows += timed
+    return StepResult("timing", tuple(rows), error="; ".join(errors),
+                      seconds=time.monotonic() - t0)
 
 
 # ---------------------------------------------------------------------------- admit

@@ -1,0 +1,43 @@
+"""Steps that say no: a hardware timing step that produced no timing row did not run; a
+skipped gate's note names the flag (a mutant whose cells did not all run gets no verdict:
+tests/faults/test_steps.py, the session that collects nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hqval.manifest import load_manifest
+from hqval.matrix import resolve_arch
+from hqval.result import Status
+from hqval.results import store
+from hqval.run import steps
+from hqval.run.context import RunConfig, RunContext
+from hqval.run.progress import Silent
+from hqval.timing.simulate import SimulatedDevice
+
+
+def test_hardware_timing_without_a_timing_row_is_a_step_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    device = SimulatedDevice()
+    device.name = "cuda"  # stands where a cuda device would; its bench returns nothing
+    config = RunConfig(arches=["sm_90"], out=tmp_path / "run")
+    writer = store.RunWriter.create(config.out, store.make_envelope(backend="cuda"))
+    ctx = RunContext(config, [resolve_arch("sm_90")], load_manifest(), None,
+                     {"sm_90": device}, writer, Silent())
+
+    def no_rows(*a: Any, **k: Any) -> list[Any]:
+        return []
+
+    monkeypatch.setattr(steps.bench, "run_bench", no_rows)
+    result = steps.timing(ctx)
+    assert result.error == "no timing row on sm_90 (cuda)"
+    assert not result.done
+
+
+def test_note_rows_name_the_flag_that_skipped_a_gate() -> None:
+    row = steps.note_row("mutants", "gfx1100", "emu", "skipped", skipped_by="--no-mutants")
+    assert row.status is Status.SKIPPED and row.details == {"skipped_by": "--no-mutants"}
+    assert row.identity == "mutants[-|gfx1100|emu]"
