@@ -136,7 +136,10 @@ class TimingCell:
             return "no gate recorded"
         if self.aa:
             return f"A/A within 1 ± {self.gate:g}"
-        return f"ratio ≤ {self.gate:g}"
+        conf = self.row.details.get("gate", {}).get("confidence") if isinstance(
+            self.row.details.get("gate"), dict) else None
+        return f"ratio ≤ {self.gate:g}" + (f" ({conf:.0%} CI)" if isinstance(
+            conf, (int, float)) else "")
 
     def why_noisy(self) -> str:
         """The reason, as a sentence, from the row's own evidence."""

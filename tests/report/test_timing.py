@@ -49,8 +49,10 @@ def test_noisy_is_told_apart_from_slow() -> None:
 def test_the_gate_is_the_one_applied_never_a_default() -> None:
     own = timing_cell(ratio_row("k@1x1", tolerance=1.01))
     assert (own.gate, own.gate_text) == (1.01, "ratio ≤ 1.01")
-    judged = timing_cell(ratio_row("k@1x1", gate={"ratio_max": 1.05, "source": "policy.yaml"}))
+    judged = timing_cell(ratio_row("k@1x1", gate={"ratio_max": 1.05, "source": "policy.yaml",
+                                                  "confidence": 0.95}))
     assert (judged.gate, judged.gate_source) == (1.05, "policy.yaml")
+    assert judged.gate_text == "ratio ≤ 1.05 (95% CI)"
     aa = timing_cell(ratio_row("gemv_hfq4g256_r1@1x1", check="timing_aa_cold",
                                tolerance=0.005))
     assert aa.aa and aa.gate_text == "A/A within 1 ± 0.005"
