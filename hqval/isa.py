@@ -14,6 +14,15 @@ The rules, each one ``Row(kind="audit", check=f"audit_{rule}")`` with its eviden
 Rules (a) and (d) compare a kernel with its qt=6 baseline: the two share every instruction
 except the header decode (one template, two instantiations), so a difference in vector
 loads or VALU count is the header's doing.
+
+Every rule passes, fails on a proven violation (the instructions are the evidence) or says
+unsupported with the reason it could not decide; none returns an error for "could not
+count".  The loads of W and their offsets come from an abstract interpretation of the
+address arithmetic (``AddressFlow``): a constant the compiler folded into a base register
+counts like one in the immediate, spill reloads are never W loads, and a kernel is
+row-per-lane (each lane reads its own row, as WMMA GEMMs do: per-lane header loads by
+design, compared with the baseline's) or row-per-wave (GEMV: headers must be scalar) by
+how its W addresses depend on the lane.
 """
 
 from __future__ import annotations
