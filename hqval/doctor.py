@@ -120,8 +120,11 @@ def rocm() -> Finding:
             return Finding("ROCm", True, f"{root} (no .info/version)", HIP_DISABLES)
     lib = ctypes.util.find_library("amdhip64")
     if lib:
-        return Finding("ROCm", True, f"HIP runtime {lib} (no ROCm directory at "
-                       f"{', '.join(roots)})", HIP_DISABLES)
+        # a distribution's HIP runtime (Debian's libamdhip64-5): its package names the version
+        pkg = _first_line(["dpkg-query", "-W", "-f", "${Package} ${Version}\n",
+                           "libamdhip64*"]) if shutil.which("dpkg-query") else None
+        return Finding("ROCm", True, f"HIP runtime {lib}" + (f", package {pkg}" if pkg else "")
+                       + f" (no ROCm directory at {', '.join(roots)})", HIP_DISABLES)
     return Finding("ROCm", False, f"no ROCm at {', '.join(roots)} and no libamdhip64 on the "
                    "library path", HIP_DISABLES)
 
