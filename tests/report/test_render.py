@@ -401,3 +401,44 @@ def test_the_report_shows_the_gate_admission_applied_not_the_stored_one(
     assert [(c.gate, c.verdict) for c in stored] == [(1.01, "fail")]
     assert [(c.gate, c.verdict) for c in judged] == [(1.05, "pass")]
     assert judged[0].gate_source == "formats.mq4g256v2.paths.decode.timing.cold"
+
+
+CHECKPOINTS = Path(__file__).resolve().parents[2] / "reports" / "checkpoints"
+
+
+def _checkpoint_report(*paths: str) -> str:
+    from hqval.admission import evaluate, load_policy
+
+    runs, adm, _ = evaluate([CHECKPOINTS / p for p in paths])
+    return render_html(build(runs, adm, policy=load_policy()))
+
+
+def test_the_committed_checkpoint_runs_show_the_views() -> None:
+    """The H200 sweep run and the nine-arch emulator matrix, as committed."""
+    sweep = _checkpoint_report("2026-11-29-h200-gemv-d/sweep/run")
+    for view in ('class="plot heatmap"', 'class="plot sweep"', 'class="plot dist"',
+                 'id="plot-timing-ratios"', 'id="noisy"'):
+        assert view in sweep, view
+    assert "in 1 group(s) of one mode, R and shape" in sweep  # the one noisy A/A group
+    assert "outside 1 ± 0.005 after 3 tries" in sweep
+    emu = _checkpoint_report("2026-11-29-emu-matrix")
+    assert 'class="plot margins"' in emu and 'id="mutant-table"' in emu
+    assert emu.count("<h3>bit_identity</h3>") == 1
+    title = re.search(r"<h1>(.*?)</h1>", emu)
+    assert title and title.group(1).startswith("qt=44 decode emulated on 9 arches")
+
+
+@pytest.mark.chromium
+def test_the_committed_checkpoint_reports_fit_1400_px(tmp_path: Path) -> None:
+    browser = _need_chromium()
+    for name, paths in (("emu", ["2026-11-29-emu-matrix"]),
+                        ("sweep", ["2026-11-29-h200-gemv-d/sweep/run"])):
+        page = tmp_path / f"{name}.html"
+        page.write_text(_checkpoint_report(*paths).replace("</body>", _MEASURE))
+        res = subprocess.run([*_headless(browser, tmp_path / "p"), "--window-size=1400,1000",
+                              "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=180, check=False)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert [ln for ln in res.stderr.splitlines() if ":CONSOLE" in ln] == []
+        m = re.search(r'data-overflow="(-?\d+) ?([^"]*)"', res.stdout)
+        assert m and int(m.group(1)) <= 0, (name, m and m.group(0))
