@@ -131,8 +131,14 @@ def plots(data: ReportData) -> list[Plot]:
                             "Median time against rows per block R", sw))
     hist = tv.history(cells)
     if hist:
+        fits = {}
+        if data.policy is not None:  # hqval history's own step fit, over the same runs
+            from hqval.timing.history import cell_histories
+
+            ordered = sorted(data.runs, key=tv.run_label)
+            fits = {h.identity: h.fit for h in cell_histories(ordered, data.policy)}
         out.append(Plot("history", "history", f"Ratio across {len({c.run_label for c in cells})}"
-                        " runs, per cell seen in more than one", svg.history_plot(hist)))
+                        " runs, per cell seen in more than one", svg.history_plot(hist, fits)))
     for c in cells:
         if c.verdict != "pass" and (c.samples_a or c.samples_b):
             d = svg.distribution_plot(c)

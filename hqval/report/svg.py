@@ -12,13 +12,17 @@ paths.)  See docs/ARCHITECTURE.md, "Report plots".
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
+from typing import TYPE_CHECKING
 
 from hqval.formats import HFQ4G256_QT as V1_QT
 from hqval.report.data import anchor
 from hqval.report.timing import TimingCell, format_name
 from hqval.result import Row
+
+if TYPE_CHECKING:
+    from hqval.timing.history import Fit
 
 ROW_H = 18
 WIDTH = 820
@@ -402,12 +406,17 @@ def sweep_plot(cells: Sequence[TimingCell]) -> str:
 
 # ---------------------------------------------------------------- history across runs
 
-def history_plot(history: dict[str, list[TimingCell]]) -> str:
+def history_plot(history: dict[str, list[TimingCell]],
+                 fits: Mapping[str, Fit] | None = None) -> str:
     """v2/v1 ratio of each cell seen in several runs (nights or machines), oldest to
     newest (one x position per run, the same in every panel), with CI bars and each
-    night's verdict; the dashed tick is that night's gate."""
+    night's verdict; the dashed tick is that night's gate.  ``fits`` (identity ->
+    hqval.timing.history's step fit over the cell's gated, trusted nights, the same data
+    ``hqval history`` reads) adds the fitted levels as a green step line and a triangle at
+    each step: red for a regression, grey for a recurring or unconfirmed one."""
     if not history:
         return ""
+    fits = fits or {}
     pw, ph, per_row = 270, 120, 5
     items = list(history.items())
     # one x position per run across every panel, so the panels line up night by night
@@ -458,6 +467,28 @@ def history_plot(history: dict[str, list[TimingCell]]) -> str:
                            f'x2="{px(i) + 6:.1f}" y2="{py(c.gate):.1f}" stroke="#c0392b" '
                            'stroke-dasharray="2 2"/>')
             out.append(_dot(px(i), py(c.ratio), c.verdict, _cell_title(c), 3.5))
+        fit = fits.get(ident)
+        # the fit's nights are the cell's gated, trusted nights, in the same order
+        fitted = [i for i, c in enumerate(cs) if isinstance(c.row.details.get("verdict"), dict)
+                  and not c.row.details.get("untrusted")]
+        if fit is not None and len(fitted) == len(fit.levels) and fitted:
+            lv = [min(max(v, lo), hi) for v in fit.levels]
+            # a step function: along the old level to the night of the step, then up/down
+            path = f"M{px(fitted[0]):.1f} {py(lv[0]):.1f}" + "".join(
+                f"H{px(i):.1f}V{py(lv[j]):.1f}" for j, i in enumerate(fitted) if j)
+            out.append(f'<path class="fit" d="{path}" fill="none" stroke="#27ae60" '
+                       'stroke-width="1.5" stroke-dasharray="4 2"/>')
+            for st in fit.steps:
+                if not 0 <= st.index < len(fitted):
+                    continue
+                sx, sy = px(fitted[st.index]), py(lv[st.index])
+                kind = "regression" if st.regression else (
+                    "recurring" if st.recurring else "step")
+                colour = "#c0392b" if st.regression and st.confirmed else "#888"
+                out.append(f'<path class="step {kind}" d="M{sx:.1f} {sy - 9:.1f}l5 -8h-10z" '
+                           f'fill="{colour}"><title>step {st.before:.4f} -&gt; {st.after:.4f} at '
+                           f'{escape(st.night)}: {kind}'
+                           f'{"" if st.confirmed else " (one night: unconfirmed)"}</title></path>')
     out.append("</svg>")
     return "".join(out)
 

@@ -442,3 +442,36 @@ def test_the_committed_checkpoint_reports_fit_1400_px(tmp_path: Path) -> None:
         assert [ln for ln in res.stderr.splitlines() if ":CONSOLE" in ln] == []
         m = re.search(r'data-overflow="(-?\d+) ?([^"]*)"', res.stdout)
         assert m and int(m.group(1)) <= 0, (name, m and m.group(0))
+
+
+def test_history_draws_hqval_historys_step_fit(make_run: RunFactory) -> None:
+    """Five nights of one cell, 1.00 for three and 1.06 for two: the history panel carries
+    hqval.timing.history's fitted levels and marks the step as a confirmed regression."""
+    import json
+
+    from hqval.admission import load_policy
+
+    paths = []
+    for night, ratio in enumerate((1.0, 1.0, 1.0, 1.06, 1.06)):
+        a = [[10.0 + 0.01 * ((i + night) % 7) for i in range(40)] for _ in range(3)]
+        b = [[x * ratio for x in run] for run in a]
+        row = Row("timing", "timing_cold", "gemv_mq4g256v2_r1@4096x5120", "gfx1100", "hip",
+                  Status.PASS, measured=ratio, tolerance=1.05,
+                  details={"mode": "cold", "rows_per_block": 1, "samples_a": a,
+                           "samples_b": b, "stats": {"ratio": ratio}})
+        p = make_run([row], arch="gfx1100", backend="hip", name=f"night{night}")
+        env = json.loads((p / "envelope.json").read_text())
+        env["date"] = f"2026-12-0{night + 1}T02:17:00+00:00"
+        (p / "envelope.json").write_text(json.dumps(env))
+        paths.append(p)
+    runs = [store.load(p) for p in paths]
+    adm, _ = admit_runs(runs, arches=CAPS)
+    html = render_html(build(runs, adm, policy=load_policy()))
+    panel = html.split('class="plot history"', 1)[1].split("</svg>", 1)[0]
+    assert 'class="fit"' in panel
+    (step,) = re.findall(r'<path class="step ([a-z]+)"[^>]*fill="([^"]+)"><title>([^<]*)', panel)
+    assert step[0] == "regression" and step[1] == "#c0392b", step
+    assert "2026-12-04" in step[2] or "night3" in step[2]
+    # without a policy there is no fit to draw, only the nights
+    plain = render_html(build(runs, adm)).split('class="plot history"', 1)[1]
+    assert 'class="fit"' not in plain.split("</svg>", 1)[0]
