@@ -7,9 +7,10 @@ Measure (on the device; resumable, time-budgeted so it fits a 10-minute command)
         --reruns 20 --shape 17408x5120 --shape 27648x5120 --budget-s 500
 
   1. Calibration: one bench of qt=6 / qt=44 / qt=45 with a ladder of timing mutants
-     (HQ_TIMING_SLOW = k, k/256 of the groups redone; hqval.timing.mutants), each timed
-     against its unslowed twin; per (mode, shape) the k whose measured slowdown is nearest
-     each target (+1, +2, +3, +5%) is kept (DIR/calibration.json).
+     (hqval.timing.mutants: extraM, M redundant steps a group; slowK, K/256 of the groups
+     redone), each timed against its unslowed twin; per (mode, shape) the mutant whose
+     measured slowdown is nearest each target (+1, +2, +3, +5%) is kept
+     (DIR/calibration.json).
   2. Re-runs: ``--reruns`` clean benches of the same build, each a run directory
      DIR/runs/NN (envelope + rows with every raw sample): A/A control, qt=44 and qt=45
      against qt=6, and the chosen mutants against qt=6 and against their twin.  Every
@@ -38,7 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-LADDER = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+LADDER = ("extra1", "extra2", "extra3", "extra4", "extra6", "extra8", "extra12", "extra16",
+          "extra24", "slow8", "slow16", "slow32")
 TARGETS = (0.01, 0.02, 0.03, 0.05)
 
 
@@ -73,17 +75,17 @@ def _plan(args: argparse.Namespace, arch: str, **kw: Any) -> Any:
 def choose_mutants(rows: list[Any], targets: tuple[float, ...]) -> dict[str, dict[str, Any]]:
     """Per "mode/shape": the measured slowdown of every ladder k, and for each target the
     k measured nearest to it (each k used once)."""
-    from hqval.timing.mutants import DEFINE
+    from hqval.timing.mutants import token_of
 
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         if not r.check.startswith("timing_mutant_") or r.measured is None:
             continue
         key = f"{r.details['mode']}/{r.details['shape']}"
-        k = int(dict((d[0], d[1]) for d in r.details["defines"])[DEFINE])
+        k = token_of({d[0]: d[1] for d in r.details["defines"]})
         out.setdefault(key, {"ladder": {}, "chosen": {}})["ladder"][str(k)] = r.measured - 1.0
     for cell in out.values():
-        ladder = {int(k): v for k, v in cell["ladder"].items()}
+        ladder = {str(k): v for k, v in cell["ladder"].items()}
         free = dict(ladder)
         for t in targets:
             if not free:
@@ -132,7 +134,7 @@ def measure(args: argparse.Namespace) -> int:
                        "seconds": time.monotonic() - t0}
         cal_path.write_text(json.dumps(calibration, indent=2) + "\n")
         _progress(f"calibration: {time.monotonic() - t0:.0f} s")
-    mutants_for = {key: tuple(sorted(c["k"] for c in cell["chosen"].values()))
+    mutants_for = {key: tuple(sorted(str(c["k"]) for c in cell["chosen"].values()))
                    for key, cell in calibration["cells"].items()}
 
     runs_dir = out / "runs"
@@ -197,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--iterations", type=int, default=100)
     m.add_argument("--runs", type=int, default=3)
     m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--ladder", type=lambda s: [int(v) for v in s.split(",")],
-                   default=list(LADDER))
+    m.add_argument("--ladder", type=lambda s: [v for v in s.split(",") if v],
+                   default=list(LADDER), help="timing mutant tokens (slowK, extraM)")
     m.add_argument("--targets", type=lambda s: [float(v) for v in s.split(",")],
                    default=list(TARGETS))
     m.add_argument("--budget-s", type=float, default=500.0,

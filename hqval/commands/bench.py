@@ -34,9 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", default=None,
                         help="policy YAML whose timing gates judge the cells "
                              "(default: matrices/policy.yaml)")
-    parser.add_argument("--timing-mutants", metavar="K,K,...", default="",
-                        help="also time timing mutants of the qt=44 kernels redoing K/256 of "
-                             "their groups (each against qt=6 and against its unslowed twin)")
+    parser.add_argument("--timing-mutants", metavar="TOKEN,...", default="",
+                        help="also time timing mutants of the qt=44 kernels: slowK (K/256 of "
+                             "the groups redone) or extraM (M extra steps a group), each "
+                             "against qt=6 and against its unslowed twin")
     parser.add_argument("--shape", action="append",
                         help="MxK (repeatable; default: the 'full' set of shapes.yaml)")
     parser.add_argument("--mode", choices=("hot", "cold", "both"), default="both",

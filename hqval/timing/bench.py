@@ -65,12 +65,12 @@ class BenchPlan:
     costs: dict[str, KernelCost] | None = None
     # The gate of each candidate (policy.yaml via hqval.admission.Policy.gate_for_spec).
     gates: GateLookup | None = None
-    # Timing mutants (hqval.timing.mutants): k/256 of the groups redone, for the
-    # candidates of these qts; each timed against qt=6 and against its unslowed twin.
-    timing_mutants: tuple[int, ...] = ()
+    # Timing mutants (hqval.timing.mutants tokens: slowK, extraM), for the candidates of
+    # these qts; each timed against qt=6 and against its unslowed twin.
+    timing_mutants: tuple[str | int, ...] = ()
     mutants_of: tuple[int, ...] = (44,)
     # Per "mode/shape" override of timing_mutants (the stability study picks k per cell).
-    mutants_for: dict[str, tuple[int, ...]] | None = None
+    mutants_for: dict[str, tuple[str | int, ...]] | None = None
     # Re-measure inconclusive candidate cells up to the gate's max_runs.
     remeasure: bool = True
 
@@ -82,7 +82,7 @@ class BenchPlan:
                 "section to its format's decode path in matrices/policy.yaml")
         return g
 
-    def mutant_ks(self, mode: str, shape: Shape) -> tuple[int, ...]:
+    def mutant_ks(self, mode: str, shape: Shape) -> tuple[str | int, ...]:
         if self.mutants_for is not None:
             return self.mutants_for.get(f"{mode}/{shape.name}", ())
         return self.timing_mutants

@@ -1,60 +1,89 @@
 """Timing mutants: the timing twin of the kill matrix.
 
-A timing mutant is a real kernel built with ``HQ_TIMING_SLOW = k`` (kernels/include/
-hq4_gemv.h): it makes a redundant second pass (reload, decode, dot, discarded through an
-opaque zero) over k/256 of its groups, on every backend (AMD per-weight path, NVIDIA
-per-weight and tensor-core paths).  Its outputs are unchanged -- it must pass every
-correctness check -- and it is slower by an amount set by ``k``.  What that amount is in
-per cent depends on the device and shape, so it is never assumed: each mutant's true
-slowdown is measured against its unslowed twin (the real kernel, the same code object
-``k = 0`` compiles to) in the same run.  The gate (``change_max``) and ``hqval compare``
-must flag it.
+A timing mutant is a real kernel built with one of two defines of kernels/include/
+hq4_gemv.h, on every backend (AMD per-weight path, NVIDIA per-weight and tensor-core
+paths); its outputs are unchanged -- it must pass every correctness check -- and it is
+slower by an amount the define sets:
+
+- ``slowK`` (``HQ_TIMING_SLOW = K``, 1..256): a redundant second pass (reload, decode,
+  dot, discarded through an opaque zero) over K/256 of the groups, picked by a hash of
+  (block, group).  The pick is a test in the group loop, which costs something of its own
+  where the loop is issue-bound (on the H200, +1-2% already at K = 1).
+- ``extraM`` (``HQ_TIMING_EXTRA = M``, 1..32): M redundant steps of work in every group
+  (per-weight path: M value-preserving fmas a group-row; tensor cores: M mma a group on
+  the group's own operands), the same in every warp and with no test in the loop: the
+  fine-grained kind.
+
+What either costs in per cent depends on device and shape, so it is never assumed: each
+mutant's true slowdown is measured against its unslowed twin (the real kernel, the code
+object a zero amount compiles to) in the same run.  The gate (``change_max``) and
+``hqval compare`` must flag it.  Only kernels built on hq4_gemv.h know these defines.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
-DEFINE = "HQ_TIMING_SLOW"
-# k is out of 256 groups.
+KINDS = {"slow": ("HQ_TIMING_SLOW", 256, "redundant second pass over {n}/256 of the groups"),
+         "extra": ("HQ_TIMING_EXTRA", 32, "{n} redundant steps of work in every group")}
+DEFINE = KINDS["slow"][0]
 SLOW_DENOMINATOR = 256
+_TOKEN = re.compile(r"(slow|extra)?(\d+)")
 
 
-def mutant_name(real: str, slow: int) -> str:
-    return f"{real}+slow{slow}"
+def mutant_name(real: str, token: str) -> str:
+    return f"{real}+{token}"
 
 
-def timing_mutant(spec: Any, slow: int) -> Any:
-    """The timing mutant of manifest kernel ``spec`` redoing ``slow``/256 of its groups."""
-    if not 1 <= slow <= SLOW_DENOMINATOR:
-        raise ValueError(f"timing mutant slow={slow}: give 1..{SLOW_DENOMINATOR} "
-                         f"(groups redone out of {SLOW_DENOMINATOR})")
+def parse_token(token: str | int) -> tuple[str, int]:
+    """``"slow8"`` / ``"extra2"`` / ``8`` (= slow8) -> (kind, amount), range-checked."""
+    m = _TOKEN.fullmatch(str(token).strip())
+    if m is None:
+        raise ValueError(f"timing mutant {token!r}: write slowK (K/256 of the groups redone, "
+                         "1..256) or extraM (M extra steps a group, 1..32), e.g. extra2")
+    kind, n = m.group(1) or "slow", int(m.group(2))
+    hi = KINDS[kind][1]
+    if not 1 <= n <= hi:
+        raise ValueError(f"timing mutant {token!r}: {kind} takes 1..{hi}")
+    return kind, n
+
+
+def timing_mutant(spec: Any, token: str | int) -> Any:
+    """The timing mutant ``token`` (see :func:`parse_token`) of manifest kernel ``spec``."""
+    kind, n = parse_token(token)
+    define, _, what = KINDS[kind]
     if spec.kind not in ("gemv",) or spec.is_mutant:
         raise ValueError(f"{spec.name}: timing mutants are made of real GEMV kernels")
-    if any(k == DEFINE for k, _ in spec.defines):
-        raise ValueError(f"{spec.name}: already defines {DEFINE}")
-    defines = (*spec.defines, (DEFINE, str(slow)))
+    if any(k in (d for d, _, _ in KINDS.values()) for k, _ in spec.defines):
+        raise ValueError(f"{spec.name}: already defines a timing mutant amount")
+    defines = (*spec.defines, (define, str(n)))
     if not any(k == "HQ_GEMV_ONLY" for k, _ in spec.defines):
         # only the mutated format's kernels in the translation unit (a third of the compile)
         defines = (*defines, ("HQ_GEMV_ONLY", str(spec.qt)))
     return dataclasses.replace(
-        spec, name=mutant_name(spec.name, slow), defines=defines,
-        mutant_of=spec.name,
-        mutation=f"redundant second pass over {slow}/{SLOW_DENOMINATOR} of the groups "
-                 "(same outputs, slower)",
+        spec, name=mutant_name(spec.name, f"{kind}{n}"), defines=defines,
+        mutant_of=spec.name, mutation=what.format(n=n) + " (same outputs, slower)",
         expected_killer="timing")
 
 
-def parse_slow_list(text: str) -> list[int]:
-    """``"4,8,16"`` -> [4, 8, 16] (each 1..256)."""
-    try:
-        out = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"--timing-mutants {text!r}: comma-separated integers 1..256, "
-                         "e.g. 4,8,16") from None
-    bad = [v for v in out if not 1 <= v <= SLOW_DENOMINATOR]
-    if bad or not out:
-        raise ValueError(f"--timing-mutants {text!r}: each k must be 1..{SLOW_DENOMINATOR} "
-                         "(groups redone out of 256), e.g. 4,8,16")
+def token_of(spec: Any) -> str | None:
+    """The token a timing mutant was built with (None for other kernels)."""
+    d = dict(spec.defines) if not isinstance(spec, dict) else spec
+    for kind, (define, _, _) in KINDS.items():
+        if define in d:
+            return f"{kind}{d[define]}"
+    return None
+
+
+def parse_slow_list(text: str) -> list[str]:
+    """``"4,extra2,slow8"`` -> ["extra2", "slow4", "slow8"] (a bare number is slowK)."""
+    out = []
+    for v in text.split(","):
+        if v.strip():
+            kind, n = parse_token(v)
+            out.append(f"{kind}{n}")
+    if not out:
+        raise ValueError(f"--timing-mutants {text!r}: e.g. extra1,extra2,slow8")
     return sorted(set(out))

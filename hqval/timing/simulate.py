@@ -28,6 +28,7 @@ from hqval.manifest import KernelSpec
 FORMAT_FACTOR = {6: 1.0, 44: 1.002, 45: 0.98}
 REDUNDANT_COST = 2.0
 GROUP_SHARE = 0.5
+EXTRA_STEP = 0.005  # an extra step of work in every group: +0.5% (model)
 
 
 @dataclass
@@ -68,8 +69,10 @@ class SimulatedDevice(Backend):
         if spec.kind != "gemv":
             raise NotImplementedError(f"need a GPU: the simulated device runs GEMVs only "
                                       f"({spec.name} is {spec.kind})")
-        slow = dict(spec.defines).get("HQ_TIMING_SLOW", "0")
-        return Program(spec=spec, symbol=spec.symbol, handle={"slow": int(slow or 0)})
+        d = dict(spec.defines)
+        return Program(spec=spec, symbol=spec.symbol,
+                       handle={"slow": int(d.get("HQ_TIMING_SLOW") or 0),
+                               "extra": int(d.get("HQ_TIMING_EXTRA") or 0)})
 
     def alloc(self, nbytes: int) -> Buffer:
         h = self._next
@@ -111,12 +114,14 @@ class SimulatedDevice(Backend):
         if spec.residual:
             out = out + self._mem[int(y.handle)][:4 * M].view(np.float32)
         self._mem[int(y.handle)][:4 * M] = out.view(np.uint8)
-        self._clock_us += self._duration_us(spec, program.handle["slow"], M * row_bytes)
+        self._clock_us += self._duration_us(spec, program.handle["slow"],
+                                            program.handle["extra"], M * row_bytes)
         return LaunchInfo()
 
-    def _duration_us(self, spec: KernelSpec, slow: int, nbytes: int) -> float:
+    def _duration_us(self, spec: KernelSpec, slow: int, extra: int, nbytes: int) -> float:
         t = nbytes / (self.bandwidth_gbps * 1e3)
         t *= FORMAT_FACTOR.get(spec.qt, 1.0) * (1.0 + REDUNDANT_COST * GROUP_SHARE * slow / 256.0)
+        t *= 1.0 + EXTRA_STEP * extra
         t *= self.drift * float(self._rng.lognormal(0.0, self.jitter))
         if self._rng.random() < self.outlier_rate:
             t *= 1.0 + float(self._rng.uniform(0.05, 0.3))

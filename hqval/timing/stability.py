@@ -167,8 +167,10 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     for key, cell in sorted(cal["cells"].items()):
         mode, shape = key.split("/")
         for target, choice in cell["chosen"].items():
-            k = int(choice["k"])
-            name = f"+slow{k}@{shape}"
+            k = str(choice["k"])
+            if k.isdigit():  # studies before the extraM kind named slowK by K alone
+                k = f"slow{k}"
+            name = f"+{k}@{shape}"
             twin_rows = [[r for r in rs if r.check == f"timing_{mode}" and _is_mutant(r)
                           and r.kernel.endswith(name)] for rs in judged]
             kill_rows = [[r for r in rs if r.check == f"timing_mutant_{mode}"
@@ -180,8 +182,7 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
             detected, worse, total = 0, 0, 0
             for j, (mrow,) in enumerate(twin_rows):
                 # the mutant's cell under its twin's identity: run j as if qt=44 had slowed
-                as_twin = dataclasses.replace(mrow,
-                                              kernel=mrow.kernel.replace(f"+slow{k}@", "@"))
+                as_twin = dataclasses.replace(mrow, kernel=mrow.kernel.replace(f"+{k}@", "@"))
                 twin_ident = as_twin.identity
                 for i in range(len(runs)):
                     if i == j:
@@ -260,7 +261,9 @@ def _history(clean: Sequence[Sequence[Row]], judged: Sequence[Sequence[Row]],
         choice = cell["chosen"].get("3%")
         if choice is None:
             continue
-        k = int(choice["k"])
+        k = str(choice["k"])
+        if k.isdigit():
+            k = f"slow{k}"
 
         def night(rows: Sequence[Row], want: str, i: int) -> Night:
             r = next(r for r in rows if r.identity == want)
@@ -268,7 +271,7 @@ def _history(clean: Sequence[Sequence[Row]], judged: Sequence[Sequence[Row]],
             return Night(f"{i:02d}", v["ratio"], v["ci_low"], v["ci_high"])
 
         clean_series = [night(rs, ident, i) for i, rs in enumerate(clean)]
-        mut_ident = ident.replace("@", f"+slow{k}@")
+        mut_ident = ident.replace("@", f"+{k}@")
         step_series = clean_series[: n // 2] + [night(rs, mut_ident, i)
                                                 for i, rs in enumerate(judged)][n // 2:]
         for label, series in (("clean", clean_series), (f"+3% mutant from night {n // 2:02d}",

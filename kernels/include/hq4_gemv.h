@@ -23,14 +23,34 @@
 #ifndef HQ_TIMING_SLOW
 #define HQ_TIMING_SLOW 0
 #endif
+#ifndef HQ_TIMING_EXTRA
+#define HQ_TIMING_EXTRA 0  // the fine-grained kind, below
+#endif
 // The redundant pass must not cost occupancy on NVIDIA (a cliff, not a controllable
 // amount): the R=8 twin uses 72 registers, the most that keeps 27648 rows in one wave of
 // 26.2 blocks per SM; the mutant is held to the same budget (at least 28 blocks of 32
 // threads per SM: 65536 / (28 * 32) = 73 -> 72 registers).
-#if HQ_TIMING_SLOW > 0
+#if HQ_TIMING_SLOW > 0 || HQ_TIMING_EXTRA > 0
 #define HQ_GEMV_BOUNDS HQ_LAUNCH_BOUNDS_MIN(32, 28)
 #else
 #define HQ_GEMV_BOUNDS HQ_LAUNCH_BOUNDS(32)
+#endif
+// Timing mutants, the fine-grained kind: with HQ_TIMING_EXTRA = m (1..32) every group
+// does m redundant steps of work on values the compiler cannot see through (per-weight
+// path: m value-preserving fmas a group-row; tensor cores: m mma a group), so the extra
+// work is the same in every warp and needs no test in the loop.
+#if HQ_TIMING_EXTRA > 0
+static HQ_DEVICE float gemv_extra_work(float acc) {
+    float one = 1.0f, zero = 0.0f;
+    HQ_OPAQUE(one);
+    HQ_OPAQUE(zero);
+    #pragma unroll
+    for (int j = 0; j < HQ_TIMING_EXTRA; ++j) {
+        acc = acc * one + zero;  // exact: x * 1 + 0 == x (a -0 becomes +0)
+        HQ_OPAQUE(acc);
+    }
+    return acc;
+}
 #endif
 static HQ_DEVICE bool hq_timing_slow_pick(unsigned int block, int g) {
     return ((block * 0x9E3779B1u + static_cast<unsigned int>(g) * 0x85EBCA77u) >> 24) <
@@ -209,6 +229,7 @@ HQ_DEVICE float gemv_tc_group(Hq4Raw h, uint4 wlo, uint4 whi, const uint4* xsu, 
     const unsigned int wh0[4] = {wlo.x, wlo.y, wlo.z, wlo.w};
     const unsigned int wh1[4] = {whi.x, whi.y, whi.z, whi.w};
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+    unsigned int last[6] = {0u, 0u, 0u, 0u, 0u, 0u};  // the last mma's operands
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const unsigned int xw[4] = {xb[i].x, xb[i].y, xb[i].z, xb[i].w};
@@ -216,9 +237,32 @@ HQ_DEVICE float gemv_tc_group(Hq4Raw h, uint4 wlo, uint4 whi, const uint4* xsu, 
         // m = 2i: pairs (0,4) and (1,5);  m = 2i+1: pairs (2,6) and (3,7)
         gemv_tc_mma(d0, d1, d2, d3, gemv_tc_q01(wh0[i], 0, magic), gemv_tc_q01(wh1[i], 0, magic),
                     gemv_tc_q01(wh0[i], 1, magic), gemv_tc_q01(wh1[i], 1, magic), xw[0], xw[1]);
-        gemv_tc_mma(d0, d1, d2, d3, gemv_tc_q01(p0, 0, magic), gemv_tc_q01(p1, 0, magic),
-                    gemv_tc_q01(p0, 1, magic), gemv_tc_q01(p1, 1, magic), xw[2], xw[3]);
+        const unsigned int a0 = gemv_tc_q01(p0, 0, magic), a1 = gemv_tc_q01(p1, 0, magic);
+        const unsigned int a2 = gemv_tc_q01(p0, 1, magic), a3 = gemv_tc_q01(p1, 1, magic);
+        gemv_tc_mma(d0, d1, d2, d3, a0, a1, a2, a3, xw[2], xw[3]);
+        if (i == 3) {
+            last[0] = a0; last[1] = a1; last[2] = a2; last[3] = a3;
+            last[4] = xw[2]; last[5] = xw[3];
+        }
     }
+#if HQ_TIMING_EXTRA > 0
+    // Timing mutants (HQ_TIMING_EXTRA): that many redundant mma per group on the group's
+    // own last operands, in two independent chains, added back times an opaque zero.
+    {
+        float e[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        #pragma unroll
+        for (int j = 0; j < HQ_TIMING_EXTRA; ++j) {
+            float* c = e + 4 * (j & 1);
+            gemv_tc_mma(c[0], c[1], c[2], c[3], last[0], last[1], last[2], last[3], last[4],
+                        last[5]);
+        }
+        float zero = 0.0f;
+        HQ_OPAQUE(zero);
+        acc = (((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]))) * zero + acc;
+    }
+#else
+    (void)last;
+#endif
     const float p = half ? (d2 + d3 * 0x1p-11f) : (d0 + d1 * 0x1p-11f);
     const float sh = __shfl_sync(0xffffffffu, s, half * 16u);
     float sc, zp;
@@ -460,6 +504,9 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
                 float sc, zp;
                 Hdr::decode(h[u][r], boff, sc, zp);
                 acc[r] = gemv_dot8(q[u][r], sc, zp, xs, acc[r]);
+#if HQ_TIMING_EXTRA > 0
+                acc[r] = gemv_extra_work(acc[r]);
+#endif
             }
         }
 #if HQ_TIMING_SLOW > 0
@@ -480,6 +527,9 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
             float sc, zp;
             Hdr::decode(h, boff, sc, zp);
             acc[r] = gemv_dot8(q, sc, zp, xs, acc[r]);
+#if HQ_TIMING_EXTRA > 0
+            acc[r] = gemv_extra_work(acc[r]);
+#endif
         }
 #if HQ_TIMING_SLOW > 0
         gemv_redundant<Hdr, R>(wr, x, g, block, boff, lane, acc);

@@ -16,11 +16,20 @@ def test_mutant_spec_adds_the_define_and_names_its_twin() -> None:
     assert m.expected_killer == "timing"
 
 
-@pytest.mark.parametrize("bad", [0, 257, -1])
-def test_out_of_range_amounts_are_refused(bad: int) -> None:
+@pytest.mark.parametrize(("bad", "needle"), [(0, r"1\.\.256"), (257, r"1\.\.256"),
+                                             ("extra0", r"1\.\.32"), ("extra33", r"1\.\.32"),
+                                             ("fast3", "slowK")])
+def test_out_of_range_amounts_are_refused(bad: int | str, needle: str) -> None:
     real = load_manifest(None).by_name("gemv_mq4g256v2_r1")
-    with pytest.raises(ValueError, match=r"1\.\.256"):
+    with pytest.raises(ValueError, match=needle):
         mutants.timing_mutant(real, bad)
+
+
+def test_extra_mutant_spec() -> None:
+    real = load_manifest(None).by_name("gemv_mq4g256v2_r8")
+    m = mutants.timing_mutant(real, "extra3")
+    assert m.name == "gemv_mq4g256v2_r8+extra3" and ("HQ_TIMING_EXTRA", "3") in m.defines
+    assert mutants.token_of(m) == "extra3" and mutants.token_of(real) is None
 
 
 def test_mutants_of_mutants_and_gemms_are_refused() -> None:
@@ -32,10 +41,10 @@ def test_mutants_of_mutants_and_gemms_are_refused() -> None:
 
 
 def test_parse_slow_list() -> None:
-    assert mutants.parse_slow_list("8, 4,8") == [4, 8]
+    assert mutants.parse_slow_list("8, slow4,8,extra2") == ["extra2", "slow4", "slow8"]
     with pytest.raises(ValueError, match=r"1\.\.256"):
         mutants.parse_slow_list("0,4")
-    with pytest.raises(ValueError, match="integers"):
+    with pytest.raises(ValueError, match="slowK"):
         mutants.parse_slow_list("four")
 
 
@@ -54,6 +63,12 @@ def test_mutant_computes_the_same_outputs_with_more_work_on_the_emulator(name: s
     assert slow.wave_instructions > twin.wave_instructions * 1.2
     assert slow.counts["VMEM"] > twin.counts["VMEM"]
     assert slow.counts["SMEM"] > twin.counts["SMEM"]  # headers re-read by scalar loads
+    extra = run_kernel(mutants.timing_mutant(real, "extra4"), "gfx1100", M=16, K=1024)
+    assert extra.error == twin.error
+    # 4 value-preserving fmas per group-row and lane: 4 VALU per group-row (the wave
+    # executes them once per group-row of its block)
+    rows, groups = 16, 1024 // 256
+    assert extra.counts["VALU"] - twin.counts["VALU"] >= 4 * rows * groups
 
 
 @pytest.mark.parametrize("arch", ["gfx1010", "gfx1030", "gfx1100", "gfx1151", "gfx1201"])
@@ -98,6 +113,7 @@ def test_cuda_tensor_core_mutant_keeps_the_twins_registers_and_does_not_spill() 
         return int(re.search(r"Used (\d+) registers", report).group(1))  # type: ignore[union-attr]
 
     twin = ptxas_report([])
-    slow = ptxas_report(["HQ_TIMING_SLOW=16"])
-    assert registers(slow) <= max(registers(twin), 72), (twin, slow)
-    assert "0 bytes spill stores" in slow, slow
+    for define in ("HQ_TIMING_SLOW=16", "HQ_TIMING_EXTRA=8"):
+        slow = ptxas_report([define])
+        assert registers(slow) <= max(registers(twin), 72), (twin, slow)
+        assert "0 bytes spill stores" in slow, slow
