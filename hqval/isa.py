@@ -864,24 +864,40 @@ def rule_header_scalar(a: Audit) -> Row:
         return a.row("header_scalar", Status.PASS, f"row-per-lane kernel (lanes own rows): "
                      f"{w.dwords()} W dwords per pass, the v1 baseline reads {base.dwords()}",
                      details=details)
+    # Row-per-wave: every lane reads its wave's row, so the header words come from
+    # lane-invariant addresses -- scalar loads, or (an engine's cache policy) uniform
+    # buffer loads.  Proven violations: a header word read at a lane-dependent address, or
+    # more vector W traffic than the v1 baseline (whose payload loads are the same).
+    group_bytes, _, header = _format_layout(a.spec.qt)
+    per_lane_hdr = [f for f in w.vector if f.lane >= 1 and (o := f.first_offset(group_bytes))
+                    is not None and any((o + 4 * d) % group_bytes in header
+                                        for d in range(_dwords(f.instruction.mnemonic)))]
     problems = []
-    if not w.scalar:
-        problems.append("the group loop has no scalar load of W: the header is read by "
-                        "vector loads (" + "; ".join(_evidence(w.vector)) + ")")
+    if per_lane_hdr:
+        problems.append("header words read at lane-dependent addresses: "
+                        + "; ".join(_evidence(per_lane_hdr)))
     if base is not None:
         extra_dw = w.dwords(w.vector) - base.dwords(base.vector)
         if extra_dw > 0:
             more = Counter(f.instruction.mnemonic for f in w.vector) - Counter(
                 f.instruction.mnemonic for f in base.vector)
             problems.append(f"{extra_dw} vector W dwords more than the v1 baseline "
-                            f"({dict(more)}): the header is read per lane")
+                            f"({dict(more)}): the header is read per lane"
+                            + ("" if w.scalar else "; the group loop has no scalar load of "
+                               "W: the header is read by vector loads"))
     if problems:
         return a.row("header_scalar", Status.FAIL, "; ".join(problems),
                      details={**details, "evidence": _evidence(w.vector, 32)})
+    if not w.scalar and base is None:
+        return a.row("header_scalar", Status.UNSUPPORTED, "row-per-wave kernel with no scalar "
+                     "load of W and no v1 baseline: whether its vector loads read the header "
+                     "per lane cannot be told (name a baseline)", details=details)
+    how = (f"{len(w.scalar)} scalar W loads in the group loop" if w.scalar else
+           "the header by lane-invariant vector loads, as its v1 baseline")
     compared = ("vector W loads no more than the v1 baseline's" if base is not None
                 else "no v1 baseline to compare vector loads with")
-    return a.row("header_scalar", Status.PASS, f"row-per-wave kernel: {len(w.scalar)} scalar "
-                 f"W loads in the group loop; {compared}", details=details)
+    return a.row("header_scalar", Status.PASS, f"row-per-wave kernel: {how}; {compared}",
+                 details=details)
 
 
 def rule_no_spill(a: Audit) -> Row:
@@ -1021,7 +1037,8 @@ def rule_payload_offset(a: Audit) -> Row:
     if not loads:
         return a.row("payload_offset", Status.UNSUPPORTED, "no vector load of W found by data "
                      "flow in the group loop", details=ev)
-    allowed_low = header if w.row_per_lane else frozenset()
+    # header words may be read by a vector load when each lane reads its own row, or when
+    # the address is lane-invariant (an engine's uniform buffer load of the header)
 
     def words(f: LoadFacts, o: int) -> list[int]:
         return [(o + 4 * d) % group_bytes for d in range(_dwords(f.instruction.mnemonic))]
@@ -1031,13 +1048,16 @@ def rule_payload_offset(a: Audit) -> Row:
     # Evidence may come from the first iteration alone (a later pass that disagrees, as a
     # wrong stride does, does not make the first iteration's read any less real).
     first = [(f, f.first_offset(group_bytes)) for f in loads]
+    def allowed(f: LoadFacts, d: int) -> bool:
+        return d in header and (w.row_per_lane or f.lane == 0)
+
     bad = [(f, o) for f, o in first if o is not None
-           and any(d < payload_offset and d not in allowed_low for d in words(f, o))]
+           and any(d < payload_offset and not allowed(f, d) for d in words(f, o))]
     covered = sorted({d for f, o in known if o is not None for d in words(f, o)})
     ev["dwords_covered"] = covered
     if bad:
         what = ("header words" if w.row_per_lane else
-                "nothing: the header is read by scalar loads in a row-per-wave kernel")
+                "only header words at a lane-invariant address in a row-per-wave kernel")
         return a.row("payload_offset", Status.FAIL, f"W vector loads at group offsets "
                      f"{sorted({o for _, o in bad})}: the payload starts at +{payload_offset} "
                      f"and below it a vector load may read {what}: "

@@ -387,3 +387,49 @@ def test_v2_valu_delta_is_unsupported_never_an_error_when_it_cannot_count() -> N
     d = rows["audit_v2_valu_delta"]
     assert d.status is Status.UNSUPPORTED and "no group loop" in d.message
     assert all(r.status is not Status.ERROR for r in rows.values())
+
+
+BUFFER_POLICY = """\
+#define EW_GROUP_BYTES 136
+#define EW_ROW_BYTES(groups) ((long long)(groups) * EW_GROUP_BYTES)
+#define EW_RSRC(base) __builtin_amdgcn_make_buffer_rsrc(const_cast<char*>(base), 0, \\
+                                                         0xffffffffu, 0x31004000u)
+#define EW_LOAD_PK(ptr) __builtin_amdgcn_raw_buffer_load_b32(EW_RSRC(W), \\
+                                                             (unsigned int)((ptr) - W), 0, 0)
+#define EW_LOAD_HDR(ptr) EW_LOAD_PK((ptr) + HDR_LANE_OFFSET)
+"""
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_uniform_buffer_loads_of_the_header_pass_lane_dependent_ones_fail(
+        arch: str, tmp_path: Path, cache: Path) -> None:
+    """An engine's cache policy may read the header by buffer load at a lane-invariant
+    offset (a vector load all lanes share): that is how its v1 baseline reads it too, and
+    passes.  The same policy with a lane-dependent header offset is the proven defect."""
+    src = TREE.path.parent / "src"
+    rows = {}
+    for lane_dep in (False, True):
+        d = tmp_path / ("lane" if lane_dep else "uniform")
+        d.mkdir()
+        (d / "policy.inc").write_text(BUFFER_POLICY.replace(
+            "HDR_LANE_OFFSET", "(threadIdx.x & 1) * 0" if not lane_dep else
+            "((threadIdx.x >> 4) & 1) * 4"))
+        specs = []
+        for name, qt, base in (("ew_gemv_hfq4g256", 6, None),
+                               ("ew_gemv_mq4g256v2", 44, "ew_gemv_hfq4g256")):
+            shutil.copy(src / f"{name}.hip", d / f"{name}.hip")
+            specs.append(KernelSpec(name=name, source=d / f"{name}.hip", symbol=name, qt=qt,
+                                    kind="gemv", baseline=base,
+                                    preinclude=(d / "policy.inc",)))
+        cells = [(s, compile_kernel(s, arch, cache)) for s in specs]
+        assert all(c.ok for _, c in cells), [c.message for _, c in cells]
+        got = {r.check: r for r in audit_matrix(cells, ARCHES[arch], cache_dir=cache)
+               if r.kernel == "ew_gemv_mq4g256v2"}
+        rows[lane_dep] = got
+        assert any(i.mnemonic.startswith("buffer_load") for i in
+                   analyze(cells[1][1].code_object, arch)["ew_gemv_mq4g256v2"].main_loop())
+    ok = rows[False]
+    assert ok["audit_header_scalar"].status is Status.PASS, ok["audit_header_scalar"].message
+    assert ok["audit_payload_offset"].status is Status.PASS, ok["audit_payload_offset"].message
+    bad = rows[True]["audit_header_scalar"]
+    assert bad.status is Status.FAIL and "lane-dependent" in bad.message
