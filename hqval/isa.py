@@ -220,6 +220,13 @@ class KernelCode:
     notes: dict[str, Any]
     target_arch: str = ""
     _loops: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
+    _flow: Any = field(default=None, repr=False, compare=False)
+
+    def address_flow(self) -> AddressFlow:
+        """The kernel's AddressFlow, computed once (several rules read it)."""
+        if self._flow is None:
+            self._flow = AddressFlow(self)
+        return self._flow  # type: ignore[no-any-return]
 
     def loops(self) -> list[tuple[int, int]]:
         """(first, last) instruction indexes of each loop, from backward branches."""
@@ -422,7 +429,7 @@ def _operand(text: str, state: dict[str, Val]) -> Val | None:
     t = text.strip()
     if _LIT.match(t):
         return _const(int(t, 0))
-    t = re.sub(r"^(?:-|\||abs\()", "", t).rstrip(")|")  # source modifiers of a register
+    t = _SOURCE_MODS.sub("", t).rstrip(")|")  # source modifiers of a register
     regs = _regs(t)
     if regs:
         return state.get(regs[0], _LANE0 if regs[0].startswith("v") else _UNIFORM)
@@ -434,7 +441,7 @@ def _operand(text: str, state: dict[str, Val]) -> Val | None:
 
 
 def _split_operands(text: str) -> list[str]:
-    return [p.strip() for p in re.split(r",(?![^\[]*\])", text) if p.strip()]
+    return [p.strip() for p in _OPERAND_COMMA.split(text) if p.strip()]
 
 
 @dataclass(frozen=True)
@@ -461,6 +468,26 @@ class LoadFacts:
         the kernel really reads whenever the loop runs."""
         o = self.offsets[0]
         return None if o is None else o % group_bytes
+
+
+# the mnemonic patterns AddressFlow._value dispatches on, compiled once (it runs per
+# instruction of every audited kernel)
+_ADD_OPS = re.compile(r"(v_add_(co_)?u32|v_add_nc_u32|v_add_u32|v_add_i32|v_add_nc_i32|"
+    r"s_add_(co_)?[iu]32|s_add_u32|s_add_i32|s_add_nc_u64|v_add_nc_u64|"
+    r"v_lshl_add_u64|v_add_co_u32)")
+_SUB_OPS = re.compile(r"(v_sub_(co_)?u32|v_sub_nc_u32|s_sub_(co_)?[iu]32|s_sub_u32|s_sub_i32)")
+_SUBREV_OPS = re.compile(r"(v_subrev_(co_)?u32|v_subrev_nc_u32)")
+_MUL_OPS = re.compile(r"(v_mul_lo_u32|v_mul_u32_u24|v_mul_i32_i24|s_mul_i32|s_mul_u64|"
+    r"v_mul_lo_i32)")
+_MAD_OPS = re.compile(r"(v_mad_u64_u32|v_mad_i64_i32|v_mad_co_u64_u32|v_mad_co_i64_i32|"
+    r"v_mad_u32_u24|v_mad_i32_i24|v_mad_u32_u16)")
+_LSHLREV_OPS = re.compile(r"(v_lshlrev_b(32|64)|v_lshlrev_b16)")
+_S_LSHL_OPS = re.compile(r"s_lshl_b(32|64)")
+_S_LSHL_ADD_OPS = re.compile(r"s_lshl([1-4])_add_u32")
+_BITWISE_OPS = re.compile(r"(v_and_|s_and_|v_lshr|s_lshr|v_ashr|s_ashr|v_bfe|s_bfe|"
+    r"v_or_|s_or_|v_xor|s_xor)")
+_SOURCE_MODS = re.compile(r"^(?:-|\||abs\()")
+_OPERAND_COMMA = re.compile(r",(?![^\[]*\])")
 
 
 class AddressFlow:
@@ -625,34 +652,30 @@ class AddressFlow:
             return src(0)
         if m.startswith(("s_addk_", "s_mulk_")):
             return _sum(src(0), src(1)) if m.startswith("s_addk") else _product(src(0), src(1))
-        if re.match(r"(v_add_(co_)?u32|v_add_nc_u32|v_add_u32|v_add_i32|v_add_nc_i32|"
-                    r"s_add_(co_)?[iu]32|s_add_u32|s_add_i32|s_add_nc_u64|v_add_nc_u64|"
-                    r"v_lshl_add_u64|v_add_co_u32)", m):
+        if _ADD_OPS.match(m):
             if m.startswith("v_lshl_add_u64"):
                 return _sum(_scale(src(0), 1 << (src(1).off or 0)) if src(1).pure else
                             _join(src(0), src(1), off=None), src(2))
             return _sum(src(0), src(1))
         if m.startswith("v_add3_u32"):
             return _sum(src(0), src(1), src(2))
-        if re.match(r"(v_sub_(co_)?u32|v_sub_nc_u32|s_sub_(co_)?[iu]32|s_sub_u32|s_sub_i32)", m):
+        if _SUB_OPS.match(m):
             return _sum(src(0), _scale(src(1), -1))
-        if re.match(r"(v_subrev_(co_)?u32|v_subrev_nc_u32)", m):
+        if _SUBREV_OPS.match(m):
             return _sum(src(1), _scale(src(0), -1))
-        if re.match(r"(v_mul_lo_u32|v_mul_u32_u24|v_mul_i32_i24|s_mul_i32|s_mul_u64|"
-                    r"v_mul_lo_i32)", m):
+        if _MUL_OPS.match(m):
             return _product(src(0), src(1))
-        if re.match(r"(v_mad_u64_u32|v_mad_i64_i32|v_mad_co_u64_u32|v_mad_co_i64_i32|"
-                    r"v_mad_u32_u24|v_mad_i32_i24|v_mad_u32_u16)", m):
+        if _MAD_OPS.match(m):
             return _sum(_product(src(0), src(1)), src(2))
-        if re.match(r"(v_lshlrev_b(32|64)|v_lshlrev_b16)", m):
+        if _LSHLREV_OPS.match(m):
             k = src(0)
             return _scale(src(1), 1 << k.off) if k.pure and k.off is not None and k.off < 32 \
                 else _opaque(src(1), k)
-        if re.match(r"s_lshl_b(32|64)", m):
+        if _S_LSHL_OPS.match(m):
             k = src(1)
             return _scale(src(0), 1 << k.off) if k.pure and k.off is not None and k.off < 64 \
                 else _opaque(src(0), k)
-        mm = re.match(r"s_lshl([1-4])_add_u32", m)
+        mm = _S_LSHL_ADD_OPS.match(m)
         if mm:
             return _sum(_scale(src(0), 1 << int(mm.group(1))), src(1))
         if m.startswith("v_lshl_add_u32"):
@@ -681,8 +704,7 @@ class AddressFlow:
                                                      *(v.lane for v in vals)]))
         if m.startswith(("v_and_or", "v_bfi", "v_alignbit", "v_alignbyte", "v_perm")):
             return _join(*vals, off=None)  # byte and bit mixes: nothing known of the result
-        if re.match(r"(v_and_|s_and_|v_lshr|s_lshr|v_ashr|s_ashr|v_bfe|s_bfe|"
-                    r"v_or_|s_or_|v_xor|s_xor)", m):
+        if _BITWISE_OPS.match(m):
             if m.startswith(("v_or_", "s_or_", "v_xor", "s_xor")):
                 # x | 0 and x ^ 0 keep x.  A uniform x of whole groups (8-byte aligned) with
                 # an 8-aligned constant part ORed with c < 8 is x + c (the compiler's way of
@@ -711,7 +733,7 @@ class AddressFlow:
 def pointer_origins(kc: KernelCode) -> dict[int, frozenset[str]]:
     """For every memory load up to the end of the group loop (by address): the kernel
     arguments its address derives from, as ``arg@OFFSET`` tags."""
-    return AddressFlow(kc).origins()
+    return kc.address_flow().origins()
 
 
 # ---- the rules ---------------------------------------------------------------------------
@@ -789,7 +811,7 @@ class WeightLoads:
 
     @classmethod
     def of(cls, code: KernelCode, wargs: frozenset[str]) -> WeightLoads:
-        flow = AddressFlow(code)
+        flow = code.address_flow()
         loop = code.main_loop()
         body = loop or code.instructions
         addrs = {i.addr for i in body}
