@@ -139,7 +139,7 @@ def test_noisy_cells_and_why_are_on_the_page(make_run: RunFactory) -> None:
     data = build([run], adm)
     html = render_html(data)
     noisy = html.split('<h3 id="noisy">', 1)[1].split('id="plot-', 1)[0]
-    assert "2 cell(s) are noisy" in noisy
+    assert "2 cell(s) are noisy (1 A/A control(s), 1 v2/v1 cell(s))" in noisy
     assert "timing_aa_cold[gemv_hfq4g256_r1@4096x5120|sm_90|cuda]" in noisy
     assert "measured 1.0061, outside 1 ± 0.005 after 3 tries" in noisy
     assert "its group&#39;s A/A control was noisy" in noisy
