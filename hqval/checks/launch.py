@@ -201,8 +201,11 @@ def launch_guarded(
             backend.synchronize()
         except Exception as exc:
             # a backend that faults on the access (the emulator: a canary or unmapped
-            # byte) names the address; say which argument it belongs to
-            where = _locate(guarded, getattr(exc, "address", None))
+            # byte) names the address and the access size; say which argument it belongs
+            # to.  An error without an access size (an instruction the emulator lacks, at
+            # an instruction address) is no memory fault and propagates as it is.
+            is_access = getattr(exc, "nbytes", None) is not None
+            where = _locate(guarded, getattr(exc, "address", None)) if is_access else ""
             if where:
                 raise GuardViolation(f"memory fault {where}: {exc}") from exc
             raise

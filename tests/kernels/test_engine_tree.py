@@ -96,3 +96,37 @@ def test_a_broken_copy_is_rejected_with_the_failing_check_named(
     # the unbroken tree passes the same cell
     good = _cells(TREE / "kernels.yaml", kernel, "gfx1100", [check])
     assert good[0].status.value == "pass", good[0].message
+
+
+def test_an_instruction_the_emulator_lacks_leaves_the_kernel_untested(tmp_path: Path) -> None:
+    """A copy whose loop also runs v_msad_u8 (no emulator semantics; its result adds 0 on
+    hardware): untested on the emulator naming the instruction, never rejected."""
+    from hqval.isa import audit_matrix
+    from hqval.toolchain import compile_matrix
+
+    shutil.copytree(TREE, tmp_path / "tree")
+    src = tmp_path / "tree" / "src" / "ew_gemv_mq4cg256.hip"
+    text = src.read_text()
+    old = "        const unsigned int pk = EW_LOAD_PK(gp + 8 + boff);\n"
+    assert old in text
+    src.write_text(text.replace(old, old + "        acc_even += (float)__builtin_amdgcn_msad_u8("
+                                "pk, pk, 0u);  // |a-b| of equal bytes: 0\n"))
+    manifest = tmp_path / "tree" / "kernels.yaml"
+    m = load_manifest(manifest)
+    arch = ARCHES["gfx1100"]
+    decode45 = [k for k in m.kernels if k.qt == 45 and k.kind == "gemv"]
+    built = compile_matrix(decode45, [arch], cache_dir=tmp_path / "cache")
+    rows = [c.row() for c in built]
+    rows += audit_matrix([(c.spec, c.result) for c in built], arch, cache_dir=tmp_path / "cache")
+    for k in decode45:
+        rows += _cells(manifest, k.name, "gfx1100", ["bit_identity", "padded_offset"])
+    gap = [r for r in rows if r.details.get("emulator_gap")]
+    assert gap and all(r.status.value == "skipped" for r in gap)
+    # both kernels of the source (plain and residual) run the instruction
+    assert {r.kernel for r in gap} == {"ew_gemv_mq4cg256", "ew_gemv_mq4cg256_residual"}
+    assert all(str(r.details["emulator_gap"]).startswith("v_msad_u8") for r in gap)
+    cell = _admission(manifest, rows)[(45, "decode", "gfx1100")]
+    assert cell.status is AdmissionStatus.UNTESTED, cell.reasons
+    assert any("the emulator lacks v_msad_u8" in why for why in cell.reasons)
+    own = dict((k, st) for k, st, _ in cell.kernels)
+    assert own == {"ew_gemv_mq4cg256": "untested", "ew_gemv_mq4cg256_residual": "untested"}
