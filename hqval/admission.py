@@ -272,6 +272,8 @@ class KernelInfo:
     # a mutant of the suite's own kernels run on an external tree: a suite self-test, never
     # evidence about the tree's cells
     self_test: bool = False
+    # the manifest's ``production: false``: its rows are kept and reported, never gating
+    production: bool = True
 
     def applies_to(self, arch: Arch) -> bool | None:
         if self.requires is None:
@@ -291,7 +293,8 @@ def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo
                 req = k.get("requires")
                 out[name] = KernelInfo(qt, PATH_OF_KIND[kind], k.get("mutant_of"), str(kind),
                                        str(req) if isinstance(req, str) else None,
-                                       bool(k.get("self_test")))
+                                       bool(k.get("self_test")),
+                                       k.get("production") is not False)
     return out
 
 
@@ -625,6 +628,8 @@ class Admission:
     skipped_gates: tuple[str, ...] = ()
     # the runs hold no evidence at all (no rows, or nothing to admit)
     empty: bool = False
+    # rows of ``production: false`` kernels ("identity: status"): reported, not gating
+    not_gating: tuple[str, ...] = ()
 
     @property
     def incomplete(self) -> bool:
@@ -658,6 +663,7 @@ class Admission:
             "missing": list(self.missing),
             "skipped_gates": list(self.skipped_gates),
             "empty": self.empty,
+            "not_gating": list(self.not_gating),
             "incomplete": self.incomplete,
             "exit_code": self.exit_code,
         }
@@ -678,6 +684,15 @@ def admit(
     them from the envelopes)."""
     kernels = kernels or {}
     regressed = set(regressed)
+    # production: false kernels are run and reported but take no part in any verdict: their
+    # rows, their expected cells and their place in a path's expected evidence are set aside
+    side = {n for n, k in kernels.items() if not k.production}
+    not_gating = tuple(f"{r.identity}: {r.status}" for r in rows
+                       if r.kernel.split("@", 1)[0] in side)
+    if side:
+        rows = [r for r in rows if r.kernel.split("@", 1)[0] not in side]
+        kernels = {n: k for n, k in kernels.items() if n not in side}
+        missing = [m for m in missing if _cell_kernel(m) not in side]
     infra = tuple(f"{r.identity}: {r.message}" for r in rows if is_infrastructure(r))
     by_cell: dict[tuple[int, str, str], list[Row]] = {}
     by_qt: dict[tuple[int, str], list[Row]] = {}
@@ -736,7 +751,14 @@ def admit(
     return Admission(tuple(cells), infra, unclassified, outside=outside, findings=findings,
                      missing=tuple(missing), self_test=self_test,
                      skipped_gates=tuple(f"{s} on {a}" for a, ss in skips.items() for s in ss),
-                     empty=not evidence_rows or not (cells or outside or findings))
+                     empty=not evidence_rows or not (cells or outside or findings),
+                     not_gating=not_gating)
+
+
+def _cell_kernel(identity: str) -> str:
+    """The kernel of a cell identity ``check[kernel|arch|backend]`` (``kernel@MxK`` too)."""
+    inner = identity.partition("[")[2]
+    return inner.split("|", 1)[0].split("@", 1)[0]
 
 
 def _is_self_test(row: Row, kernels: Mapping[str, KernelInfo]) -> bool:
@@ -769,6 +791,8 @@ def problem_lines(adm: Admission) -> list[str]:
         lines.append(f"suite self-test: {len(adm.self_test)} verdict(s) of the suite's own "
                      "mutants (they break the suite's kernels, not this tree's: not evidence "
                      "about its cells)")
+    lines += [f"not gating (production: false): {s}" for s in adm.not_gating
+              if not s.endswith((": pass", ": unsupported", ": skipped"))]
     return lines
 
 

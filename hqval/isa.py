@@ -27,6 +27,7 @@ how its W addresses depend on the lane.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import re
@@ -1126,6 +1127,30 @@ def summary(code: KernelCode, arch: Any) -> dict[str, Any]:
     }
 
 
+def apply_waivers(spec: KernelSpec, rows: list[Row]) -> list[Row]:
+    """The manifest's ``audit_waive`` for ``spec``: a waived rule that did not pass keeps
+    what it found in its message and details but is ``skipped`` (it neither fails nor
+    passes the kernel); a pass stays a pass.  Either way the row carries the waiver, so the
+    checkpoint prints it with its reason next to what the rule said."""
+    reasons = dict(spec.audit_waive)
+    out = []
+    for r in rows:
+        rule = r.check.removeprefix("audit_")
+        if r.kind != "audit" or rule not in reasons:
+            out.append(r)
+            continue
+        if r.status is Status.PASS:  # nothing to waive: the pass stands, the waiver noted
+            out.append(dataclasses.replace(r, details={**r.details, "waived": reasons[rule],
+                                                       "waived_status": "pass"}))
+            continue
+        out.append(dataclasses.replace(
+            r, status=Status.SKIPPED,
+            message=f"waived by the manifest ({reasons[rule]}); the rule said: {r.status}: "
+                    f"{r.message}",
+            details={**r.details, "waived": reasons[rule], "waived_status": str(r.status)}))
+    return out
+
+
 def audit_matrix(cells: Iterable[tuple[KernelSpec, Any]], arch: Any,
                  cache_dir: str | Path | None = None) -> list[Row]:
     """Audit rows for compiled ``(spec, CompileResult)`` cells of one arch.  A kernel's v1
@@ -1150,7 +1175,7 @@ def audit_matrix(cells: Iterable[tuple[KernelSpec, Any]], arch: Any,
                 bspec, bres = pair
                 if bres is not None and bres.ok and bres.code_object is not None:
                     baseline = analyze(bres.code_object, arch_name)[bspec.symbol]
-            rows += audit_kernel(spec, arch, code, baseline)
+            rows += apply_waivers(spec, audit_kernel(spec, arch, code, baseline))
         except (IsaError, KeyError, ValueError) as exc:
             rows.append(Row(kind="audit", check="audit", kernel=spec.name, arch=arch_name,
                             backend="isa", status=Status.ERROR, message=str(exc)))

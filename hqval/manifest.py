@@ -36,7 +36,22 @@ if TYPE_CHECKING:
 KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
 DEFAULT_MANIFEST = KERNELS_DIR / "kernels.yaml"
 DEFAULT_MUTANTS = KERNELS_DIR / "mutants" / "mutants.yaml"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Schema 1 is the schema-2 subset without the engine-tree keys; it loads unchanged.
+SCHEMA_VERSIONS = (1, 2)
+SCHEMA2_KEYS = ("preinclude", "flags", "arches", "extra_args", "k_multiple", "shapes",
+                "production", "audit_waive")
+# An engine build picks, per arch, ``name.gfx1201.hip`` over ``name.gfx12.hip`` over
+# ``name.hip`` (hipfire scripts/compile-kernels.sh: chip tag, then the first five
+# characters of the arch as the family tag).
+VARIANT = re.compile(r"(?P<stem>.+)\.(?P<tag>gfx[0-9]+)\.hip")
+# Compiler flags a manifest may add: optimisation, warnings, code generation and language
+# options and defines.  Output, target, input, include and plugin options are the suite's
+# (include_dirs/preinclude keep paths inside the tree).
+_FLAG_OK = re.compile(r"-(?:O[0-3sz]?|W[A-Za-z0-9_=+-]*|w|f[A-Za-z0-9_=+.,-]+|"
+                      r"m[A-Za-z0-9_=+.,-]+|std=[a-z0-9+]+|D[A-Za-z_][A-Za-z0-9_]*(?:=\S*)?|"
+                      r"U[A-Za-z_][A-Za-z0-9_]*|g0)")
+_FLAG_DENIED = re.compile(r"-f(?:pass-)?plugin|-mllvm$|-fprofile|-fcoverage|-fsanitize")
 
 KINDS = ("gemv", "gemv_qkv", "gemm")
 REQUIRES = ("any", "wmma_gfx11", "wmma_gfx12")
@@ -65,12 +80,17 @@ class KernelSpec:
     baseline: str | None = None
     defines: tuple[tuple[str, str], ...] = ()
     include_dirs: tuple[Path, ...] = ()
-    # files prepended to the source, in order (``clang -include``), as an engine's build
-    # concatenates a preamble ahead of its kernels
-    preinclude: tuple[Path, ...] = ()
-    # trailing launch arguments after the ABI's own: None (a null pointer), int or float
-    extra_args: tuple[int | float | None, ...] = ()
     amd_only: bool = False
+    # Schema 2 (engine trees).
+    preinclude: tuple[Path, ...] = ()     # -include'd in order, as the engine prepends them
+    flags: tuple[str, ...] = ()
+    arches: tuple[str, ...] = ()          # only these arches (empty: every arch)
+    variants: tuple[tuple[str, Path], ...] = ()  # (gfx tag, source) per-arch sources
+    extra_args: tuple[int | float | None, ...] = ()  # after the ABI's: None = null pointer
+    k_multiple: int = 256                 # K of every check shape is a multiple of it
+    shapes: tuple[tuple[int, int], ...] = ()  # explicit (M, K) for a K-specialised build
+    production: bool = True               # false: run and reported, never gating
+    audit_waive: tuple[tuple[str, str], ...] = ()  # (rule, reason)
     # Mutants only.
     mutant_of: str | None = None
     mutation: str = ""
@@ -86,10 +106,22 @@ class KernelSpec:
         return self.kind == "gemm"
 
     def applies_to(self, arch: Arch) -> bool:
-        """Whether this kernel is built for ``arch`` (anything with an ``.wmma`` attribute in
-        {"none", "gfx11", "gfx12"}, normally ``hqval.matrix.Arch``)."""
+        """Whether this kernel is built for ``arch`` (``hqval.matrix.Arch``): its WMMA
+        generation, its ``arches`` list, and a source named for one chip or family
+        (``x.gfx12.hip``) applies only there."""
         needed = _REQUIRED_WMMA[self.requires]
-        return needed is None or arch.wmma == needed
+        if needed is not None and arch.wmma != needed:
+            return False
+        if self.arches and arch.name not in self.arches:
+            return False
+        m = VARIANT.fullmatch(self.source.name)
+        return m is None or arch.name.startswith(m["tag"])
+
+    def source_for(self, arch: str) -> Path:
+        """The source the engine's build compiles for ``arch``: ``name.<arch>.hip``, else
+        ``name.<arch[:5]>.hip``, else ``source``."""
+        tags = dict(self.variants)
+        return tags.get(arch) or tags.get(arch[:5]) or self.source
 
     def define_flags(self) -> list[str]:
         return [f"-D{k}" if v == "" else f"-D{k}={v}" for k, v in self.defines]
@@ -159,19 +191,95 @@ def _known_format(value: Any) -> str | None:
     return None
 
 
-def _known_block(value: Any) -> str | None:
-    if isinstance(value, int) and (value % 32 or value > 1024):
-        return f"block {value} is not a multiple of 32 up to 1024"
+def _block(value: Any) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 32 <= value <= 1024 \
+            and value % 32 == 0:
+        return None
+    return f"block {value!r} is not a multiple of 32 from 32 to 1024"
+
+
+def _flag_list(value: Any) -> str | None:
+    for f in value if isinstance(value, list) else []:
+        if not isinstance(f, str) or not _FLAG_OK.fullmatch(f) or _FLAG_DENIED.match(f):
+            return (f"flag {f!r} is not one a manifest may set (optimisation -O, warnings -W, "
+                    "-f/-m code generation, -std=, -D/-U)")
     return None
 
 
-def _known_extra_arg(value: Any) -> str | None:
+def _extra_arg(value: Any) -> str | None:
     if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        if isinstance(value, int) and not -(1 << 31) <= value < (1 << 31):
+            return f"{value} does not fit the i32 an int argument is passed as"
         return None
-    return f"{value!r} is not null, an integer or a float"
+    return f"{value!r} is not null (a null pointer), an int (i32) or a float (f32)"
 
 
-def _kernel_fields(mutants: bool) -> dict[str, Spec]:
+def _shape(value: Any) -> str | None:
+    ok = isinstance(value, list) and len(value) == 2 and all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    if not ok:
+        return f"{value!r} is not [M, K] with positive integers"
+    if value[1] % 256:
+        return f"K={value[1]} is not a multiple of 256 (the group size)"
+    return None
+
+
+def _k_multiple(value: Any) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0 and value % 256 == 0:
+        return None
+    return f"k_multiple {value!r} is not a positive multiple of 256 (the group size)"
+
+
+def _known_arch(value: Any) -> str | None:
+    from hqval.matrix import load_arches
+
+    known = load_arches()
+    if isinstance(value, str) and value in known:
+        return None
+    close = difflib.get_close_matches(str(value), list(known), n=1)
+    return (f"{value!r} is not an arch of matrices/arches.yaml"
+            + (f" (did you mean {close[0]!r}?)" if close else f" ({', '.join(known)})"))
+
+
+def _schema2_fields(top: bool) -> dict[str, Spec]:
+    fields = {
+        "preinclude": Spec.list_of(Spec.scalar(str), required=False,
+                                   fix="files prepended to the source, as the engine's build "
+                                       "does, e.g. [gfx12_weight_cache_policy.inc]"),
+        "flags": Spec.scalar(list, required=False, validators=(_flag_list,),
+                             fix="compiler flags, e.g. [-ffast-math, -Wno-unused]"),
+        "arches": Spec.list_of(Spec.scalar(str, validators=(_known_arch,),
+                                           fix="an arch name of matrices/arches.yaml"),
+                               required=False,
+                               fix="the arches this kernel is built for, e.g. [gfx1100]"),
+    }
+    if not top:
+        fields |= {
+            "extra_args": Spec.list_of(Spec.scalar(object, validators=(_extra_arg,),
+                                                   fix="null, an int or a float"),
+                                       required=False,
+                                       fix="trailing arguments after the ABI's: null, an "
+                                           "int or a float each, e.g. [null, null, null]"),
+            "k_multiple": Spec.scalar(int, required=False, validators=(_k_multiple,),
+                                      fix="the K the build is specialised for divides it, "
+                                          "e.g. 1024"),
+            "shapes": Spec.list_of(Spec.scalar(list, validators=(_shape,),
+                                               fix="[M, K] with K a multiple of 256"),
+                                   required=False,
+                                   fix="check shapes [[M, K], ...] for a K-specialised build"),
+            "production": Spec.scalar(bool, required=False,
+                                      fix="false: run and reported, never gating admission"),
+            "audit_waive": Spec.list_of(
+                Spec.mapping({"rule": Spec.scalar(str, fix="an audit rule, e.g. "
+                                                  "header_scalar"),
+                              "reason": Spec.scalar(str, fix="one line: why the rule does "
+                                                    "not apply to this kernel")}),
+                required=False, fix="a list of {rule, reason}"),
+        }
+    return fields
+
+
+def _kernel_fields(mutants: bool, schema: int = SCHEMA_VERSION) -> dict[str, Spec]:
     fields = {
         "name": Spec.scalar(str, validators=(_c_identifier,),
                             fix="a unique C identifier, e.g. gemv_mq4g256v2_r1"),
@@ -190,16 +298,11 @@ def _kernel_fields(mutants: bool) -> dict[str, Spec]:
                                       fix="rows of W per block (the R of grid.x = ceil(M/R))"),
         "batch_tile": Spec.scalar(int, required=False, minimum=1,
                                   fix="GEMM tokens per block in units of 16 (BT)"),
-        "block": Spec.scalar(int, required=False, minimum=32, validators=(_known_block,),
-                             fix="threads per block: a multiple of 32 up to 1024 (default 32)"),
-        "preinclude": Spec.list_of(Spec.scalar(str), required=False,
-                                   fix="a list of files relative to the manifest, prepended "
-                                       "to the source in order"),
-        "extra_args": Spec.list_of(Spec.scalar(object, validators=(_known_extra_arg,),
-                                               fix="null, an integer or a float"),
-                                   required=False,
-                                   fix="trailing kernel arguments after the ABI's: null (a "
-                                       "null pointer), an integer or a float"),
+        "block": (Spec.scalar(int, required=False, enum=(32,),
+                              fix="schema 1 is one wave32 per block: block: 32 (schema 2: "
+                                  "any multiple of 32 up to 1024)") if schema == 1 else
+                  Spec.scalar(int, required=False, validators=(_block,),
+                              fix="threads per block: a multiple of 32 up to 1024")),
         "requires": Spec.scalar(str, enum=REQUIRES),
         "baseline": Spec.scalar(str, required=False, validators=(_c_identifier,),
                                 fix="name of the qt=6 kernel with the same arithmetic"),
@@ -210,6 +313,8 @@ def _kernel_fields(mutants: bool) -> dict[str, Spec]:
         "amd_only": Spec.scalar(bool, required=False,
                                 fix="true for kernels NVRTC cannot build (WMMA)"),
     }
+    if schema >= 2:
+        fields |= _schema2_fields(top=False)
     if mutants:
         fields |= {
             "mutant_of": Spec.scalar(str, validators=(_c_identifier,),
@@ -221,24 +326,24 @@ def _kernel_fields(mutants: bool) -> dict[str, Spec]:
     return fields
 
 
-def _file_spec(mutants: bool) -> Spec:
+def _file_spec(mutants: bool, schema: int = SCHEMA_VERSION) -> Spec:
+    top = _schema2_fields(top=True) if schema >= 2 else {}
     return Spec.mapping({
-        "schema": Spec.scalar(int, enum=(SCHEMA_VERSION,), fix=f"set 'schema: {SCHEMA_VERSION}'"),
+        "schema": Spec.scalar(int, enum=SCHEMA_VERSIONS,
+                              fix=f"set 'schema: {SCHEMA_VERSION}' (1 still loads)"),
+        **top,
         "include_dirs": Spec.list_of(Spec.scalar(str), required=False,
                                      fix="a list of directories relative to the manifest"),
         "allow_outside_tree": Spec.scalar(
             bool, required=False, fix="true to let source/include paths leave the manifest's "
             "directory (default false)"),
-        "preinclude": Spec.list_of(Spec.scalar(str), required=False,
-                                   fix="a list of files relative to the manifest, prepended "
-                                       "to every source in order"),
         **({"manifest": Spec.scalar(str, required=False,
                                     fix="the kernels.yaml whose kernels these mutants break "
                                         "(relative to this file; default: the suite's)")}
            if mutants else
            {"mutants": Spec.scalar(str, required=False,
                                    fix="this tree's mutants.yaml (relative to the manifest)")}),
-        "kernels": Spec.list_of(Spec.mapping(_kernel_fields(mutants)),
+        "kernels": Spec.list_of(Spec.mapping(_kernel_fields(mutants, schema)),
                                 fix="a list of kernel entries (name, source, qt, kind, "
                                     "requires)"),
     })
@@ -265,7 +370,10 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
         entries = data.get("kernels") if isinstance(data, dict) else None
         first = entries[0] if isinstance(entries, list) and entries else None
         mutants = isinstance(first, dict) and "mutant_of" in first
-    problems = validate(doc, _file_spec(mutants))
+    schema = data.get("schema") if isinstance(data, dict) else None
+    schema = schema if schema in SCHEMA_VERSIONS else SCHEMA_VERSION
+    problems = _schema1_uses_schema2(doc) if schema == 1 else []
+    problems += validate(doc, _file_spec(mutants, 2 if problems else schema))
     if not problems and not data["kernels"]:
         problems.append(problem(doc, ("kernels",), "the kernel list is empty",
                                 "give at least one kernel entry"))
@@ -275,6 +383,8 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
     tree = _Tree(doc, base, bool(data.get("allow_outside_tree", False)), problems)
     top_includes = _dirs(doc, ("include_dirs",), data.get("include_dirs", []), problems, tree)
     top_pre = _files(doc, ("preinclude",), data.get("preinclude", []), problems, tree)
+    top_flags = tuple(data.get("flags", []))
+    top_arches = tuple(data.get("arches", []))
     specs: list[KernelSpec] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(data["kernels"]):
@@ -293,9 +403,12 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
                                     "WMMA kernel", "say wmma_gfx11 or wmma_gfx12"))
         includes = top_includes + _dirs(doc, (*key, "include_dirs"),
                                         entry.get("include_dirs", []), problems, tree)
+        pre = top_pre + _files(doc, (*key, "preinclude"), entry.get("preinclude", []),
+                               problems, tree)
+        variants = _variants(source) if source.is_file() else ()
+        waive = tuple((w["rule"], w["reason"]) for w in entry.get("audit_waive", []))
+        _check_waivers(doc, key, waive, problems)
         qt = _entry_qt(doc, key, entry, problems)
-        preinclude = top_pre + _files(doc, (*key, "preinclude"), entry.get("preinclude", []),
-                                      problems, tree)
         defines = entry.get("defines", {})
         amd_only = entry.get("amd_only")
         specs.append(KernelSpec(
@@ -312,9 +425,16 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
             baseline=entry.get("baseline"),
             defines=tuple(sorted((str(k), _define_value(v)) for k, v in defines.items())),
             include_dirs=includes,
-            preinclude=preinclude,
-            extra_args=tuple(entry.get("extra_args", [])),
             amd_only=entry["requires"] != "any" if amd_only is None else amd_only,
+            preinclude=pre,
+            flags=top_flags + tuple(entry.get("flags", [])),
+            arches=tuple(entry.get("arches", top_arches)),
+            variants=variants,
+            extra_args=tuple(entry.get("extra_args", [])),
+            k_multiple=entry.get("k_multiple", 256),
+            shapes=tuple((int(m), int(k)) for m, k in entry.get("shapes", [])),
+            production=entry.get("production", True),
+            audit_waive=waive,
             mutant_of=entry.get("mutant_of"),
             mutation=entry.get("mutation", ""),
             expected_killer=entry.get("expected_killer", ""),
@@ -408,6 +528,71 @@ class _Tree:
         return False
 
 
+def _schema1_uses_schema2(doc: YamlDoc) -> list[Problem]:
+    """Schema-2 keys in a schema-1 file: one problem each, naming the migration."""
+    out = []
+    data = doc.data
+    where: list[tuple[tuple[str | int, ...], dict[str, Any]]] = [((), data)]
+    kernels = data.get("kernels")
+    if isinstance(kernels, list):
+        where += [(("kernels", i), e) for i, e in enumerate(kernels) if isinstance(e, dict)]
+    for key, mapping in where:
+        for k in SCHEMA2_KEYS:
+            if k in mapping:
+                out.append(problem(doc, (*key, k), f"{k!r} is a schema 2 key",
+                                   "set 'schema: 2' (schema 1 files load unchanged under 2)"))
+        b = mapping.get("block")
+        if key and isinstance(b, int) and b != 32:
+            out.append(problem(doc, (*key, "block"), f"block: {b} needs schema 2",
+                               "set 'schema: 2'"))
+    return out
+
+
+def _variants(source: Path) -> tuple[tuple[str, Path], ...]:
+    """``name.gfxNNNN.hip`` / ``name.gfxNN.hip`` beside ``name.hip``: the engine's per-arch
+    sources for one kernel (none when the source is itself a variant)."""
+    if VARIANT.fullmatch(source.name) or source.suffix != ".hip":
+        return ()
+    stem = source.name[:-len(".hip")]
+    out = []
+    for p in sorted(source.parent.glob(f"{stem}.gfx*.hip")):
+        m = VARIANT.fullmatch(p.name)
+        if m and m["stem"] == stem and p.is_file():
+            out.append((m["tag"], p.resolve()))
+    return tuple(out)
+
+
+def _check_waivers(doc: YamlDoc, key: tuple[str | int, ...], waive: tuple[tuple[str, str], ...],
+                   problems: list[Problem]) -> None:
+    from hqval.isa import RULES
+
+    for j, (rule, reason) in enumerate(waive):
+        if rule not in RULES:
+            close = difflib.get_close_matches(rule, RULES, n=1)
+            problems.append(problem(doc, (*key, "audit_waive", j, "rule"),
+                                    f"{rule!r} is not an audit rule",
+                                    f"did you mean {close[0]!r}?" if close else
+                                    f"one of {', '.join(RULES)}"))
+        if not reason.strip() or "\n" in reason.strip():
+            problems.append(problem(doc, (*key, "audit_waive", j, "reason"),
+                                    "a waiver needs a one-line reason",
+                                    "say why the rule does not apply to this kernel"))
+
+
+def _files(doc: YamlDoc, key: tuple[str | int, ...], value: list[str],
+           problems: list[Problem], tree: _Tree) -> tuple[Path, ...]:
+    out = []
+    for v in value:
+        f = (Path(doc.path).parent / v).resolve()
+        if not tree.holds(key, f):
+            continue
+        if not f.is_file():
+            problems.append(problem(doc, key, f"{f} does not exist",
+                                    "paths are relative to the manifest"))
+        out.append(f)
+    return tuple(out)
+
+
 def _dirs(doc: YamlDoc, key: tuple[str | int, ...], value: list[str],
           problems: list[Problem], tree: _Tree) -> tuple[Path, ...]:
     out = []
@@ -419,20 +604,6 @@ def _dirs(doc: YamlDoc, key: tuple[str | int, ...], value: list[str],
             problems.append(problem(doc, key, f"{d} is not a directory",
                                     "paths are relative to the manifest"))
         out.append(d)
-    return tuple(out)
-
-
-def _files(doc: YamlDoc, key: tuple[str | int, ...], value: list[str],
-           problems: list[Problem], tree: _Tree) -> tuple[Path, ...]:
-    out = []
-    for v in value:
-        f = (Path(doc.path).parent / v).resolve()
-        if not tree.holds(key, f):
-            continue
-        if not f.is_file():
-            problems.append(problem(doc, key, f"{f} is not a file",
-                                    "paths are relative to the manifest"))
-        out.append(f)
     return tuple(out)
 
 

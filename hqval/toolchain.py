@@ -86,6 +86,8 @@ class CompileResult:
     key: str = ""
     command: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    # (path, sha256) of every file the compiler read (provenance; not in the row)
+    dependencies: tuple[tuple[str, str], ...] = ()
 
 
 def _version(path: str) -> str:
@@ -193,9 +195,12 @@ def compiler_identity(compiler: Compiler) -> str:
 
 
 def compile_command(spec: KernelSpec, arch: str, compiler: Compiler) -> tuple[str, ...]:
-    """The compile command without its output: what the key covers and what runs."""
-    return (compiler.path, *compiler.flags(arch), *include_flags(spec, compiler),
-            *spec.define_flags(), str(spec.source))
+    """The compile command without its output: what the key covers and what runs.  The
+    manifest's flags come after the suite's (so -O2 overrides -O3), preincluded files are
+    ``-include``d in order (the engine's build prepends them), and the source is the
+    arch's variant when the tree has one."""
+    return (compiler.path, *compiler.flags(arch), *spec.flags,
+            *include_flags(spec, compiler), *spec.define_flags(), str(spec.source_for(arch)))
 
 
 def include_flags(spec: KernelSpec, compiler: Compiler) -> list[str]:
@@ -252,7 +257,7 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler) -> list[str]:
     """Absolute paths of every file the preprocessor reads for this compile (the source
     first), from clang's own ``-M`` output.  Raises ``DependencyError`` with the
     compiler's message when it cannot preprocess."""
-    os.stat(spec.source)  # a missing source is an OSError naming it, not a compiler message
+    os.stat(spec.source_for(arch))  # a missing source is an OSError naming it
     cmd = compile_command(spec, arch, compiler)
     with _deps_guard:
         memo = _deps_memo.get(cmd)
@@ -285,6 +290,7 @@ def cache_key(spec: KernelSpec, arch: str, compiler: Compiler) -> str:
     command (flags, target, defines, include dirs) and the contents of every dependency.
     Paths under the source's directory are kept relative so two checkouts share entries."""
     root = (spec.manifest or spec.source).resolve().parent
+    # spec.* paths are resolved absolute; the key holds them relative to the tree
 
     def rel(p: str | Path) -> str:
         r = os.path.relpath(p, root)
@@ -297,12 +303,12 @@ def cache_key(spec: KernelSpec, arch: str, compiler: Compiler) -> str:
         "arch": arch,
         "defines": spec.define_flags(),
         "includes": [rel(d) for d in spec.include_dirs],
+        "manifest_flags": list(spec.flags),
+        "preinclude": [rel(p) for p in spec.preinclude],
+        "source": rel(spec.source_for(arch)),
+        "system_includes": [rel(d) for d in compiler.compat_includes],
         "files": [(rel(p), d) for p, d in source_closure(spec, arch, compiler)],
     }
-    # (the compatibility headers a source includes are among "files"; a key without
-    # pre-included files stays as it was, so existing cache entries stay valid)
-    if spec.preinclude:
-        material["preinclude"] = [rel(f) for f in spec.preinclude]
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
@@ -400,6 +406,9 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
     co, meta = _entry(root, key)
     cmd = compile_command(spec, arch, compiler)
     details: dict[str, Any] = {"compiler": compiler.version, "compiler_path": compiler.path}
+    if spec.source_for(arch) != spec.source:
+        details["source"] = str(spec.source_for(arch))  # the arch's variant
+    deps = tuple(source_closure(spec, arch, compiler))  # memoised by cache_key
     with _lock_for(key):
         problem = validate_entry(co, meta, key, arch)
         cached = problem is None
@@ -428,19 +437,20 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
             os.replace(tmp, co)
             _write_json(meta, {"key": key, "sha256": digest, "size": co.stat().st_size,
                                "compiler": compiler.version, "arch": arch,
-                               "source": str(spec.source), "command": list(cmd),
+                               "source": str(spec.source_for(arch)), "command": list(cmd),
                                "created": time.time()})
     from hqval.elf import elf_symbols
 
     symbols = elf_symbols(co.read_bytes())
     if spec.symbol not in symbols:
         return CompileResult(
-            False, co, f"symbol {spec.symbol!r} is not in the code object of {spec.source.name} "
+            False, co, f"symbol {spec.symbol!r} is not in the code object of "
+            f"{spec.source_for(arch).name} "
             f"(kernels: {', '.join(sorted(s for s in symbols if not s.endswith('.kd')))}); "
             "fix the manifest's symbol or the source's extern \"C\" name",
-            cached, time.perf_counter() - t0, key, cmd, details)
+            cached, time.perf_counter() - t0, key, cmd, details, deps)
     return CompileResult(True, co, "cached" if cached else "compiled", cached,
-                         time.perf_counter() - t0, key, cmd, details)
+                         time.perf_counter() - t0, key, cmd, details, deps)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -466,7 +476,8 @@ def trusted_roots(spec: KernelSpec, compiler: Compiler) -> tuple[Path, ...]:
     compiler's installation (its headers)."""
     from hqval.manifest import KERNELS_DIR
 
-    roots = [spec.source.parent, *spec.include_dirs, *spec.preinclude, KERNELS_DIR,
+    roots = [spec.source.parent, *(p for _, p in spec.variants), *spec.include_dirs,
+             *(p.parent for p in spec.preinclude), KERNELS_DIR,
              Path(os.path.realpath(compiler.path)).parent.parent]
     if spec.manifest is not None:
         roots.append(spec.manifest.parent)

@@ -17,6 +17,7 @@ from hqval.admission import (
     admit,
     load_policy,
     parse_policy,
+    problem_lines,
     to_markdown,
 )
 from hqval.matrix import load_arches
@@ -484,3 +485,29 @@ def test_suite_mutants_on_an_external_tree_are_a_self_test_not_evidence() -> Non
     plain = {**KERNELS, "suite_mut": KernelInfo(44, "decode", "gemv_mq4g256v2_r1")}
     assert status(admit(rows, POLICY, ARCHES, kernels=plain), 44, "decode",
                   "gfx1100") is S.REJECTED
+
+
+def test_a_production_false_kernel_is_reported_never_gating() -> None:
+    """An experimental kernel of qt=44 decode that fails its check: the path stays as its
+    production kernels make it, the exit code is unmoved, and the failure is listed."""
+    kernels = {**KERNELS, "gemv44_try": KernelInfo(44, "decode", production=False)}
+    rows = [*full_emu("gfx1201"), *compiled("gemv44_try", "gfx1201"),
+            r("check", "reference_parity", "gemv44_try", "gfx1201", status=Status.FAIL)]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels,
+                missing=["reference_parity[gemv44_try|gfx1201|emu]"])
+    assert status(adm, 44, "decode", "gfx1201") is S.EMULATED
+    assert adm.exit_code == 0 and not adm.findings and not adm.missing
+    assert "reference_parity[gemv44_try|gfx1201|emu]: fail" in adm.not_gating
+    assert any("not gating (production: false)" in line for line in problem_lines(adm))
+    # the same kernel in production rejects the path
+    gating = admit(rows, POLICY, ARCHES, kernels={**KERNELS, "gemv44_try": KernelInfo(
+        44, "decode")})
+    assert status(gating, 44, "decode", "gfx1201") is S.REJECTED and gating.exit_code == 1
+
+
+def test_kernel_table_reads_production_from_the_envelope() -> None:
+    from hqval.admission import kernel_table
+
+    table = kernel_table([{"kernels": {"a": {"qt": 44, "kind": "gemv", "production": False},
+                                       "b": {"qt": 44, "kind": "gemv"}}}])
+    assert not table["a"].production and table["b"].production

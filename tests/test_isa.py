@@ -433,3 +433,21 @@ def test_uniform_buffer_loads_of_the_header_pass_lane_dependent_ones_fail(
     assert ok["audit_payload_offset"].status is Status.PASS, ok["audit_payload_offset"].message
     bad = rows[True]["audit_header_scalar"]
     assert bad.status is Status.FAIL and "lane-dependent" in bad.message
+
+
+def test_a_waived_rule_is_skipped_with_its_reason_and_finding() -> None:
+    from dataclasses import replace as _replace
+
+    from hqval.isa import apply_waivers
+    from hqval.manifest import load_manifest
+    from hqval.result import Row, Status
+
+    spec = _replace(load_manifest().kernels[0], audit_waive=(("no_spill", "engine build"),))
+    rows = [Row("audit", "audit_no_spill", spec.name, "gfx1100", "isa", Status.FAIL,
+                message="3 VGPR spills"),
+            Row("audit", "audit_vgpr_budget", spec.name, "gfx1100", "isa", Status.FAIL,
+                message="over budget")]
+    out = apply_waivers(spec, rows)
+    assert out[0].status is Status.SKIPPED and out[0].details["waived"] == "engine build"
+    assert out[0].details["waived_status"] == "fail" and "3 VGPR spills" in out[0].message
+    assert out[1] == rows[1]  # a rule not waived keeps its failure

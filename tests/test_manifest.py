@@ -118,14 +118,18 @@ def test_external_manifest_paths_are_relative_to_it(tmp_path: Path) -> None:
     (GOOD_ENTRY + "    baseline: k0\n", None, "kernels[0].baseline: 'k0' is not a kernel"),
     (GOOD_ENTRY.replace("qt: 44", "qt: '44'"), None,
      "kernels[0].qt: expected an integer, got str '44'"),
-    (GOOD_ENTRY + "    block: 48\n", None, "block 48 is not a multiple of 32 up to 1024"),
-    (GOOD_ENTRY + "    block: 2048\n", None, "block 2048 is not a multiple of 32 up to 1024"),
-    (GOOD_ENTRY + "    extra_args: [null, x]\n", None,
-     "kernels[0].extra_args[1]: 'x' is not null, an integer or a float"),
-    (GOOD_ENTRY + "    preinclude: [nope.inc]\n", None, "nope.inc is not a file"),
+    (GOOD_ENTRY + "    extra_args: [null, x]\n", "schema: 2\nkernels:\n",
+     "kernels[0].extra_args[1]: 'x' is not null (a null pointer), an int"),
+    (GOOD_ENTRY + "    preinclude: [nope.inc]\n", "schema: 2\nkernels:\n",
+     "nope.inc does not exist"),
+    (GOOD_ENTRY + "    block: 64\n", None, "block: 64 needs schema 2; fix: set 'schema: 2'"),
+    (GOOD_ENTRY + "    block: 48\n", "schema: 2\nkernels:\n", "not a multiple of 32"),
+    (GOOD_ENTRY + "    block: 2048\n", "schema: 2\nkernels:\n", "not a multiple of 32"),
+    (GOOD_ENTRY + "    preinclude: [x.inc]\n", None,
+     "kernels[0].preinclude: 'preinclude' is a schema 2 key; fix: set 'schema: 2'"),
     (GOOD_ENTRY.replace("kind: gemv", "kind: gemm"), None, "a gemm kernel is a WMMA kernel"),
-    (GOOD_ENTRY, "schema: 2\nkernels:\n",
-     ":1: schema: 2 is not one of [1]; fix: set 'schema: 1'"),
+    (GOOD_ENTRY, "schema: 3\nkernels:\n",
+     ":1: schema: 3 is not one of [1, 2]; fix: set 'schema: 2' (1 still loads)"),
     (GOOD_ENTRY, "schema: 1\nkernel:\n",
      "kernel: unknown key 'kernel'; fix: rename it to 'kernels'"),
 ])
@@ -247,8 +251,80 @@ def test_defines_are_c_identifiers(tmp_path: Path) -> None:
         load_manifest(write_tree(tmp_path, entry))
 def test_preinclude_extra_args_and_block_are_read(tmp_path: Path) -> None:
     path = write_tree(tmp_path, GOOD_ENTRY + "    block: 128\n    preinclude: [pre.inc]\n"
-                      "    extra_args: [null, 3, 0.5]\n")
+                      "    extra_args: [null, 3, 0.5]\n", header="schema: 2\nkernels:\n")
     (tmp_path / "pre.inc").write_text("#define X 1\n")
     spec = load_manifest(path).kernels[0]
     assert spec.block == 128 and spec.extra_args == (None, 3, 0.5)
     assert spec.preinclude == ((tmp_path / "pre.inc").resolve(),)
+
+
+# ---- schema 2 ----------------------------------------------------------------------------
+
+TREE2 = Path(__file__).resolve().parent / "data" / "schema2_tree" / "kernels.yaml"
+
+
+def test_schema2_tree_loads_every_key() -> None:
+    m = load_manifest(TREE2)
+    k, wrong, waived = (m.by_name(n) for n in
+                        ("gemv_tree_r1", "gemv_tree_wrong_args_r1", "gemv_tree_waived_r1"))
+    assert k.qt == 6 and k.extra_args == (None, 1.0, 7) and k.k_multiple == 512
+    assert [p.name for p in k.preinclude] == ["policy.inc"] and k.flags == ("-ffp-contract=fast",)
+    assert dict(k.variants).keys() == {"gfx11", "gfx1100", "gfx12"}
+    assert not wrong.production and k.production
+    assert waived.shapes == ((9, 768), (33, 4096)) and waived.arches == ("gfx1100", "gfx1201")
+    assert waived.audit_waive[0][0] == "no_spill"
+
+
+def test_variant_precedence_is_the_engines() -> None:
+    """chip (name.gfx1100.hip) over family (name.gfx11.hip, the first five characters of
+    the arch) over the default source."""
+    k = load_manifest(TREE2).by_name("gemv_tree_r1")
+    assert k.source_for("gfx1100").name == "gemv_tree.gfx1100.hip"
+    assert k.source_for("gfx1101").name == "gemv_tree.gfx11.hip"
+    assert k.source_for("gfx1151").name == "gemv_tree.gfx11.hip"
+    assert k.source_for("gfx1201").name == "gemv_tree.gfx12.hip"
+    assert k.source_for("gfx1030").name == "gemv_tree.hip"
+
+
+def test_a_variant_named_as_the_source_applies_only_to_its_tag(tmp_path: Path) -> None:
+    (tmp_path / "k.gfx12.hip").write_text("// gfx12 only\n")
+    spec = load_manifest(write_tree(tmp_path, GOOD_ENTRY.replace("k.hip", "k.gfx12.hip"),
+                                    header="schema: 2\nkernels:\n")).kernels[0]
+    arches = load_arches()
+    assert [a for a in arches if spec.applies_to(arches[a])] == ["gfx1200", "gfx1201"]
+    assert spec.source_for("gfx1201").name == "k.gfx12.hip" and spec.variants == ()
+
+
+def test_arches_restricts_where_a_kernel_applies(tmp_path: Path) -> None:
+    spec = load_manifest(write_tree(tmp_path, GOOD_ENTRY + "    arches: [gfx1030]\n",
+                                    header="schema: 2\nkernels:\n")).kernels[0]
+    arches = load_arches()
+    assert [a for a in arches if spec.applies_to(arches[a])] == ["gfx1030"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("    flags: [-o, /tmp/x]\n", "flag '-o' is not one a manifest may set"),
+    ("    flags: [-fplugin=evil.so]\n", "flag '-fplugin=evil.so' is not one"),
+    ("    flags: ['-include /etc/passwd']\n", "is not one a manifest may set"),
+    ("    extra_args: [null, abc]\n", "'abc' is not null (a null pointer), an int"),
+    ("    extra_args: [true]\n", "True is not null"),
+    ("    extra_args: [4294967296]\n", "does not fit the i32"),
+    ("    k_multiple: 300\n", "k_multiple 300 is not a positive multiple of 256"),
+    ("    shapes: [[8, 300]]\n", "K=300 is not a multiple of 256"),
+    ("    shapes: [[8]]\n", "is not [M, K]"),
+    ("    arches: [gfx9999]\n", "'gfx9999' is not an arch of matrices/arches.yaml"),
+    ("    production: maybe\n", "expected a boolean"),
+    ("    audit_waive: [{rule: no_spil, reason: x}]\n", "did you mean 'no_spill'?"),
+    ("    audit_waive: [{rule: no_spill, reason: ' '}]\n", "a waiver needs a one-line reason"),
+    ("    audit_waive: [{rule: no_spill}]\n", "missing required key 'reason'"),
+    ("    preinclude: [missing.inc]\n", "missing.inc does not exist"),
+    ("    preinclude: [../../x.inc]\n", "outside the manifest's directory"),
+])
+def test_schema2_errors_name_file_line_key_and_fix(tmp_path: Path, extra: str,
+                                                   message: str) -> None:
+    path = write_tree(tmp_path, GOOD_ENTRY + extra, header="schema: 2\nkernels:\n")
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    text = str(info.value)
+    assert message in text, text
+    assert f"{path}:" in text and "fix:" in text

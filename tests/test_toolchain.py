@@ -338,3 +338,55 @@ def test_compiler_errors_do_not_quote_files_outside_the_tree(tmp_path: Path) -> 
     bad = tiny_spec(tree, source=TINY.replace("x[0] *", "undeclared_thing *"))
     r2 = compile_kernel(bad, "gfx1100", tmp_path / "cache")
     assert "undeclared_thing" in r2.message
+
+
+# ---- manifest schema 2 in the build ------------------------------------------------------
+
+TREE2 = Path(__file__).resolve().parent / "data" / "schema2_tree"
+
+
+def _tree2_copy(tmp_path: Path) -> Path:
+    dst = tmp_path / "tree"
+    shutil.copytree(TREE2, dst)
+    text = (dst / "kernels.yaml").read_text()
+    (dst / "kernels.yaml").write_text(text.replace("../../../kernels/include", str(PRELUDE)))
+    return dst / "kernels.yaml"
+
+
+def test_the_arch_variant_is_compiled_with_the_preinclude_and_flags(tmp_path: Path) -> None:
+    from hqval.toolchain import dependencies
+
+    spec = load_manifest(_tree2_copy(tmp_path)).by_name("gemv_tree_r1")
+    cache = tmp_path / "cache"
+    for arch, want in (("gfx1100", "gemv_tree.gfx1100.hip"), ("gfx1151", "gemv_tree.gfx11.hip"),
+                       ("gfx1201", "gemv_tree.gfx12.hip"), ("gfx1030", "gemv_tree.hip")):
+        r = compile_kernel(spec, arch, cache)
+        assert r.ok, r.message
+        assert Path(r.command[-1]).name == want
+        assert r.details.get("source", str(spec.source)).endswith(want)
+        deps = {Path(p).name for p in dependencies(spec, arch, find_compiler())}
+        assert {want, "gemv_tree.hip", "policy.inc"} <= deps
+    cmd = list(compile_kernel(spec, "gfx1100", cache).command)
+    assert cmd.index("-ffp-contract=fast") > cmd.index("-O3")  # the manifest's flags last
+    assert cmd[cmd.index("-include") + 1].endswith("policy.inc")
+
+
+def test_without_the_preinclude_the_tree_does_not_build(tmp_path: Path) -> None:
+    spec = load_manifest(_tree2_copy(tmp_path)).by_name("gemv_tree_r1")
+    r = compile_kernel(replace(spec, preinclude=()), "gfx1030", tmp_path / "cache")
+    assert not r.ok and "policy.inc was not preincluded" in r.message
+
+
+def test_a_changed_preinclude_or_variant_changes_the_key(tmp_path: Path) -> None:
+    manifest = _tree2_copy(tmp_path)
+    spec = load_manifest(manifest).by_name("gemv_tree_r1")
+    cache = tmp_path / "cache"
+    a, a12 = compile_kernel(spec, "gfx1030", cache), compile_kernel(spec, "gfx1201", cache)
+    (manifest.parent / "policy.inc").write_text("#define TREE_POLICY_SCALE 1.0f\n// edit\n")
+    b = compile_kernel(spec, "gfx1030", cache)
+    assert not b.cached and b.key != a.key
+    (manifest.parent / "gemv_tree.gfx12.hip").write_text(
+        '#define TREE_VARIANT 120\n#include "gemv_tree.hip"\n')
+    b12 = compile_kernel(spec, "gfx1201", cache)
+    assert not b12.cached and b12.key != a12.key
+    assert compile_kernel(spec, "gfx1030", cache).cached  # the default is not the variant

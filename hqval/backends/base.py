@@ -50,6 +50,15 @@ class LaunchInfo:
     counts: dict[str, int] = field(default_factory=dict)
 
 
+# One kernel argument: a device buffer, an i32, an f32, or a null pointer.
+Arg = Buffer | int | float | None
+
+
+def f32_bits(value: float) -> int:
+    """The 32 bits of ``value`` as an f32 (how a float argument sits in the kernarg)."""
+    return int(np.array([value], np.float32).view(np.uint32)[0])
+
+
 class Backend(abc.ABC):
     name: str = ""
     # How this instance was chosen ("hip: requested by name", "auto: emu (no ROCm ...)"),
@@ -100,9 +109,11 @@ class Backend(abc.ABC):
         program: Program,
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
-        args: Sequence[Buffer | int],
+        args: Sequence[Arg],
     ) -> LaunchInfo:
-        """Launch and return; ``synchronize`` waits.  ``int`` args are i32 scalars."""
+        """Launch and return; ``synchronize`` waits.  ``int`` args are i32 scalars,
+        ``float`` args f32 scalars and ``None`` a null pointer (a manifest's
+        ``extra_args``, e.g. the unused bias pointers of a fused kernel)."""
 
     def synchronize(self) -> None:
         return None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hqval.backends.base import (
+    Arg,
     Backend,
     BackendUnavailable,
     Buffer,
@@ -308,12 +309,14 @@ class CudaBackend(Backend):
         program: Program,
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
-        args: Sequence[Buffer | int],
+        args: Sequence[Arg],
     ) -> LaunchInfo:
         # kernelParams is an array of pointers to each argument's bytes; the driver copies
         # them at launch, so the holders only need to live until cuLaunchKernel returns.
         holders = [
             np.array([int(a.handle)], dtype=np.uint64) if isinstance(a, Buffer)
+            else np.array([0], dtype=np.uint64) if a is None
+            else np.array([a], dtype=np.float32) if isinstance(a, float)
             else np.array([a], dtype=np.int32)
             for a in args
         ]

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hqval.backends.base import Backend, BackendUnavailable, Buffer, LaunchInfo, Program
+from hqval.backends.base import (
+    Arg,
+    Backend,
+    BackendUnavailable,
+    Buffer,
+    LaunchInfo,
+    Program,
+    f32_bits,
+)
 
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
@@ -84,9 +92,10 @@ class EmuBackend(Backend):
         program: Program,
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
-        args: Sequence[Buffer | int],
+        args: Sequence[Arg],
     ) -> LaunchInfo:
-        raw = [int(a.handle) if isinstance(a, Buffer) else int(a) for a in args]
+        raw = [int(a.handle) if isinstance(a, Buffer) else 0 if a is None
+               else f32_bits(a) if isinstance(a, float) else int(a) for a in args]
         # a buffer argument that is a view (the data between a guarded argument's canaries)
         # is all the kernel may touch of its allocation: a canary access faults at once
         spans = [(int(a.handle), a.nbytes) for a in args if isinstance(a, Buffer)]

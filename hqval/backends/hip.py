@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hqval.backends.base import (
+    Arg,
     Backend,
     BackendUnavailable,
     Buffer,
@@ -188,9 +189,11 @@ class HipBackend(Backend):
         program: Program,
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
-        args: Sequence[Buffer | int],
+        args: Sequence[Arg],
     ) -> LaunchInfo:
-        extra = tuple(a.handle if isinstance(a, Buffer) else ctypes.c_int32(a) for a in args)
+        extra = tuple(a.handle if isinstance(a, Buffer) else ctypes.c_void_p(0) if a is None
+                      else ctypes.c_float(a) if isinstance(a, float) else ctypes.c_int32(a)
+                      for a in args)
         self._call("hipModuleLaunchKernel", program.handle, *grid, *block, 0, None, None, extra)
         return LaunchInfo()
 

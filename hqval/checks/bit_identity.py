@@ -80,9 +80,9 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
             return ctx.row(NAME, spec, Status.UNSUPPORTED,
                            f"{s.name} does not apply to {ctx.arch.name} (requires {s.requires})")
     if spec.kind == "gemm":
-        M, K = ctx.shape.gemm_m, ctx.shape.gemm_k
+        M, K = ctx.shape_for(spec).gemm_m, ctx.shape_for(spec).gemm_k
     else:
-        M, K = ctx.shape.gemv_m, ctx.shape.gemv_k
+        M, K = ctx.shape_for(spec).gemv_m, ctx.shape_for(spec).gemv_k
     fixture = fixtures.equal_halves(M, K, ctx.seed)
     try:
         blobs = {qt: inputs.fixture_blob(fixture, qt) for qt in (spec.qt, base.qt)}

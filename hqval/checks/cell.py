@@ -9,6 +9,7 @@ always has a verdict and never passes by accident.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import traceback
 from collections.abc import Callable
@@ -93,6 +94,21 @@ class CheckContext:
     def shape(self) -> Sizes:
         assert self.sizes is not None
         return self.sizes
+
+    def shape_for(self, spec: KernelSpec) -> Sizes:
+        """The fixture shapes for ``spec``: a K-specialised build (manifest ``k_multiple``)
+        gets every K rounded up to its multiple; one with explicit ``shapes`` gets the
+        smallest of them on the emulator and the first on hardware, for GEMV and GEMM."""
+        s = self.shape
+        if spec.shapes:
+            pick = min(spec.shapes, key=lambda mk: mk[0] * mk[1]) \
+                if self.backend.name == "emu" else spec.shapes[0]
+            m, k = pick
+            return dataclasses.replace(s, gemv_m=m, gemv_k=k, gemm_m=m, gemm_k=k,
+                                       padded_m=min(s.padded_m, m))
+        km = max(256, spec.k_multiple)
+        return dataclasses.replace(s, gemv_k=-(-s.gemv_k // km) * km,
+                                   gemm_k=-(-s.gemm_k // km) * km)
 
     def program(self, spec: KernelSpec) -> Program:
         if spec.name not in self._programs:

@@ -57,7 +57,7 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                        f"dispatcher routed qt={spec.qt} prefill on {arch.name} to "
                        f"{route.kernel.name} ({route.path})")
     fmt = by_qt(spec.qt)
-    M, K = ctx.shape.gemv_m, ctx.shape.gemv_k
+    M, K = ctx.shape_for(spec).gemv_m, ctx.shape_for(spec).gemv_k
     try:
         blob = inputs.fixture_blob(fixtures.disjoint_halves(M, K, ctx.seed), spec.qt)
     except inputs.FixtureError as exc:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from hqval.backends.base import Backend, Buffer, Program
+from hqval.backends.base import Arg, Backend, Buffer, Program
 
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
@@ -165,7 +165,7 @@ def launch_guarded(
     program: Program,
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
-    args: Sequence[npt.NDArray[np.generic] | int | Output],
+    args: Sequence[npt.NDArray[np.generic] | int | float | Output | None],
     names: Sequence[str] | None = None,
 ) -> Outcome:
     """Copy inputs in, launch, copy every buffer back and apply the guards to each.
@@ -177,7 +177,7 @@ def launch_guarded(
         raise ValueError("launch_guarded needs at least one Output argument")
     names = list(names) if names is not None else [f"argument {i}" for i in range(len(args))]
     guarded: list[_Guarded] = []
-    kernel_args: list[Buffer | int] = []
+    kernel_args: list[Arg] = []
     try:
         for i, a in enumerate(args):
             if isinstance(a, (Output, np.ndarray)):
@@ -195,7 +195,7 @@ def launch_guarded(
                     backend.copy_in(whole, CANARY[:nbytes - data.size], GUARD_BYTES + data.size)
                 kernel_args.append(backend.view(whole, GUARD_BYTES, nbytes))
             else:
-                kernel_args.append(int(a))
+                kernel_args.append(a)  # an i32, an f32 or a null pointer
         try:
             info = backend.launch(program, grid, block, kernel_args)
             backend.synchronize()
@@ -229,22 +229,8 @@ def launch_guarded(
     return Outcome(outputs=outputs, counts=dict(info.counts))
 
 
-def extra_args(spec: KernelSpec) -> list[int]:
-    """The manifest's trailing ``extra_args`` as launch values: null -> a null pointer (0),
-    an int as itself, a float as its f32 bit pattern (the kernarg slot is laid out by the
-    kernel's metadata)."""
-    out = []
-    for v in spec.extra_args:
-        if v is None:
-            out.append(0)
-        elif isinstance(v, float):
-            out.append(int(np.float32(v).view(np.uint32)))
-        else:
-            out.append(int(v))
-    return out
-
-
-def extra_names(spec: KernelSpec) -> list[str]:
+def _extra(spec: KernelSpec) -> list[str]:
+    """Names of the manifest's ``extra_args`` (after the ABI's), for guard messages."""
     return [f"extra_args[{i}]" for i in range(len(spec.extra_args))]
 
 
@@ -263,8 +249,7 @@ def gemv(
     grid = (math.ceil(M / spec.rows_per_block), 1, 1)
     return launch_guarded(backend, program, grid, (spec.block, 1, 1),
                           [np.ascontiguousarray(blob), x.astype(np.float32), y0, M, K,
-                           *extra_args(spec)],
-                          ["W", "x", "y", "M", "K", *extra_names(spec)])
+                           *spec.extra_args], ["W", "x", "y", "M", "K", *_extra(spec)])
 
 
 def gemm(
@@ -284,8 +269,7 @@ def gemm(
     grid = (math.ceil(M / 16), math.ceil(N / (16 * bt)), 1)
     return launch_guarded(backend, program, grid, (spec.block, 1, 1),
                           [np.ascontiguousarray(blob), X.astype(np.float16), y0, M, K, N,
-                           *extra_args(spec)],
-                          ["W", "X", "Y", "M", "K", "N", *extra_names(spec)])
+                           *spec.extra_args], ["W", "X", "Y", "M", "K", "N", *_extra(spec)])
 
 
 def gemv_qkv(
@@ -301,13 +285,14 @@ def gemv_qkv(
     Ms = [b.shape[0] for b in blobs]
     K = x.shape[0]
     grid = (sum(math.ceil(m / R) for m in Ms), 1, 1)
-    args: list[npt.NDArray[np.generic] | int | Output] = [np.ascontiguousarray(b) for b in blobs]
+    args: list[npt.NDArray[np.generic] | int | float | Output | None] = [
+        np.ascontiguousarray(b) for b in blobs]
     args.append(x.astype(np.float32))
     args.extend(Output.unwritten((m,)) for m in Ms)
-    args.extend([*Ms, K, *extra_args(spec)])
+    args.extend([*Ms, K, *spec.extra_args])
     return launch_guarded(backend, program, grid, (spec.block, 1, 1), args,
                           ["Wq", "Wk", "Wv", "x", "yq", "yk", "yv", "Mq", "Mk", "Mv", "K",
-                           *extra_names(spec)])
+                           *_extra(spec)])
 
 
 def qkv_split(M: int) -> tuple[int, int, int]:

@@ -60,8 +60,8 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                        f"{spec.name} does not apply to {ctx.arch.name} (requires {spec.requires})")
     fmt = by_qt(45)
     is_gemm = spec.kind == "gemm"
-    M, K = ((ctx.shape.gemm_m, ctx.shape.gemm_k) if is_gemm
-            else (min(ctx.shape.padded_m, ctx.shape.gemv_m), ctx.shape.gemv_k))
+    sz = ctx.shape_for(spec)
+    M, K = (sz.gemm_m, sz.gemm_k) if is_gemm else (min(sz.padded_m, sz.gemv_m), sz.gemv_k)
     tolerance = GEMM_TOLERANCE if is_gemm else TOLERANCE
     try:
         blob = inputs.fixture_blob(fixtures.padded_qt45(M, K, ctx.seed), 45)

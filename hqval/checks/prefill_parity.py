@@ -110,8 +110,8 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
     except NoRoute as exc:
         return ctx.row(NAME, spec, Status.ERROR, f"no per-token reference: {exc}")
     fmt = by_qt(spec.qt)
-    M, K = ctx.shape.gemm_m, ctx.shape.gemm_k
-    Ns = ctx.shape.prefill_n
+    M, K = ctx.shape_for(spec).gemm_m, ctx.shape_for(spec).gemm_k
+    Ns = ctx.shape_for(spec).prefill_n
     n_max = max(Ns)
     try:
         blob = inputs.fixture_blob(fixtures.gaussian(M, K, ctx.seed, qts=(spec.qt,)), spec.qt)

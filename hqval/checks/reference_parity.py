@@ -43,7 +43,7 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
         return ctx.row(NAME, spec, Status.UNSUPPORTED,
                        f"{spec.name} does not apply to {ctx.arch.name} (requires {spec.requires})")
     fmt = by_qt(spec.qt)
-    M, K = ctx.shape.gemv_m, ctx.shape.gemv_k
+    M, K = ctx.shape_for(spec).gemv_m, ctx.shape_for(spec).gemv_k
     x = inputs.activations(K, ctx.seed)
     try:
         blobs = {

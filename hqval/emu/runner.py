@@ -88,6 +88,19 @@ def _oracle_scale(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.abs(w.astype(np.float64)) @ np.abs(x.astype(np.float64)).T
 
 
+def _extra_args(spec: Any) -> list[int]:
+    """A manifest's ``extra_args`` as kernarg ints: null -> 0, a float -> its f32 bits."""
+    out = []
+    for a in getattr(spec, "extra_args", ()):
+        if a is None:
+            out.append(0)
+        elif isinstance(a, float):
+            out.append(int(np.array([a], np.float32).view(np.uint32)[0]))
+        else:
+            out.append(int(a))
+    return out
+
+
 def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int = 32,
                seed: int = 0, code_object: bytes | None = None,
                trace: Callable[[int, str, int], None] | None = None,
@@ -120,8 +133,8 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
         machine.write(xa, x)
         machine.write(ya, y0)
         r = spec.rows_per_block
-        stats = machine.launch(module, spec.symbol, (-(-M // r), 1, 1), (32, 1, 1),
-                               [wa, xa, ya, M, K], trace=trace)
+        stats = machine.launch(module, spec.symbol, (-(-M // r), 1, 1), (spec.block, 1, 1),
+                               [wa, xa, ya, M, K, *_extra_args(spec)], trace=trace)
         y = machine.read(ya, 4 * M).view(np.float32)
         ref = deq.astype(np.float64) @ x.astype(np.float64)
         exact = gemv_lane_order(deq, x)
@@ -156,8 +169,8 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
             scales.append(_oracle_scale(deq, x[None, :])[:, 0])
             exacts.append(gemv_lane_order(deq, x))
         grid_x = sum(-(-mi // r) for mi in ms)
-        stats = machine.launch(module, spec.symbol, (grid_x, 1, 1), (32, 1, 1),
-                               [*wptrs, xa, *yptrs, *ms, K], trace=trace)
+        stats = machine.launch(module, spec.symbol, (grid_x, 1, 1), (spec.block, 1, 1),
+                               [*wptrs, xa, *yptrs, *ms, K, *_extra_args(spec)], trace=trace)
         y = np.concatenate([machine.read(ya, 4 * mi).view(np.float32)
                             for ya, mi in zip(yptrs, ms, strict=True)])
         ref = np.concatenate(refs)
@@ -181,7 +194,8 @@ def run_kernel(spec: Any, arch: str, M: int | None = None, K: int = 1024, N: int
         machine.write(ya, y0)
         bt = spec.batch_tile or 1
         stats = machine.launch(module, spec.symbol, (-(-M // 16), -(-N // (16 * bt)), 1),
-                               (32, 1, 1), [wa, xa, ya, M, K, N], trace=trace)
+                               (spec.block, 1, 1), [wa, xa, ya, M, K, N, *_extra_args(spec)],
+                               trace=trace)
         y = machine.read(ya, 4 * M * N).view(np.float32).reshape(N, M)
         ref = xh.astype(np.float64) @ deq16.astype(np.float64).T
         if spec.residual:

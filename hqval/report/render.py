@@ -266,8 +266,45 @@ def render_checkpoint(data: ReportData, title: str | None = None,
         noisy=[(md.code(c.row.identity), md.text(c.why_noisy()), samples_link(c))
                for c in noisy],
         figures=[(md.text(t), path) for t, path in figures],
+        provenance=_provenance(envs),
+        waivers=_waivers(data),
+        not_gating=[md.text(s) for s in data.admission.not_gating],
         not_claimed=not_claimed(data),
     )
+
+
+def _provenance(envs: Sequence[dict[str, Any]]) -> list[tuple[Any, str]]:
+    """Per run: the manifest, its kernel tree's commit and a table of every file the
+    compiler read with its sha256 (``hqval.provenance``)."""
+    out = []
+    for env in envs:
+        p = env.get("provenance")
+        if not isinstance(p, dict):
+            continue
+        commit = p.get("kernel_tree_commit") or "not a git work tree"
+        flag = p.get("kernel_tree_dirty")
+        dirty = "" if flag is None else (" (dirty: the tree has uncommitted edits)" if flag
+                                         else " (clean)")
+        head = md.Markdown(
+            f"manifest {md.code(p.get('manifest'))} (sha256 {md.code(p.get('manifest_sha256'))}"
+            f"), kernel tree {md.code(p.get('kernel_tree'))} at {md.code(commit)}{md.text(dirty)}")
+        files = p.get("files") if isinstance(p.get("files"), dict) else {}
+        table = md.table(["file", "sha256"], [[md.code(f), md.code(d)]
+                                              for f, d in sorted(files.items())]) \
+            if files else "no compiled files recorded"
+        out.append((head, table))
+    return out
+
+
+def _waivers(data: ReportData) -> str:
+    """The manifest's audit_waive entries, each with what the waived rule found."""
+    rows = [r for r in data.of_kind("audit") if r.details.get("waived")]
+    if not rows:
+        return ""
+    return md.table(["kernel", "arch", "rule", "reason", "the rule said"],
+                    [[md.code(r.kernel), r.arch, r.check.removeprefix("audit_"),
+                      r.details["waived"], r.details.get("waived_status", "")]
+                     for r in sorted(rows, key=lambda r: (r.kernel, r.arch, r.check))])
 
 
 def write_report(data: ReportData, out_dir: str | Path) -> dict[str, Path]:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hqval import provenance
 from hqval.admission import Admission, admit_runs, load_policy, problem_lines, to_markdown
 from hqval.backends import open_for
 from hqval.manifest import DEFAULT_MUTANTS, KernelSpec, Manifest, load_manifest, load_mutants
@@ -43,7 +44,13 @@ def kernel_table(specs: Sequence[KernelSpec],
                      "baseline": s.baseline, "rows_per_block": s.rows_per_block,
                      "batch_tile": s.batch_tile, "residual": s.residual,
                      "mutant_of": s.mutant_of, "source": str(s.source),
-                     **({"self_test": True} if s.name in self_test else {})}
+                     **({"self_test": True} if s.name in self_test else {}),
+                     # manifest schema 2 (engine trees)
+                     "block": s.block, "arches": list(s.arches),
+                     "variants": {tag: str(p) for tag, p in s.variants},
+                     "preinclude": [str(p) for p in s.preinclude], "flags": list(s.flags),
+                     "extra_args": list(s.extra_args), "production": s.production,
+                     "audit_waive": [{"rule": r, "reason": why} for r, why in s.audit_waive]}
             for s in specs}
 
 
@@ -100,6 +107,7 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         kernel_tree=Path(manifest.path).resolve().parent if external else None,
         argv=config.argv, kernels=kernel_table(specs, self_test),
         extra={"manifest": str(Path(manifest.path).resolve()), "seed": config.seed,
+               "provenance": provenance.tree(manifest.path),
                "steps": [name for name, _ in STEPS], **identity})
     writer = RunWriter.create(config.out, envelope, resume=config.resume)
     if config.resume:

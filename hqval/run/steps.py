@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hqval import isa, toolchain
+from hqval import isa, provenance, toolchain
 from hqval.admission import Admission, Policy, admit_runs, dumps, load_policy
 from hqval.checks import mutation, session
 from hqval.checks.cell import CHECKS, Cell
@@ -77,6 +77,11 @@ def _compile_all(ctx: RunContext) -> list[Row]:
     for c in cells:
         if c.result is not None and c.result.ok:
             ctx.compiled[(c.spec.name, c.arch)] = c.result
+    if cells:  # every file the compiler read, by sha256 (hqval.provenance)
+        known = dict(ctx.writer.envelope.get("provenance") or {})
+        deps = [d for c in cells if c.result is not None for d in c.result.dependencies]
+        known["files"] = provenance.files(deps, Path(ctx.manifest.path).parent)
+        ctx.writer.update_envelope(provenance=known)
     rows = [c.row() for c in cells]
     for a in ctx.arches:
         if not a.is_amd:

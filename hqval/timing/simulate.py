@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hqval.backends.base import Backend, Buffer, LaunchInfo, Program
+from hqval.backends.base import Arg, Backend, Buffer, LaunchInfo, Program
 from hqval.manifest import KernelSpec
 
 # Model parameters (not device facts): qt=44 a touch slower, qt=45 2% faster than qt=6 --
@@ -94,7 +94,7 @@ class SimulatedDevice(Backend):
         return self._mem[int(buf.handle)][offset:offset + n].copy()
 
     def launch(self, program: Program, grid: tuple[int, int, int],
-               block: tuple[int, int, int], args: Sequence[Buffer | int]) -> LaunchInfo:
+               block: tuple[int, int, int], args: Sequence[Arg]) -> LaunchInfo:
         from hqval.formats import by_qt
 
         spec = program.spec

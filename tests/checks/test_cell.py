@@ -88,3 +88,38 @@ def test_an_instruction_the_emulator_lacks_is_untested_naming_it(
     assert row.status is Status.SKIPPED
     assert row.details["emulator_gap"] == "v_msad_u8"
     assert "the emulator lacks v_msad_u8" in row.message
+
+
+# ---- manifest schema 2: trailing arguments and K-specialised shapes --------------------
+
+def _tree2() -> CheckContext:
+    from pathlib import Path
+
+    from hqval.backends.emu import EmuBackend
+    from hqval.manifest import load_manifest
+    from hqval.matrix import resolve_arch
+
+    m = load_manifest(Path(__file__).resolve().parents[1] / "data" / "schema2_tree" /
+                      "kernels.yaml")
+    return CheckContext(backend=EmuBackend("gfx1100"), arch=resolve_arch("gfx1100"), manifest=m)
+
+
+def test_extra_args_reach_the_kernel_as_the_manifest_gives_them() -> None:
+    """gemv_tree_r1 computes y only when its trailing (bias, alpha, tag) arrive as
+    (null, 1.0f, 7); the same kernel given alpha 2.0 leaves y unwritten."""
+    ctx = _tree2()
+    good = run_cell(ctx, "reference_parity", ctx.kernel("gemv_tree_r1"))
+    assert good.status == Status.PASS, good.message
+    wrong = run_cell(ctx, "reference_parity", ctx.kernel("gemv_tree_wrong_args_r1"))
+    assert wrong.status == Status.FAIL and "unwritten" in wrong.message
+
+
+def test_check_shapes_follow_k_multiple_and_shapes() -> None:
+    ctx = _tree2()
+    base = ctx.shape
+    km = ctx.shape_for(ctx.kernel("gemv_tree_r1"))  # k_multiple: 512
+    assert km.gemv_k % 512 == 0 and km.gemv_k >= base.gemv_k and km.gemv_m == base.gemv_m
+    shaped = ctx.shape_for(ctx.kernel("gemv_tree_waived_r1"))  # the smallest on the emulator
+    assert (shaped.gemv_m, shaped.gemv_k) == (9, 768)
+    row = run_cell(ctx, "reference_parity", ctx.kernel("gemv_tree_waived_r1"))
+    assert row.status == Status.PASS, row.message

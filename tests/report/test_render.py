@@ -475,3 +475,24 @@ def test_history_draws_hqval_historys_step_fit(make_run: RunFactory) -> None:
     # without a policy there is no fit to draw, only the nights
     plain = render_html(build(runs, adm)).split('class="plot history"', 1)[1]
     assert 'class="fit"' not in plain.split("</svg>", 1)[0]
+
+
+def test_checkpoint_prints_provenance_waivers_and_not_gating(make_run: RunFactory) -> None:
+    rows = [*evidence("gfx1100"),
+            Row("audit", "audit_no_spill", "gemv_mq4g256v2_r1", "gfx1100", "isa",
+                Status.SKIPPED, message="waived by the manifest",
+                details={"waived": "engine | build `flag`", "waived_status": "fail"})]
+    run = store.load(make_run(rows, arch="gfx1100"))
+    run.envelope["provenance"] = {
+        "manifest": "/t/kernels.yaml", "manifest_sha256": "ab" * 32, "kernel_tree": "/t",
+        "kernel_tree_commit": "c0ffee", "kernel_tree_dirty": True,
+        "files": {"gemv.hip": "12" * 32, "inc/<x>.h": "34" * 32}}
+    adm, _ = admit_runs([run], arches=CAPS)
+    md = render_checkpoint(build([run], adm), plot_dir=None)  # no links to plot files
+    assert "## Provenance" in md and "`c0ffee` (dirty: the tree has uncommitted edits)" in md
+    assert f"| `gemv.hip` | `{'12' * 32}` |" in md
+    assert "## Audit waivers (from the manifest)" in md and "no_spill" in md
+    assert live_markup(md) == []
+    for table in re.findall(r"(?m)(^\|.*\n)+", md + "\n"):
+        lines = table.splitlines()
+        assert len({table_cells(line) for line in lines}) == 1, lines
