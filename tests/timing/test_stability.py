@@ -1,0 +1,51 @@
+"""The stability study end to end on the simulated device: measure (scripts/
+timing_stability.py), then the error rates from the stored samples alone."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+
+from hqval.timing.stability import analyze_study, load_study, write_checkpoint
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "timing_stability.py"
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("study")
+    main = runpy.run_path(str(SCRIPT))["main"]
+    argv = ["measure", "--out", str(out), "--dry-run", "--reruns", "3", "--warmup", "2",
+            "--iterations", "20", "--shape", "128x1024", "--mode", "cold",
+            "--ladder", "extra1,slow16,slow48", "--targets", "0.01,0.05"]
+    assert main(argv) == 0
+    return out
+
+
+def test_study_directory_holds_calibration_and_complete_reruns(study: Path) -> None:
+    cal, runs = load_study(study)
+    assert len(runs) == 3 and all(r.envelope["complete"] for r in runs)
+    assert set(cal["cells"]["cold/128x1024"]["chosen"]) == {"1%", "5%"}
+    assert all(r.envelope["simulated"] for r in runs)
+
+
+def test_error_rates_come_out_of_the_stored_samples(study: Path, tmp_path: Path) -> None:
+    s = analyze_study(study)
+    assert s.false_regressions["pairs"] == 3
+    assert {x["cell"].split("[")[0] for x in s.stability} == {"timing_cold"}
+    big = next(d for d in s.detection if d["target"] == "5%")
+    # the model makes slow48 ~ +19%: every comparison must flag it, and the gate too
+    assert big["compare_detected"] == big["compare_pairs"] == 6
+    assert big["gate_flagged"] == 3
+    write_checkpoint(s, tmp_path)
+    assert json.loads((tmp_path / "stability.json").read_text())["reruns"] == 3
+
+
+def test_a_study_with_one_run_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "calibration.json").write_text("{}")
+    with pytest.raises(ValueError, match="needs >= 2"):
+        load_study(tmp_path)
