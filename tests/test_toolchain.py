@@ -390,3 +390,42 @@ def test_a_changed_preinclude_or_variant_changes_the_key(tmp_path: Path) -> None
     b12 = compile_kernel(spec, "gfx1201", cache)
     assert not b12.cached and b12.key != a12.key
     assert compile_kernel(spec, "gfx1030", cache).cached  # the default is not the variant
+
+# ---- HIP compatibility headers and pre-included files --------------------------------
+
+HIP_SOURCE = """\
+#include <hip/hip_runtime.h>
+__launch_bounds__(64, 4)
+extern "C" __global__ void hipk(const unsigned char* W, const float* x, float* y, int M, int K) {
+    float v = x[threadIdx.x] * PRE_SCALE;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down(v, o);
+    if (threadIdx.x == 0) y[blockIdx.x] = v + __half2float(__ushort_as_half(W[0]));
+}
+"""
+
+
+def test_compat_headers_are_used_only_without_rocms_and_feed_the_key(tmp_path: Path) -> None:
+    from hqval.toolchain import HIPCOMPAT_DIR, Compiler, include_flags, source_closure
+
+    bare = find_compiler({"PATH": os.environ.get("PATH", ""), "HQVAL_CLANG": str(CLANG)})
+    assert not bare.hip_headers and bare.compat_includes == (HIPCOMPAT_DIR,)
+    rocm = Compiler("/opt/rocm/llvm/bin/clang", "AMD clang 19", "rocm-clang", "ROCm")
+    assert rocm.compat_includes == ()  # ROCm's own headers win
+    (tmp_path / "pre.inc").write_text("#define PRE_SCALE 3.0f\n")
+    (tmp_path / "hipk.hip").write_text(HIP_SOURCE)
+    spec = KernelSpec(name="hipk", source=tmp_path / "hipk.hip", symbol="hipk", qt=6,
+                      kind="gemv", block=64, preinclude=(tmp_path / "pre.inc",))
+    flags = include_flags(spec, bare)
+    assert flags == ["-isystem", str(HIPCOMPAT_DIR), "-include", str(tmp_path / "pre.inc")]
+    assert "-isystem" not in include_flags(spec, rocm)
+    files = {Path(p).name for p, _ in source_closure(spec, "gfx1100", bare)}
+    assert {"hipk.hip", "pre.inc", "hip_runtime.h", "hip_fp16.h"} <= files
+    res = compile_kernel(spec, "gfx1100", tmp_path / "cache", bare)
+    assert res.ok, res.message
+    # the pre-included file is part of what the key covers
+    (tmp_path / "pre.inc").write_text("#define PRE_SCALE 4.0f\n")
+    again = compile_kernel(spec, "gfx1100", tmp_path / "cache", bare)
+    assert again.ok and again.key != res.key and not again.cached
+    # without the pre-included file the source does not build (PRE_SCALE is its)
+    bad = compile_kernel(replace(spec, preinclude=()), "gfx1100", tmp_path / "cache", bare)
+    assert not bad.ok and "PRE_SCALE" in bad.message
