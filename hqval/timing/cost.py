@@ -6,9 +6,13 @@ Inputs, none fitted to any measurement:
   emulator as the slope between two K values on the kernel's unrolled main loop (so
   per-row overhead, reduction and store drop out; the intercept is kept per row);
 - the arch's rates from ``matrices/arches.yaml``: VRAM bandwidth, last-level cache size,
-  CU count and clock.  Instruction issue is taken as one wave instruction per SIMD per
-  clock, two SIMD32 per RDNA CU (RDNA3 dual issue is not assumed), four warp schedulers
-  per NVIDIA SM.
+  CU count and clock.  Issue rules: on RDNA each SIMD32 (two per CU) can issue, per clock
+  and from different waves, one VALU, one SALU, one vector-memory and one scalar-memory
+  instruction, so the issue time is that of the busiest pipe (``max`` over VALU, SALU,
+  VMEM, SMEM), not their sum; RDNA3's dual issue (VOPD) needs no rule of its own, since
+  the emulator counts a ``v_dual_*`` pair as the one instruction it issues as.  On NVIDIA
+  each of the SM's four warp schedulers issues one instruction of any kind per clock
+  (the classes share the slot: their sum).
 
 Time of one kernel = max(memory, issue):
 
@@ -16,7 +20,10 @@ Time of one kernel = max(memory, issue):
   and weights <= LLC), where the LLC bandwidth is unknown to the matrix and memory is
   taken as not binding: the kernel is then predicted compute-bound, section 6's gfx1030
   mechanism;
-- issue = group-rows x (VALU + SALU + memory instructions per group-row) / issue rate.
+- issue = (group-rows x the binding pipe's instructions per group-row + blocks x the same
+  per block) / issue rate.  Latency (too few waves to hide a dependency chain) is not
+  modelled: see reports/checkpoints/2026-12-01-h200-timing-stability for what that leaves
+  unexplained on gfx1030.
 
 v2/v1 = time(v2) / time(v1).  A cell is flagged ``exposed`` when the prediction is
 issue-bound, i.e. v2's extra header VALU work shows in the time.  For NVIDIA devices the
@@ -36,6 +43,10 @@ from hqval.timing.gemv import Shape, gemv_bytes
 
 # Instruction classes that occupy an issue slot (LDS and branches are negligible here).
 ISSUE_CLASSES = ("VALU", "SALU", "SMEM", "VMEM")
+# Issue rules: "pipes" -- each class has its own issue port (RDNA: one VALU, SALU, VMEM and
+# SMEM per SIMD per clock, from different waves): the busiest class binds; "shared" -- one
+# instruction of any class per scheduler per clock (NVIDIA): the classes add up.
+PIPES, SHARED = "pipes", "shared"
 # K values of the slope measurement: 8 and 16 groups, both whole multiples of the
 # kernels' unroll (4 or 8), so both run only the main loop.
 SLOPE_K = (2048, 4096)
@@ -51,8 +62,22 @@ class KernelCost:
     per_group_row: dict[str, float]
     per_block: dict[str, float]
 
-    def issue_per_group_row(self) -> float:
-        return sum(self.per_group_row.get(c, 0.0) for c in ISSUE_CLASSES)
+    def issue_per_group_row(self, rule: str = SHARED) -> float:
+        return issue_slots(self.per_group_row, rule)
+
+    def binding_class(self, rule: str = PIPES) -> str:
+        if rule == SHARED:
+            return "all"
+        return max(ISSUE_CLASSES, key=lambda c: self.per_group_row.get(c, 0.0))
+
+
+def issue_slots(counts: dict[str, float], rule: str) -> float:
+    """Issue slots per SIMD (RDNA) or scheduler (NVIDIA) that ``counts`` occupy."""
+    if rule == PIPES:
+        return max(counts.get(c, 0.0) for c in ISSUE_CLASSES)
+    if rule == SHARED:
+        return sum(counts.get(c, 0.0) for c in ISSUE_CLASSES)
+    raise ValueError(f"issue rule {rule!r}: {PIPES} or {SHARED}")
 
 
 @dataclass(frozen=True)
@@ -62,13 +87,15 @@ class ArchRates:
     llc_bytes: int
     issue_per_s: float  # wave instructions per second, whole device
     source: str
+    rule: str = SHARED  # issue rule (PIPES on RDNA, SHARED on NVIDIA)
 
     @classmethod
     def from_arch(cls, arch: Any) -> ArchRates:
         """RDNA arch from arches.yaml: 2 SIMD32 per CU, one wave instruction per clock each."""
         return cls(arch.name, float(arch.vram_gbps), int(arch.last_level_cache_bytes),
                    arch.cu_count * 2 * arch.boost_mhz * 1e6,
-                   f"arches.yaml {arch.name}: {arch.cu_count} CU x 2 SIMD x {arch.boost_mhz} MHz")
+                   f"arches.yaml {arch.name}: {arch.cu_count} CU x 2 SIMD x {arch.boost_mhz} "
+                   "MHz; per-pipe issue", PIPES)
 
     @classmethod
     def from_device(cls, device: Any, sm_clock_mhz: float) -> ArchRates:
@@ -127,8 +154,8 @@ def predict(cost: KernelCost, shape: Shape, rates: ArchRates, mode: str,
     is_resident = resident(shape, rates, mode)
     t_mem = 0.0 if is_resident else gemv_bytes(shape) / (rates.vram_gbps * 1e9)
     blocks = -(-shape.M // rows_per_block)
-    per_block = sum(cost.per_block.get(c, 0.0) for c in ISSUE_CLASSES)
-    instructions = group_rows * cost.issue_per_group_row() + blocks * per_block
+    per_block = issue_slots(cost.per_block, rates.rule)
+    instructions = group_rows * cost.issue_per_group_row(rates.rule) + blocks * per_block
     t_issue = instructions / rates.issue_per_s
     return Prediction(t_mem * 1e6, t_issue * 1e6, is_resident)
 

@@ -30,7 +30,15 @@ def test_slope_recovers_per_group_and_per_wave() -> None:
 
 
 def test_issue_counts_only_issuing_classes() -> None:
-    assert _cost("k", 30.0).issue_per_group_row() == 30.0 + 2.0 + 3.0 + 1.0  # LDS excluded
+    # NVIDIA: one slot for any class; LDS excluded
+    assert _cost("k", 30.0).issue_per_group_row(cost.SHARED) == 30.0 + 2.0 + 3.0 + 1.0
+    # RDNA: VALU, SALU and memory instructions issue on their own ports: the busiest binds
+    assert _cost("k", 30.0).issue_per_group_row(cost.PIPES) == 30.0
+    salu_heavy = cost.KernelCost("s", "gfx1030", {"VALU": 10.0, "SALU": 12.0}, {})
+    assert salu_heavy.issue_per_group_row(cost.PIPES) == 12.0
+    assert salu_heavy.binding_class() == "SALU"
+    with pytest.raises(ValueError, match="issue rule"):
+        cost.issue_slots({"VALU": 1.0}, "dual")
 
 
 def test_memory_bound_when_cold_and_vram_limited() -> None:
@@ -52,10 +60,12 @@ def test_resident_hot_cell_is_compute_bound_and_exposes_extra_valu() -> None:
     v1, v2 = _cost("v1", 30.0), _cost("v2", 33.0)
     r = cost.predict_ratio(v1, v2, shape, rates, "hot")
     assert r.exposed and r.v2.resident and r.v2.t_mem_us == 0.0
-    # Issue-bound: the ratio is the ratio of issued instructions per group-row.
-    assert r.ratio == pytest.approx((33.0 + 6.0) / (30.0 + 6.0))
+    # Issue-bound on the VALU port: the ratio is the ratio of VALU per group-row (the
+    # SALU and memory instructions issue beside them, they do not dilute the extra VALU)
+    assert rates.rule == cost.PIPES
+    assert r.ratio == pytest.approx(33.0 / 30.0)
     groups = 5120 * 20
-    assert r.v1.t_issue_us == pytest.approx(groups * 36.0 / rates.issue_per_s * 1e6)
+    assert r.v1.t_issue_us == pytest.approx(groups * 30.0 / rates.issue_per_s * 1e6)
 
 
 def test_rates_from_matrix() -> None:
