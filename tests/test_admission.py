@@ -511,3 +511,25 @@ def test_kernel_table_reads_production_from_the_envelope() -> None:
     table = kernel_table([{"kernels": {"a": {"qt": 44, "kind": "gemv", "production": False},
                                        "b": {"qt": 44, "kind": "gemv"}}}])
     assert not table["a"].production and table["b"].production
+
+
+def test_suite_mutants_of_a_same_named_tree_kernel_are_not_expected_evidence() -> None:
+    """An external tree reusing a suite kernel's name: the suite mutant of that name is a
+    self-test (its verdict is not evidence), so it is not expected either; the cell is
+    admitted and says that no mutant of the tree breaks its kernels.  A tree mutant of
+    the same kernel without a verdict still leaves the cell incomplete."""
+    kernels = {**KERNELS, "suite_mut": KernelInfo(44, "decode", "gemv44", self_test=True)}
+    rows = [*full_emu("gfx1100"),
+            r("mutant", "mutant_verdict", "suite_mut", "gfx1100")]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
+    assert cell.status is S.EMULATED and adm.exit_code == 0
+    assert any("no mutant of this tree breaks gemv44" in x for x in cell.reasons)
+    own = {**kernels, "tree_mut": KernelInfo(44, "decode", "gemv44")}
+    adm = admit(rows, POLICY, ARCHES, kernels=own)
+    assert status(adm, 44, "decode", "gfx1100") is S.INCOMPLETE and adm.exit_code == 2
+    with_verdict = [*rows, r("mutant", "mutant", "tree_mut", "gfx1100")]
+    cell = next(c for c in admit(with_verdict, POLICY, ARCHES, kernels=own).cells
+                if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
+    assert cell.status is S.EMULATED
+    assert not any("no mutant of this tree" in x for x in cell.reasons)
