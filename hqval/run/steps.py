@@ -249,7 +249,7 @@ def timing(ctx: RunContext) -> StepResult:
             arch=a.name, shapes=shapes, modes=["hot", "cold"], rows=[a.gemv_rows_default],
             config=harness.TimingConfig(iterations=ctx.config.timing_iterations,
                                         runs=ctx.config.timing_runs),
-            seed=ctx.config.seed)
+            seed=ctx.config.seed, gates=bench.policy_gates(load_policy()))
         timed = bench.run_bench(backend, ctx.manifest, plan,
                                 emit=lambda batch: _emit(ctx, list(batch)))
         if not [r for r in timed if r.kind == "timing"]:

@@ -41,3 +41,25 @@ def test_note_rows_name_the_flag_that_skipped_a_gate() -> None:
     row = steps.note_row("mutants", "gfx1100", "emu", "skipped", skipped_by="--no-mutants")
     assert row.status is Status.SKIPPED and row.details == {"skipped_by": "--no-mutants"}
     assert row.identity == "mutants[-|gfx1100|emu]"
+
+
+def test_hardware_timing_judges_its_cells_on_the_policy_gate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    device = SimulatedDevice()
+    device.name = "cuda"
+    config = RunConfig(arches=["sm_90"], out=tmp_path / "run")
+    writer = store.RunWriter.create(config.out, store.make_envelope(backend="cuda"))
+    ctx = RunContext(config, [resolve_arch("sm_90")], load_manifest(), None,
+                     {"sm_90": device}, writer, Silent())
+    plans: list[Any] = []
+
+    def capture(backend: Any, manifest: Any, plan: Any, **k: Any) -> list[Any]:
+        plans.append(plan)
+        return []
+
+    monkeypatch.setattr(steps.bench, "run_bench", capture)
+    steps.timing(ctx)
+    (plan,) = plans
+    spec = load_manifest().by_name("gemv_mq4g256v2_r8")
+    gate = plan.gate(spec, "cold")
+    assert gate.ratio_max == 1.05 and gate.source.endswith("decode.timing.cold")
