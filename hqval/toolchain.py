@@ -186,6 +186,15 @@ def _identity_of(path: str, mtime_ns: int, size: int) -> str:
     return hashlib.sha256(f"{path}\0{size}\0{mtime_ns}\0{out.stdout}".encode()).hexdigest()
 
 
+# Environment variables that change what clang reads or links for a device compile.
+_COMPILER_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "HIP_PATH", "ROCM_PATH",
+                 "HIP_DEVICE_LIB_PATH", "HIP_CLANG_PATH")
+
+
+def compiler_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in _COMPILER_ENV if k in os.environ}
+
+
 def compiler_identity(compiler: Compiler) -> str:
     """The compiler binary itself (resolved path, size, mtime) and its whole --version
     text: a rebuilt or replaced compiler of the same version string is another compiler."""
@@ -253,16 +262,53 @@ _deps_memo: dict[tuple[str, ...], tuple[tuple[tuple[str, int, int, int], ...], l
 _deps_guard = threading.Lock()
 
 
-def dependencies(spec: KernelSpec, arch: str, compiler: Compiler) -> list[str]:
+def _dir_mtimes(dirs: Iterable[str]) -> dict[str, int]:
+    out = {}
+    for d in sorted(set(dirs)):
+        try:
+            out[d] = os.stat(d).st_mtime_ns
+        except OSError:
+            out[d] = -1
+    return out
+
+
+def _recorded_deps(record: Path) -> list[str] | None:
+    """A dependency list an earlier process recorded for the same command and compiler,
+    if it still holds: every listed file has the recorded contents (re-hashed, not
+    stat'ed) and no directory the lookups searched gained or lost an entry (its mtime).
+    Same command, same compiler, same bytes read, same directory listings: the
+    preprocessor would read the same files."""
+    try:
+        info = json.loads(record.read_text())
+        deps = [str(p) for p in info["deps"]]
+        if any(file_sha256(p) != info["sha256"][p] for p in deps):
+            return None
+        if _dir_mtimes(info["dirs"]) != info["dirs"]:
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return deps
+
+
+def dependencies(spec: KernelSpec, arch: str, compiler: Compiler,
+                 cache_dir: str | Path | None = None) -> list[str]:
     """Absolute paths of every file the preprocessor reads for this compile (the source
-    first), from clang's own ``-M`` output.  Raises ``DependencyError`` with the
-    compiler's message when it cannot preprocess."""
+    first), from clang's own ``-M`` output, which is recorded in the cache and reused
+    while it provably still holds (``_recorded_deps``).  Raises ``DependencyError`` with
+    the compiler's message when it cannot preprocess."""
     os.stat(spec.source_for(arch))  # a missing source is an OSError naming it
     cmd = compile_command(spec, arch, compiler)
     with _deps_guard:
         memo = _deps_memo.get(cmd)
     if memo is not None and all(_stat_sig(p[0]) == p for p in memo[0]):
         return memo[1]
+    name = hashlib.sha256(json.dumps([compiler_identity(compiler), compiler_env(),
+                                      cmd]).encode()).hexdigest()
+    record = cache_root(cache_dir) / "deps" / name[:2] / f"{name}.json"
+    recorded = _recorded_deps(record)
+    if recorded is not None:
+        _remember(spec, cmd, recorded)
+        return recorded
     try:
         proc = subprocess.run([*cmd, "-M", "-MF", "-", "-o", os.devnull], capture_output=True,
                               text=True, timeout=COMPILE_TIMEOUT_S, check=False)
@@ -273,19 +319,34 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler) -> list[str]:
                                             trusted=trusted_roots(spec, compiler))
                               or f"preprocessor exited {proc.returncode}")
     deps = [os.path.abspath(d) for d in _parse_make_rule(proc.stdout)]
-    searched = {str(d) for d in spec.include_dirs} | {os.path.dirname(d) for d in deps}
-    sig = tuple(_stat_sig(p) for p in [*deps, *sorted(searched)])
-    with _deps_guard:
-        _deps_memo[cmd] = (sig, deps)
+    searched = _remember(spec, cmd, deps)
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        _write_json(record, {"command": list(cmd), "deps": deps,
+                             "sha256": {p: file_sha256(p) for p in deps},
+                             "dirs": _dir_mtimes(searched)})
+    except OSError:
+        pass  # an unwritable cache only costs the next process a preprocessor run
     return deps
 
 
-def source_closure(spec: KernelSpec, arch: str, compiler: Compiler) -> list[tuple[str, str]]:
+def _remember(spec: KernelSpec, cmd: tuple[str, ...], deps: list[str]) -> list[str]:
+    """Memoise ``deps`` in this process; returns the directories the lookups searched."""
+    searched = sorted({str(d) for d in spec.include_dirs} | {os.path.dirname(d) for d in deps})
+    sig = tuple(_stat_sig(p) for p in [*deps, *searched])
+    with _deps_guard:
+        _deps_memo[cmd] = (sig, deps)
+    return searched
+
+
+def source_closure(spec: KernelSpec, arch: str, compiler: Compiler,
+                   cache_dir: str | Path | None = None) -> list[tuple[str, str]]:
     """(path, sha256) of the source and of every file the compiler reads for it."""
-    return [(p, file_sha256(p)) for p in dependencies(spec, arch, compiler)]
+    return [(p, file_sha256(p)) for p in dependencies(spec, arch, compiler, cache_dir)]
 
 
-def cache_key(spec: KernelSpec, arch: str, compiler: Compiler) -> str:
+def cache_key(spec: KernelSpec, arch: str, compiler: Compiler,
+              cache_dir: str | Path | None = None) -> str:
     """Everything that decides the object's bytes: the compiler's identity, the whole
     command (flags, target, defines, include dirs) and the contents of every dependency.
     Paths under the source's directory are kept relative so two checkouts share entries."""
@@ -299,6 +360,7 @@ def cache_key(spec: KernelSpec, arch: str, compiler: Compiler) -> str:
     material = {
         "layout": CACHE_LAYOUT,
         "compiler": [compiler.kind, compiler.version, compiler_identity(compiler)],
+        "environment": compiler_env(),
         "flags": compiler.flags(arch),
         "arch": arch,
         "defines": spec.define_flags(),
@@ -307,7 +369,7 @@ def cache_key(spec: KernelSpec, arch: str, compiler: Compiler) -> str:
         "preinclude": [rel(p) for p in spec.preinclude],
         "source": rel(spec.source_for(arch)),
         "system_includes": [rel(d) for d in compiler.compat_includes],
-        "files": [(rel(p), d) for p, d in source_closure(spec, arch, compiler)],
+        "files": [(rel(p), d) for p, d in source_closure(spec, arch, compiler, cache_dir)],
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
@@ -394,7 +456,7 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
     except ToolchainError as exc:
         return CompileResult(False, None, str(exc), False, time.perf_counter() - t0)
     try:
-        key = cache_key(spec, arch, compiler)
+        key = cache_key(spec, arch, compiler, cache_dir)
     except OSError as exc:
         return CompileResult(False, None, f"cannot read {exc.filename}: {exc.strerror}; fix the "
                              "manifest's source path or restore the file", False,
@@ -408,7 +470,7 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
     details: dict[str, Any] = {"compiler": compiler.version, "compiler_path": compiler.path}
     if spec.source_for(arch) != spec.source:
         details["source"] = str(spec.source_for(arch))  # the arch's variant
-    deps = tuple(source_closure(spec, arch, compiler))  # memoised by cache_key
+    deps = tuple(source_closure(spec, arch, compiler, cache_dir))  # memoised by cache_key
     with _lock_for(key):
         problem = validate_entry(co, meta, key, arch)
         cached = problem is None
@@ -554,7 +616,7 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
     # One representative per key compiles first; the rest then hit the cache.
     def key_of(cell: tuple[KernelSpec, str]) -> str:
         try:
-            return cache_key(cell[0], cell[1], compiler)
+            return cache_key(cell[0], cell[1], compiler, cache_dir)
         except (OSError, DependencyError):
             return f"unreadable:{cell[0].name}:{cell[1]}"  # compile_kernel reports it
 

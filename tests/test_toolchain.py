@@ -162,7 +162,8 @@ def test_compile_error_is_a_failed_result_with_the_compiler_message(tmp_path: Pa
     assert not r.ok and r.code_object is None
     assert "tiny.hip" in r.message and "undeclared_thing" in r.message
     leftovers = list(cache_root(tmp_path / "cache").rglob("*"))
-    assert not [p for p in leftovers if p.is_file()]
+    # no object or metadata (the recorded -M list of the source may stay: it is valid)
+    assert not [p for p in leftovers if p.is_file() and "deps" not in p.parts]
 
 
 def test_missing_symbol_names_the_symbols_that_exist(tmp_path: Path) -> None:
@@ -429,3 +430,39 @@ def test_compat_headers_are_used_only_without_rocms_and_feed_the_key(tmp_path: P
     # without the pre-included file the source does not build (PRE_SCALE is its)
     bad = compile_kernel(replace(spec, preinclude=()), "gfx1100", tmp_path / "cache", bare)
     assert not bad.ok and "PRE_SCALE" in bad.message
+
+
+def test_a_recorded_dependency_list_is_reused_only_while_it_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new process reuses the -M list the cache recorded (no preprocessor run) while the
+    listed files have the recorded contents and the searched directories the same
+    entries; an edited header or a new shadowing header sends it back to clang -M."""
+    import subprocess as sp
+
+    from hqval import toolchain
+
+    spec = tiny_spec(tmp_path, source=MACRO_TINY)
+    (tmp_path / "tiny_macro.h").write_text("#define TINY_SCALE 2.0f\n")
+    cache = tmp_path / "cache"
+    compiler = find_compiler()
+    first = toolchain.dependencies(spec, "gfx1100", compiler, cache)
+    assert list((toolchain.cache_root(cache) / "deps").rglob("*.json"))
+    runs: list[list[str]] = []
+    real_run = sp.run
+
+    def counting(cmd: list[str], *a: object, **kw: object) -> object:
+        if "-M" in cmd:
+            runs.append(cmd)
+        return real_run(cmd, *a, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(toolchain.subprocess, "run", counting)
+    toolchain._deps_memo.clear()  # a new process
+    assert toolchain.dependencies(spec, "gfx1100", compiler, cache) == first and runs == []
+    (tmp_path / "tiny_macro.h").write_text("#define TINY_SCALE 3.0f\n")
+    toolchain._deps_memo.clear()
+    toolchain.dependencies(spec, "gfx1100", compiler, cache)
+    assert len(runs) == 1
+    (tmp_path / "new_header.h").write_text("// a new entry in a searched directory\n")
+    toolchain._deps_memo.clear()
+    toolchain.dependencies(spec, "gfx1100", compiler, cache)
+    assert len(runs) == 2
