@@ -152,3 +152,35 @@ def test_end_to_end_run_on_the_emulator(tmp_path: Path,
                  "--resume", "--workers", "0"]) == code
     again = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()[n:]]
     assert {d["kind"] for d in again} <= {"step", "admit"}, {d["identity"] for d in again}
+
+
+def test_external_tree_mutants_are_its_own_else_the_suites_as_a_self_test(
+        tmp_path: Path) -> None:
+    """A tree naming `mutants:` runs its own broken copies; a tree without them runs the
+    suite's, recorded in the envelope as a suite self-test (admission gates no cell on
+    them)."""
+    import shutil
+
+    from hqval.manifest import DEFAULT_MUTANTS
+    from hqval.run.chain import open_run
+
+    tree = Path(__file__).resolve().parents[1] / "data" / "engine_tree"
+    own = open_run(RunConfig(arches=["gfx1100"], out=tmp_path / "own", backend="emu",
+                             manifest=tree / "kernels.yaml"), Silent())
+    assert own.mutants is not None and own.mutants.path == (tree / "mutants.yaml").resolve()
+    table = own.writer.envelope["kernels"]
+    assert "ew_mut_gemv_lane_half" in table
+    assert not any(v.get("self_test") for v in table.values())
+    own.writer.close()
+    shutil.copytree(tree, tmp_path / "bare")
+    text = (tmp_path / "bare" / "kernels.yaml").read_text()
+    (tmp_path / "bare" / "kernels.yaml").write_text(
+        "\n".join(ln for ln in text.splitlines() if not ln.startswith("mutants:")) + "\n")
+    bare = open_run(RunConfig(arches=["gfx1100"], out=tmp_path / "bare_run", backend="emu",
+                              manifest=tmp_path / "bare" / "kernels.yaml"), Silent())
+    assert bare.mutants is not None and bare.mutants.path == DEFAULT_MUTANTS.resolve()
+    table = bare.writer.envelope["kernels"]
+    suite = [n for n, v in table.items() if v.get("mutant_of")]
+    assert suite and all(table[n].get("self_test") for n in suite)
+    assert not any(v.get("self_test") for n, v in table.items() if n.startswith("ew_"))
+    bare.writer.close()
