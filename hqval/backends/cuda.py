@@ -149,7 +149,9 @@ def kernel_source(spec: KernelSpec) -> tuple[str, str]:
         path = REPO_ROOT / path
     if not path.is_file():
         raise FileNotFoundError(f"{spec.name}: kernel source {path} does not exist")
-    return path.read_text(), path.name
+    # a manifest's preinclude files come first, as clang -include puts them on the AMD path
+    pre = "".join(f'#include "{p}"\n' for p in getattr(spec, "preinclude", ()))
+    return pre + path.read_text(), path.name
 
 
 def nvidia_smi() -> dict[str, str]:

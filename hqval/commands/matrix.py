@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         m = matrix_dict(args.arches_file, args.formats_file, args.shapes_file, args.manifest)
         keep = {a.name for a in resolve_arches(args.arch or ["all"], args.arches_file)}
     except SchemaError as exc:
-        raise UsageError(f"matrix file invalid:\n{exc}") from None
+        raise UsageError(f"matrix file invalid: {exc}") from None
     except ValueError as exc:  # unknown --arch, a manifest error
         raise UsageError(str(exc)) from None
     m["arches"] = {n: a for n, a in m["arches"].items() if n in keep}

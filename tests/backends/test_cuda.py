@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,16 @@ def test_launch_copy_and_events_on_device() -> None:
     assert info["cuda_driver"] and int(info["l2_bytes"]) > 0
     for b in (bx, by, bz):
         be.free(b)
+
+
+def test_kernel_source_puts_the_preincludes_first(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from hqval.backends.cuda import kernel_source
+    from hqval.manifest import load_manifest
+
+    spec = load_manifest().kernels[0]
+    (tmp_path / "a.inc").write_text("#define A 1\n")
+    text, name = kernel_source(replace(spec, preinclude=(tmp_path / "a.inc",)))
+    assert text.startswith(f'#include "{tmp_path / "a.inc"}"\n') and name == spec.source.name
+    assert kernel_source(spec)[0] == spec.source.read_text()
