@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hqval.backends.base import Backend, Buffer
+from hqval.backends.base import Arg, Backend, Buffer
 from hqval.timing.harness import Arm
 from hqval.timing.schedule import Mode, rotation_copies
 
@@ -105,7 +105,9 @@ def setup_gemv(
     R = spec.rows_per_block
     grid = ((shape.M + R - 1) // R, 1, 1)
     block = (spec.block, 1, 1)
-    arg_sets: list[list[Buffer | int]] = [[w, bx, by, shape.M, shape.K] for w in weights]
+    # a manifest's extra_args (null pointers, scalars) follow the ABI's, as in the checks
+    arg_sets: list[list[Arg]] = [[w, bx, by, shape.M, shape.K, *spec.extra_args]
+                                 for w in weights]
 
     # Verify every copy's first launch: NaN/Inf first, then the relative error.
     ref_tile = deq @ x.astype(np.float64)

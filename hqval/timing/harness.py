@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from hqval.backends.base import Backend, Buffer, Program
+from hqval.backends.base import Arg, Backend, Program
 from hqval.timing.schedule import abba_order
 
 
@@ -45,9 +45,9 @@ class Arm:
         program: Program,
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
-        arg_sets: Sequence[Sequence[Buffer | int]],
+        arg_sets: Sequence[Sequence[Arg]],
     ) -> Arm:
-        def launcher(args: Sequence[Buffer | int]) -> Callable[[], object]:
+        def launcher(args: Sequence[Arg]) -> Callable[[], object]:
             return lambda: backend.launch(program, grid, block, args)
 
         return cls(name, [launcher(a) for a in arg_sets])
