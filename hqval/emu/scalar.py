@@ -487,8 +487,8 @@ def _salu_float_fn(name: str, ops: list[Any]) -> Fn:
                                                 _f32(np.asarray(dr(st, w), np.uint32))))
     if name == "s_fmaak_f32":
         return lambda st, w: out(st, w, fma_f32(f(st, w, 0), f(st, w, 1), f(st, w, 2)))
-    if name == "s_fmamk_f32":
-        return lambda st, w: out(st, w, fma_f32(f(st, w, 0), f(st, w, 2), f(st, w, 1)))
+    if name == "s_fmamk_f32":  # D = S0 * K + S1, written "D, S0, K, S1"
+        return lambda st, w: out(st, w, fma_f32(f(st, w, 0), f(st, w, 1), f(st, w, 2)))
     raw = srcs[0]
 
     def src_bits(st: WaveState, w: Sel) -> Any:

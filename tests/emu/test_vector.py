@@ -498,3 +498,18 @@ def test_dot2_bf16_products_in_the_documented_order() -> None:
     st.V[3] = f32bits(0.5)[0]
     execute("v_dot2_f32_bf16 v0, v1, v2, v3", st)
     assert st.V[0, 0, 0] == f32bits(0.5 + 6.0 - 1.5)[0]
+
+
+def test_salu_fmamk_multiplies_by_the_literal_and_fmaak_adds_it() -> None:
+    """S_FMAMK_F32 D = S0 * K + S1 and S_FMAAK_F32 D = S0 * S1 + K (K the literal, written
+    in the middle for fmamk and last for fmaak).  Distinct values tell the orders apart."""
+    from tests.emu.instr import execute, f32bits, state
+
+    st = state(nwaves=2)
+    st.S[1] = f32bits(3.0)[0]
+    st.S[2] = f32bits(2.0)[0]
+    st.S[2, 1] = f32bits(5.0)[0]  # a second wave with another S1
+    execute("s_fmamk_f32 s0, s1, 0x42c80000, s2", st, arch="gfx1201")  # 3 * 100 + S1
+    assert st.S[0].tolist() == f32bits(302.0, 305.0).tolist()
+    execute("s_fmaak_f32 s3, s1, s2, 0x42c80000", st, arch="gfx1201")  # 3 * S1 + 100
+    assert st.S[3].tolist() == f32bits(106.0, 115.0).tolist()

@@ -161,3 +161,65 @@ def test_compat_headers_refuse_what_they_do_not_cover(tmp_path: Path) -> None:
     gemv = ENGINE_TREE.parent / "src" / "ew_gemv_mq4g256v2.hip"
     r = build(gemv, "gfx1100", tmp_path / "g.co", "-nogpuinc", "-isystem", str(HIPCOMPAT))
     assert r.returncode != 0 and "EW_ROW_BYTES" in r.stderr
+
+
+SEMANTICS = ROOT / "tests" / "data" / "hipcompat" / "semantics.hip"
+
+
+@pytest.mark.skipif(CLANG is None, reason="needs clang-19")
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1100", "gfx1201"])
+def test_compat_headers_compute_what_hip_defines(arch: str, tmp_path: Path) -> None:
+    """Built with the compatibility headers and run on the emulator: launch coordinates,
+    the wave operations, a barrier, half2 arithmetic, math and an atomic give the values
+    HIP defines (computed here independently)."""
+    import numpy as np
+
+    from hqval.backends.emu import EmuBackend
+    from hqval.manifest import KernelSpec
+    from hqval.toolchain import find_compiler
+
+    if find_compiler().hip_headers:
+        pytest.skip("ROCm's headers are in use; the compatibility headers are not")
+    spec = KernelSpec(name="hipcompat_semantics", source=SEMANTICS, symbol="hipcompat_semantics",
+                      qt=6, kind="gemv", block=64)
+    be = EmuBackend(arch)
+    program = be.load(spec)
+    gx, gy, bd, slots = 3, 2, 64, 16
+    n = gx * gy * bd
+    x = np.random.default_rng(5).uniform(-3, 3, n).astype(np.float32)
+    bx, bo, bc = be.alloc(4 * n), be.alloc(4 * n * slots), be.alloc(4)
+    be.copy_in(bx, x)
+    be.copy_in(bc, np.zeros(1, np.uint32))
+    be.launch(program, (gx, gy, 1), (bd, 1, 1), [bx, bo, bc])
+    out = be.copy_out(bo).view(np.float32).reshape(gx * gy, bd, slots)
+    assert int(be.copy_out(bc).view(np.uint32)[0]) == n
+    xs = x.reshape(gx * gy, bd)
+    lane = np.arange(bd) % 32
+    wave0 = np.arange(bd) - lane
+    for blk in range(gx * gy):
+        o, v = out[blk], xs[blk]
+        bxid, byid = blk % gx, blk // gx
+        assert np.array_equal(o[:, 0], np.arange(bd))
+        assert np.all(o[:, 1] == bxid + 100 * byid)
+        assert np.all(o[:, 2] == bd + 1000 * gx + 100000 * gy)
+        down = np.where(lane + 3 < 32, np.arange(bd) + 3, np.arange(bd))
+        up = np.where(lane >= 5, np.arange(bd) - 5, np.arange(bd))
+        assert np.array_equal(o[:, 3], v[down]) and np.array_equal(o[:, 4], v[up])
+        assert np.array_equal(o[:, 5], v[wave0 + (lane ^ 9)])
+        assert np.array_equal(o[:, 6], v[wave0 + 7])
+        assert np.array_equal(o[:, 7], v[np.arange(bd) - lane % 8 + 2])
+        for w in (0, 32):
+            bits = sum(1 << i for i in range(32) if v[w + i] > 0)
+            assert np.all(o[w:w + 32, 8] == np.float32(bits))
+            want = (np.any(v[w:w + 32] > 2.5) + 2 * np.all(v[w:w + 32] > -100)
+                    + 4 * np.all(v[w:w + 32] > 0))
+            assert np.all(o[w:w + 32, 9] == want)
+        assert np.array_equal(o[:, 10], v[(np.arange(bd) + 37) % 64])
+        # __hfma2(h, h, 1): one f16 rounding of the exact h*h + 1 (exact in f64)
+        h = v.astype(np.float16).astype(np.float64)
+        lo = (h * h + 1.0).astype(np.float16).astype(np.float32)
+        assert np.array_equal(o[:, 11], lo + np.float32(10.0) * np.float32(1.25))
+        assert np.allclose(o[:, 12], np.tanh(v.astype(np.float64)), rtol=4e-7, atol=2e-7)
+        assert np.allclose(o[:, 13], np.exp(v.astype(np.float64) * 0.25), rtol=2e-7)
+        assert np.allclose(o[:, 14], 1 / np.sqrt(np.abs(v.astype(np.float64)) + 1), rtol=3e-7)
+        assert np.all(o[:, 15] == 32)

@@ -13,7 +13,8 @@
 //               __syncwarp
 //   waves       warpSize, __lane_id, __shfl __shfl_up __shfl_down __shfl_xor (+ _sync),
 //               __ballot __any __all __activemask (+ _sync)
-//   types       char..ulonglong, float and double vectors of 1..4 with make_*, __ldg
+//   types       char..ulonglong, float and double vectors of 1..4 with make_*, __ldg,
+//               size_t, ptrdiff_t, int8_t..uint64_t, intptr_t
 //   math        the float functions such kernels call (expf exp2f logf log2f sqrtf rsqrtf
 //               fabsf fmaxf fminf fmaf floorf ceilf truncf roundf rintf copysignf ldexpf
 //               tanhf, __expf __logf __fdividef __saturatef ...), a few double ones,
@@ -59,6 +60,21 @@
     HQVAL_HIPCOMPAT_LB_PICK(__VA_ARGS__, HQVAL_HIPCOMPAT_LB2, HQVAL_HIPCOMPAT_LB1, )(__VA_ARGS__)
 
 #define HQVAL_HIPCOMPAT_FN static __device__ __forceinline__
+
+// The fixed-width and size types HIP programs take from <stdint.h>/<stddef.h>, from the
+// compiler's own definitions (no C library is needed for device code).
+typedef __SIZE_TYPE__ size_t;
+typedef __PTRDIFF_TYPE__ ptrdiff_t;
+typedef __INT8_TYPE__ int8_t;
+typedef __INT16_TYPE__ int16_t;
+typedef __INT32_TYPE__ int32_t;
+typedef __INT64_TYPE__ int64_t;
+typedef __UINT8_TYPE__ uint8_t;
+typedef __UINT16_TYPE__ uint16_t;
+typedef __UINT32_TYPE__ uint32_t;
+typedef __UINT64_TYPE__ uint64_t;
+typedef __INTPTR_TYPE__ intptr_t;
+typedef __UINTPTR_TYPE__ uintptr_t;
 
 static constexpr int warpSize = __AMDGCN_WAVEFRONT_SIZE__;
 
