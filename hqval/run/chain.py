@@ -228,10 +228,16 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
     finally:
         ctx.writer.close()
     report_dir = ctx.writer.path / "report"
+    # a step that did not finish fails the run closed, the report step (which has no
+    # cells of its own: its files are what it owes) included
+    unfinished = [r for r in results if not r.done]
     lines = [to_markdown(adm), *problem_lines(adm)[:40],
+             *(f"step {r.name} did not finish: {r.error or f'{len(r.missing)} cells missing'}"
+               for r in unfinished),
              f"report: {report_dir / 'report.html'}",
              f"checkpoint: {report_dir / 'checkpoint.md'}"]
-    return RunResult(ctx.writer.path, adm.exit_code, adm, results, "\n".join(lines))
+    code = 2 if unfinished else adm.exit_code
+    return RunResult(ctx.writer.path, code, adm, results, "\n".join(lines))
 
 
 def default_out(arch: Sequence[str]) -> Path:

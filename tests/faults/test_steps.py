@@ -116,3 +116,30 @@ def test_crashed_xdist_worker_is_a_step_error(tree: Path, tmp_path: Path) -> Non
     assert marks[f"checks[-|{ARCH}|step]"]["status"] == "error"
     assert hqval_process([*args, "--resume"]).code == 0
     assert admission(out) == CLEAN
+
+
+@pytest.mark.slow
+def test_manifest_opening_with_4_kib_of_comment_still_collects_every_cell(
+        tree: Path, tmp_path: Path) -> None:
+    """A manifest whose first 4 KiB are a comment used to collect 0 check cells and come
+    out 'compiled', exit 0.  A manifest named on the command line is collected whole."""
+    commented = tree.parent / "commented.yaml"
+    commented.write_text("".join(f"# comment line {i:04d} " + "x" * 40 + "\n"
+                                 for i in range(100)) + tree.read_text())
+    out = tmp_path / "run"
+    res = hqval_process(run_args(commented, out, "--no-mutants"))
+    assert res.code == 0, res.err[-2000:]
+    assert admission(out) == CLEAN
+    assert len([r for r in rows(out) if r["kind"] == "check"]) == 7 * 5  # kernels x checks
+
+
+def test_report_step_that_cannot_write_fails_the_run(tree: Path, tmp_path: Path) -> None:
+    """The report step owes files, not cells: when it cannot write them (here a file sits
+    where the report directory goes) the run is not done, exit 2, naming the step."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report").write_text("a file where the report directory goes")
+    res = hqval_process(run_args(tree, out, "--no-mutants"))
+    assert res.code == 2, res.out[-2000:]
+    assert "step report did not finish: report step crashed" in res.out
+    assert hqval_process(["admit", str(out)]).code == 0  # the evidence itself is complete
