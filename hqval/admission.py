@@ -877,3 +877,19 @@ def evaluate(run_paths: Sequence[str | Path], baseline_paths: Sequence[str | Pat
     policy = load_policy(policy_path)
     adm, cmp = admit_runs(runs, policy=policy, baseline=baseline)
     return runs, adm, cmp
+
+
+def compare_runs(base: object, new: object, *, policy: object = None,
+                 history: Sequence[object] = ()) -> Any:
+    """Two loaded runs (``hqval.results.store.Run``) compared under ``policy``'s timing
+    gates (default matrices/policy.yaml); ``history``: earlier loaded runs.  Here, not in
+    ``hqval.results.compare``, which admission calls: the comparison needs the policy."""
+    from hqval.results.compare import compare_rows
+    from hqval.results.store import Run
+
+    assert isinstance(base, Run) and isinstance(new, Run)
+    pol = policy if isinstance(policy, Policy) else load_policy()
+    kernels = kernel_table(r.envelope for r in (base, new))
+    runs = [h for h in history if isinstance(h, Run)]
+    return compare_rows(base.rows, new.rows, str(base.path), str(new.path),
+                        gate_for=gate_for_row(pol, kernels), history=[h.rows for h in runs])

@@ -41,6 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+# the rule names live in hqval.audit_rules (the manifest loader reads them too)
+from hqval.audit_rules import RULE_LETTER as RULE_LETTER
+from hqval.audit_rules import RULES as RULES
 from hqval.elf import elf_symbols as elf_symbols  # re-exported: the audit reads symbols
 from hqval.formats import HFQ4G256_QT
 from hqval.result import Row, Status
@@ -48,8 +51,6 @@ from hqval.result import Row, Status
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
 
-RULES = ("header_scalar", "no_spill", "vgpr_budget", "v2_valu_delta", "wmma", "payload_offset")
-RULE_LETTER = dict(zip(RULES, "abcdef", strict=True))
 # Section 4: one v_cndmask plus two v_cvt_f32_f16 per group per row.
 V2_VALU_BUDGET = 3.0
 MAX_VGPRS_WAVE32 = 256  # architectural limit of one wave32 on gfx10+

@@ -564,7 +564,7 @@ def _variants(source: Path) -> tuple[tuple[str, Path], ...]:
 
 def _check_waivers(doc: YamlDoc, key: tuple[str | int, ...], waive: tuple[tuple[str, str], ...],
                    problems: list[Problem]) -> None:
-    from hqval.isa import RULES
+    from hqval.audit_rules import RULES
 
     for j, (rule, reason) in enumerate(waive):
         if rule not in RULES:

@@ -12,9 +12,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, check, load_yaml, problem
+
+if TYPE_CHECKING:
+    from hqval.manifest import Manifest
 
 MATRICES_DIR = Path(__file__).resolve().parents[1] / "matrices"
 SCHEMA_VERSION = 1
@@ -363,10 +366,10 @@ def resolve_arch(name: str, path: str | Path | None = None) -> Arch:
 def matrix_dict(arches_path: str | Path | None = None,
                 formats_path: str | Path | None = None,
                 shapes_path: str | Path | None = None,
-                manifest: str | Path | None = None) -> dict[str, Any]:
-    """Everything ``hqval matrix --json`` prints.  Kernels come from
-    ``hqval.manifest.load_manifest`` (issue 3's module); with each kernel, the arches it
-    applies to."""
+                manifest: Manifest | None = None) -> dict[str, Any]:
+    """Everything ``hqval matrix --json`` prints.  Kernels come from ``manifest`` (loaded
+    by the caller: the matrix never imports the manifest loader, which reads the matrix);
+    with each kernel, the arches it applies to."""
     arches = load_arches(arches_path)
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -375,9 +378,10 @@ def matrix_dict(arches_path: str | Path | None = None,
         "formats": {n: f.to_dict() for n, f in load_formats(formats_path).items()},
         "shapes": [s.to_dict() for s in load_shapes(shapes_path)],
     }
-    from hqval.manifest import load_manifest
-
-    m = load_manifest(manifest)
+    if manifest is None:
+        out["kernels"], out["manifest"] = [], None
+        return out
+    m = manifest
     kernels = []
     for spec in m.kernels:
         entry = {k: v for k, v in vars(spec).items() if _jsonable(v)}

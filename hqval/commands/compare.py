@@ -29,9 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.admission import PolicyError, load_policy
+    from hqval.admission import PolicyError, compare_runs, load_policy
     from hqval.cli import UsageError
-    from hqval.results.compare import compare_runs, to_markdown
+    from hqval.results.compare import to_markdown
     from hqval.results.store import RunDirError, load_runs
 
     try:

@@ -22,11 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
+    from hqval.manifest import load_manifest
     from hqval.matrix import matrix_dict, resolve_arches
     from hqval.schema import SchemaError
 
     try:
-        m = matrix_dict(args.arches_file, args.formats_file, args.shapes_file, args.manifest)
+        m = matrix_dict(args.arches_file, args.formats_file, args.shapes_file,
+                        load_manifest(args.manifest))
         keep = {a.name for a in resolve_arches(args.arch or ["all"], args.arches_file)}
     except SchemaError as exc:
         raise UsageError(f"matrix file invalid: {exc}") from None

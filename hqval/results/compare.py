@@ -401,18 +401,3 @@ def to_markdown(cmp: Comparison, *, all_cells: bool = False) -> str:
     if unchanged and not all_cells:
         lines.append(f"{unchanged} cell(s) unchanged (`--all` lists them).")
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def compare_runs(base: object, new: object, *, policy: object = None,
-                 history: Sequence[object] = ()) -> Comparison:
-    """Two loaded runs (``hqval.results.store.Run``) compared under ``policy``'s timing
-    gates (default matrices/policy.yaml); ``history``: earlier loaded runs."""
-    from hqval.admission import Policy, gate_for_row, kernel_table, load_policy
-    from hqval.results.store import Run
-
-    assert isinstance(base, Run) and isinstance(new, Run)
-    pol = policy if isinstance(policy, Policy) else load_policy()
-    kernels = kernel_table(r.envelope for r in (base, new))
-    runs = [h for h in history if isinstance(h, Run)]
-    return compare_rows(base.rows, new.rows, str(base.path), str(new.path),
-                        gate_for=gate_for_row(pol, kernels), history=[h.rows for h in runs])
