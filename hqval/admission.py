@@ -779,9 +779,13 @@ def _is_self_test(row: Row, kernels: Mapping[str, KernelInfo]) -> bool:
 
 
 def to_markdown(adm: Admission) -> str:
-    return md.table(["arch", "format", "path", "status", "reasons"],
+    """One row per cell: its status, reasons and the kernels behind it with their own
+    status (the whys are in ``to_json``)."""
+    return md.table(["arch", "format", "path", "status", "reasons", "kernels"],
                     [[c.arch, f"qt={c.qt} {c.format}", c.path, md.bold(c.status),
-                      md.join(c.reasons, "; ")] for c in adm.cells]) + "\n"
+                      md.join(c.reasons, "; "),
+                      md.join([f"{k}: {st}" for k, st, _ in c.kernels], ", ")]
+                     for c in adm.cells]) + "\n"
 
 
 def problem_lines(adm: Admission) -> list[str]:

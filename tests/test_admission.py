@@ -378,7 +378,8 @@ def test_markdown_escapes_reasons() -> None:
     md = to_markdown(run(rows))
     assert "**rejected**" in md
     assert live_markup(md) == []
-    assert {table_cells(line) for line in md.splitlines()} == {5}
+    # arch, format, path, status, reasons, kernels
+    assert {table_cells(line) for line in md.splitlines()} == {6}
 
 
 def _sampled_timing(slowdown: float, arch: str = "gfx1100") -> Row:
@@ -533,3 +534,12 @@ def test_suite_mutants_of_a_same_named_tree_kernel_are_not_expected_evidence() -
                 if (c.qt, c.path, c.arch) == (44, "decode", "gfx1100"))
     assert cell.status is S.EMULATED
     assert not any("no mutant of this tree" in x for x in cell.reasons)
+
+
+def test_markdown_names_each_cells_kernels_with_their_status() -> None:
+    rows = [x for x in full_emu("gfx1100") if not (x.kernel == "gemv44"
+                                                  and x.check == "bit_identity")]
+    rows.append(r("check", "bit_identity", "gemv44", "gfx1100", status=Status.FAIL))
+    text = to_markdown(run(rows))
+    line = next(ln for ln in text.splitlines() if "| gfx1100 | qt=44 mq4g256v2 | decode |" in ln)
+    assert "**rejected**" in line and line.rstrip().endswith("gemv44: failed |")
