@@ -107,6 +107,30 @@ def _unsupported(ins: Instruction, cx: Ctx, why: str) -> Callable[[WaveState, An
     return raise_it
 
 
+# Translations shared by every kernel: an ALU instruction's closure depends only on its
+# text, the arch and the wave size.  Not shared: memory instructions (their errors name the
+# kernel) and what depends on the instruction's address (branches, calls, getpc, setreg).
+_SHARED: dict[tuple[str, str, int], tuple[Callable[[WaveState, Any], Any], str]] = {}
+_SHARED_LIMIT = 200_000
+_PER_KERNEL = ("s_branch", "s_cbranch", "s_getpc", "s_setpc", "s_swappc", "s_call",
+               "s_setreg")
+_MEMORY = ("SMEM", "VMEM", "LDS")
+
+
+def _translate(ins: Instruction, cx: Ctx, nlanes: int
+               ) -> tuple[Callable[[WaveState, Any], Any], str] | None:
+    key = None if ins.mnemonic.startswith(_PER_KERNEL) else (ins.text, cx.arch, nlanes)
+    if key is not None and key in _SHARED:
+        return _SHARED[key]
+    res = (scalar.translate(ins, cx) or memory.translate(ins, cx)
+           or vector.translate(ins, cx, nlanes))
+    if key is not None and res is not None and res[1] not in _MEMORY:
+        if len(_SHARED) >= _SHARED_LIMIT:
+            _SHARED.clear()
+        _SHARED[key] = res
+    return res
+
+
 def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
                      nlanes: int) -> Program:
     index_of = {ins.addr: k for k, ins in enumerate(instrs)}
@@ -116,8 +140,7 @@ def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
     missing: list[tuple[str, int, str]] = []
     for ins in instrs:
         try:
-            res = (scalar.translate(ins, cx) or memory.translate(ins, cx)
-                   or vector.translate(ins, cx, nlanes))
+            res = _translate(ins, cx, nlanes)
         except UnsupportedInstruction as exc:
             res, why = None, exc.why
         except (EmuError, ValueError, KeyError, IndexError) as exc:
@@ -268,44 +291,10 @@ class Machine:
 
     def _kernargs(self, info: KernelInfo, args: Sequence[int], grid: tuple[int, int, int],
                   block: tuple[int, int, int], dynamic_lds: int) -> int:
-        size = max(info.kernarg_size, 8)
-        buf = bytearray(size)
-        explicit = [a for a in info.args if not str(a.get(".value_kind", "")).startswith(
-            "hidden_")]
-        if len(args) != len(explicit):
-            kinds = ", ".join(f"{a.get('.name', '?')}:{a.get('.value_kind')}" for a in explicit)
-            raise EmuError(f"kernel {info.name!r} takes {len(explicit)} arguments ({kinds}), "
-                           f"got {len(args)}")
-        for value, meta in zip(args, explicit, strict=True):
-            off, sz = int(meta[".offset"]), int(meta[".size"])
-            v = int(value)
-            if sz not in (1, 2, 4, 8):
-                raise EmuError(f"argument at offset {off} has size {sz}: only scalars and "
-                               f"pointers can be passed")
-            if not -(1 << (8 * sz - 1)) <= v < (1 << (8 * sz)):
-                name = meta.get(".name", f"#{explicit.index(meta)}")
-                raise EmuError(f"argument {name} of {info.name!r} is {sz} bytes but the value "
-                               f"{v:#x} does not fit (a pointer passed for an int?)")
-            buf[off:off + sz] = (v & ((1 << (8 * sz)) - 1)).to_bytes(sz, "little")
-        hidden = {
-            "hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1],
-            "hidden_block_count_z": grid[2], "hidden_group_size_x": block[0],
-            "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],
-            "hidden_remainder_x": 0, "hidden_remainder_y": 0, "hidden_remainder_z": 0,
-            "hidden_grid_dims": sum(1 for g, b in zip(grid, block, strict=True)
-                                    if g * b > 1) or 1,
-            "hidden_dynamic_lds_size": dynamic_lds,
-        }
-        for meta in info.args:
-            kind = str(meta.get(".value_kind", ""))
-            if kind in hidden:
-                off, sz = int(meta[".offset"]), int(meta[".size"])
-                buf[off:off + sz] = int(hidden[kind]).to_bytes(sz, "little")
-            elif kind.startswith("hidden_"):
-                pass  # offsets, printf/hostcall buffers, queue pointers: zero
-        addr = self.mem.alloc(size + 256)
+        buf = kernarg_bytes(info, args, grid, block, dynamic_lds)
+        addr = self.mem.alloc(len(buf) + 256)
         self._launch_allocs.append(addr)
-        self.mem.data[self.mem.region(addr, size)] = np.frombuffer(bytes(buf), np.uint8)
+        self.mem.data[self.mem.region(addr, len(buf))] = np.frombuffer(bytes(buf), np.uint8)
         return addr
 
     def _dispatch_packet(self, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -430,3 +419,46 @@ class Machine:
                 else:
                     pcs[w] = nxt  # per-wave jump targets (s_setpc / s_swappc)
                 break
+
+
+def kernarg_bytes(info: KernelInfo, args: Sequence[int], grid: tuple[int, int, int],
+                  block: tuple[int, int, int], dynamic_lds: int = 0) -> bytearray:
+    """The kernarg segment of a launch: ``args`` (ints: pointers, i32 scalars) at the
+    offsets the metadata gives, hidden block counts, group sizes, remainders and grid dims
+    filled in, the other hidden arguments zero."""
+    size = max(info.kernarg_size, 8)
+    buf = bytearray(size)
+    explicit = [a for a in info.args if not str(a.get(".value_kind", "")).startswith(
+        "hidden_")]
+    if len(args) != len(explicit):
+        kinds = ", ".join(f"{a.get('.name', '?')}:{a.get('.value_kind')}" for a in explicit)
+        raise EmuError(f"kernel {info.name!r} takes {len(explicit)} arguments ({kinds}), "
+                       f"got {len(args)}")
+    for value, meta in zip(args, explicit, strict=True):
+        off, sz = int(meta[".offset"]), int(meta[".size"])
+        v = int(value)
+        if sz not in (1, 2, 4, 8):
+            raise EmuError(f"argument at offset {off} has size {sz}: only scalars and "
+                           f"pointers can be passed")
+        if not -(1 << (8 * sz - 1)) <= v < (1 << (8 * sz)):
+            name = meta.get(".name", f"#{explicit.index(meta)}")
+            raise EmuError(f"argument {name} of {info.name!r} is {sz} bytes but the value "
+                           f"{v:#x} does not fit (a pointer passed for an int?)")
+        buf[off:off + sz] = (v & ((1 << (8 * sz)) - 1)).to_bytes(sz, "little")
+    hidden = {
+        "hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1],
+        "hidden_block_count_z": grid[2], "hidden_group_size_x": block[0],
+        "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],
+        "hidden_remainder_x": 0, "hidden_remainder_y": 0, "hidden_remainder_z": 0,
+        "hidden_grid_dims": sum(1 for g, b in zip(grid, block, strict=True)
+                                if g * b > 1) or 1,
+        "hidden_dynamic_lds_size": dynamic_lds,
+    }
+    for meta in info.args:
+        kind = str(meta.get(".value_kind", ""))
+        if kind in hidden:
+            off, sz = int(meta[".offset"]), int(meta[".size"])
+            buf[off:off + sz] = int(hidden[kind]).to_bytes(sz, "little")
+        elif kind.startswith("hidden_"):
+            pass  # offsets, printf/hostcall buffers, queue pointers: zero
+    return buf
