@@ -19,8 +19,10 @@ def test_compare_reports_regressions_as_markdown(make_run: RunFactory, tmp_path:
     md = capsys.readouterr().out
     assert md == out.read_text()
     assert "2 regression(s)" in md
-    assert "| regressed | `reference_parity[gemv_mq4g256v2_r1\\|gfx1100\\|hip]` | parity |" in md
-    assert "| regressed | `ratio_hot[gemv_mq4g256v2_r1\\|gfx1100\\|hip]` | timing |" in md
+    worse = md[md.index("#### worse"):md.index("#### status flips")]
+    assert "`timing_hot[gemv_mq4g256v2_r1@4096x4096\\|gfx1100\\|hip]`" in worse
+    flips = md[md.index("#### status flips"):]
+    assert "`reference_parity[gemv_mq4g256v2_r1\\|gfx1100\\|hip]`" in flips
 
 
 def test_compare_identical_runs_exit_0(make_run: RunFactory,
