@@ -451,3 +451,19 @@ def test_a_waived_rule_is_skipped_with_its_reason_and_finding() -> None:
     assert out[0].status is Status.SKIPPED and out[0].details["waived"] == "engine build"
     assert out[0].details["waived_status"] == "fail" and "3 VGPR spills" in out[0].message
     assert out[1] == rows[1]  # a rule not waived keeps its failure
+
+
+def test_a_v2_kernel_with_a_uniform_buffer_policy_against_a_plain_v1_passes(
+        tmp_path: Path, cache: Path) -> None:
+    """The engine may route only some kernels through its buffer-load policy: a v2 GEMV
+    reading its header by uniform buffer loads against a v1 baseline that reads it by
+    scalar loads reads nothing per lane more."""
+    src = TREE.path.parent / "src"
+    (tmp_path / "policy.inc").write_text(BUFFER_POLICY.replace("HDR_LANE_OFFSET", "0"))
+    shutil.copy(src / "ew_gemv_mq4g256v2.hip", tmp_path / "v2.hip")
+    v2 = KernelSpec(name="ew_gemv_mq4g256v2", source=tmp_path / "v2.hip",
+                    symbol="ew_gemv_mq4g256v2", qt=44, kind="gemv",
+                    baseline="ew_gemv_hfq4g256", preinclude=(tmp_path / "policy.inc",))
+    rows = tree_audit(v2, "gfx1201", cache, TREE.by_name("ew_gemv_hfq4g256"))
+    assert rows["header_scalar"].status is Status.PASS, rows["header_scalar"].message
+    assert not rows["header_scalar"].details["loop_scalar_loads"]
