@@ -543,3 +543,22 @@ def test_markdown_names_each_cells_kernels_with_their_status() -> None:
     text = to_markdown(run(rows))
     line = next(ln for ln in text.splitlines() if "| gfx1100 | qt=44 mq4g256v2 | decode |" in ln)
     assert "**rejected**" in line and line.rstrip().endswith("gemv44: failed |")
+
+
+def test_timing_rows_of_runs_without_a_kernel_table_find_their_gate() -> None:
+    # bench runs before the envelope kept a kernel table (the held-out H200 runs): the
+    # suite's own kernel names still map to their format, path and gate
+    from hqval.admission import gate_for_row
+
+    gate_for = gate_for_row(POLICY, {})
+    row = Row("timing", "timing_cold", "gemv_mq4g256v2_r8@17408x5120", "sm_90", "cuda",
+              Status.PASS, details={"mode": "cold"})
+    g = gate_for(row)
+    assert g is not None and g.source.endswith("mq4g256v2.paths.decode.timing.cold")
+    mutant = Row("timing", "timing_cold", "gemv_mq4c_r8+extra2@17408x5120", "sm_90", "cuda",
+                 Status.PASS, details={"mode": "hot"})
+    m = gate_for(mutant)
+    assert m is not None and "mq4cg256" in m.source
+    unknown = Row("timing", "timing_cold", "someone_elses@1x256", "sm_90", "cuda",
+                  Status.PASS, details={"mode": "cold"})
+    assert gate_for(unknown) is None

@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     manifest = with_defines(load_manifest(Path(args.manifest) if args.manifest else None),
                             args.define)
 
-    envelope = bench_envelope(backend, arch, plan)
+    envelope = bench_envelope(backend, arch, plan, manifest)
     envelope["timing"]["defines"] = list(args.define)
     envelope["timing"]["timing_mutants"] = list(mutants)
     envelope["timing"]["policy"] = args.policy or "matrices/policy.yaml"
@@ -258,7 +258,7 @@ def with_defines(manifest: Any, defines: list[str]) -> Any:
     return dataclasses.replace(manifest, kernels=kernels)
 
 
-def bench_envelope(backend: Any, arch: str, plan: Any) -> dict[str, Any]:
+def bench_envelope(backend: Any, arch: str, plan: Any, manifest: Any = None) -> dict[str, Any]:
     import os
 
     from hqval.results.store import make_envelope
@@ -266,6 +266,10 @@ def bench_envelope(backend: Any, arch: str, plan: Any) -> dict[str, Any]:
     return make_envelope(
         backend=backend.name, device=backend.device_name(), arch=arch,
         runtime=backend.runtime_info(),
+        # what admission and compare need to find each cell's format, path and gate offline
+        kernels={s.name: {"qt": s.qt, "kind": s.kind, "rows_per_block": s.rows_per_block,
+                          "baseline": s.baseline, "residual": s.residual}
+                 for s in manifest.kernels if s.kind == "gemv"} if manifest is not None else None,
         extra={"timing": {"warmup": plan.config.warmup, "iterations": plan.config.iterations,
                           "runs": plan.config.runs, "order": "ABBA",
                           "modes": list(plan.modes), "rows_per_block": plan.rows},

@@ -161,3 +161,12 @@ def test_markdown_escapes_identities_labels_and_notes() -> None:
     assert live_markup(md) == []
     rows = [line for line in md.splitlines() if line.startswith("|")]
     assert len(rows) >= 6 and {table_cells(line) for line in rows} == {7}
+
+
+def test_a_vanished_kernel_cell_is_a_regression_a_vanished_ceiling_is_not() -> None:
+    ceiling = Row("timing", "torch_mv_bf16_cold", "torch.mv@17408x5120", "sm_90", "cuda",
+                  Status.PASS, measured=48.9, details={"mode": "cold"})
+    cmp = compare_rows([ceiling, _cell(2, 1.0)], [])
+    got = {c.identity.split("[")[0]: c.regression for c in cmp.changes}
+    assert got == {"torch_mv_bf16_cold": False, "timing_cold": True}
+    assert all(c.section is Section.MISSING for c in cmp.changes)
