@@ -119,6 +119,9 @@ def measure(args: argparse.Namespace) -> int:
         return env
 
     cal_path = out / "calibration.json"
+    if args.no_mutants and not cal_path.is_file():
+        cal_path.write_text(json.dumps({"targets": [], "ladder": [], "cells": {},
+                                        "note": "clean re-runs only (--no-mutants)"}) + "\n")
     if cal_path.is_file():
         calibration = json.loads(cal_path.read_text())
         _progress(f"calibration: reused {cal_path}")
@@ -205,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
                    default=list(TARGETS))
     m.add_argument("--budget-s", type=float, default=500.0,
                    help="stop between re-runs before this many seconds (resume later)")
+    m.add_argument("--no-mutants", action="store_true",
+                   help="clean re-runs only: no calibration, no timing mutants (e.g. one "
+                        "re-run per process: run with --reruns 1, 2, ... in turn)")
     m.add_argument("--dry-run", action="store_true",
                    help="the simulated device (no GPU; numbers are a model)")
     a = sub.add_parser("analyze", help="error rates from the stored samples")
