@@ -536,10 +536,8 @@ def trusted_roots(spec: KernelSpec, compiler: Compiler) -> tuple[Path, ...]:
     directory, the source's and its include dirs: the manifest loader keeps those inside
     the tree unless the manifest allows otherwise), the suite's own kernels, and the
     compiler's installation (its headers)."""
-    from hqval.manifest import KERNELS_DIR
-
     roots = [spec.source.parent, *(p for _, p in spec.variants), *spec.include_dirs,
-             *(p.parent for p in spec.preinclude), KERNELS_DIR,
+             *(p.parent for p in spec.preinclude), HIPCOMPAT_DIR.parent,
              Path(os.path.realpath(compiler.path)).parent.parent]
     if spec.manifest is not None:
         roots.append(spec.manifest.parent)
