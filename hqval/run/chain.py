@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import time
 import traceback
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,15 +191,12 @@ def run_step(ctx: RunContext, name: str, step: Step) -> StepResult:
         ctx.writer.append(marks)
     result = StepResult(name, result.rows, len(expected), missing, result.error,
                         result.skipped, secs)
-    counts = Counter(str(r.status) for r in result.rows)
     text = f"{_summary(result.rows, kills)}, {secs:.1f} s"
     if result.skipped:
         text += f"; gate skipped ({result.skipped})"
     if not result.done:
-        text += f"; NOT DONE: {len(missing)} of {len(expected)} expected cells missing"
-        if result.error:
-            text += f" ({result.error})"
-    del counts
+        lost = [f"{len(missing)} of {len(expected)} expected cells missing"] if missing else []
+        text += "; NOT DONE: " + "; ".join([*lost, *([result.error] if result.error else [])])
     ctx.progress.finish(name, text)
     return result
 
