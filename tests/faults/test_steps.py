@@ -88,6 +88,15 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _is_worker(pid: int) -> bool:
+    """An execnet-spawned pytest-xdist worker: python reading its bootstrap from stdin."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"python" in cmd and (b"sys.stdin" in cmd or b"execnet" in cmd or b"xdist" in cmd)
+
+
 @pytest.mark.slow
 def test_crashed_xdist_worker_is_a_step_error(tree: Path, tmp_path: Path) -> None:
     """kill -9 one pytest-xdist worker while it runs cells: the cell it held has no row,
@@ -101,10 +110,7 @@ def test_crashed_xdist_worker_is_a_step_error(tree: Path, tmp_path: Path) -> Non
     while victim is None and proc.poll() is None and time.monotonic() < deadline:
         have = [r for r in rows(out) if r["kind"] == "check"] if (out / "rows.jsonl").exists() \
             else []
-        workers = [c for c in _children(proc.pid)
-                   if b"execnet" in Path(f"/proc/{c}/cmdline").read_bytes()
-                   or b"xdist" in Path(f"/proc/{c}/cmdline").read_bytes()] \
-            if have else []
+        workers = [c for c in _children(proc.pid) if _is_worker(c)] if have else []
         if workers:
             victim = workers[0]
             os.kill(victim, signal.SIGKILL)
