@@ -19,6 +19,7 @@ from hqval.emu import memory, scalar, vector
 from hqval.emu.codeobject import CodeObject, KernelInfo
 from hqval.emu.disasm import Instruction, disassemble
 from hqval.emu.errors import EmuError, UnknownArch, UnsupportedInstruction
+from hqval.emu.fparith import launch_fp
 from hqval.emu.memory import Memory
 from hqval.emu.operands import EXEC, TTMP0, Ctx, WaveState
 
@@ -278,7 +279,8 @@ class Machine:
         t0 = time.perf_counter()
         counts = np.zeros((len(CLASSES), nw), np.int64)
         try:
-            self._run(prog, st, counts, wg, waves_per_wg, trace, max_steps)
+            with launch_fp():
+                self._run(prog, st, counts, wg, waves_per_wg, trace, max_steps)
         finally:
             for addr in self._launch_allocs:
                 self.mem.free(addr)

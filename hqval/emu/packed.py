@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hqval.emu.fparith import _round_odd_f64, f32_to_f16, fma_f16, max_isa, min_isa
+from hqval.emu.fparith import _round_odd_f64, f32_to_f16, fma_f16, fp_quiet, max_isa, min_isa
 from hqval.emu.operands import NULL, Ctx, Operand, Sel, WaveState, vwrite
 
 Fn = Callable[[WaveState, Sel], Any]
@@ -52,7 +52,7 @@ def _half(x: Any, hi: int) -> Any:
 
 def fma_round(a: Any, b: Any, c: Any, out: Any) -> Any:
     """a*b + c with f32-or-narrower inputs, rounded once to ``out`` (f32 or f16)."""
-    with np.errstate(invalid="ignore", over="ignore"):
+    with fp_quiet(invalid="ignore", over="ignore"):
         p = np.asarray(a, F64) * np.asarray(b, F64)
         cc = np.asarray(c, F64)
         s = p + cc
@@ -69,7 +69,7 @@ def dot2_f32_bf16(a: Any, b: Any, c: Any) -> Any:
         hi = (x & np.uint32(0xFFFF0000)).view(F32).astype(F64)
         return lo, hi
     (a0, a1), (b0, b1) = halves(a), halves(b)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with fp_quiet(invalid="ignore", over="ignore"):
         tmp = np.asarray(c, F32) + (a0 * b0).astype(F32)
         return (tmp + (a1 * b1).astype(F32)).astype(F32)
 
@@ -83,7 +83,7 @@ def dot2_f32_f16(a: Any, b: Any, c: Any) -> Any:
     a1 = _half(a, 1).astype(np.uint16).view(F16).astype(F64)
     b0 = _half(b, 0).astype(np.uint16).view(F16).astype(F64)
     b1 = _half(b, 1).astype(np.uint16).view(F16).astype(F64)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with fp_quiet(invalid="ignore", over="ignore"):
         tmp = np.asarray(c, F32) + (a0 * b0).astype(F32)
         return (tmp + (a1 * b1).astype(F32)).astype(F32)
 
@@ -255,7 +255,7 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
             a = np.asarray(raws[0](st, w), np.uint32)
             b = np.asarray(raws[1](st, w), np.uint32)
             c = _half(raws[2](st, w), opsel4[2])
-            with np.errstate(all="ignore"):
+            with fp_quiet(all="ignore"):
                 if bf:
                     r = dot2_bf16_bf16(a, b, c)
                 else:
@@ -301,7 +301,7 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
             return vals
 
         def pkf(st: WaveState, w: Sel) -> None:
-            with np.errstate(all="ignore"):
+            with fp_quiet(all="ignore"):
                 lo = np.asarray(fn(*halves(0, st, w)), F16)
                 hi = np.asarray(fn(*halves(1, st, w)), F16)
             if clamp:

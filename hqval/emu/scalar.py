@@ -13,6 +13,7 @@ import numpy as np
 
 from hqval.emu.disasm import Instruction
 from hqval.emu.errors import EmuError
+from hqval.emu.fparith import fp_quiet
 from hqval.emu.operands import EXEC, SCC, VCC, Ctx, Sel, WaveState, parse_operand, sreader, swriter
 
 Fn = Callable[[WaveState, Sel], Any]
@@ -313,7 +314,7 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
             conv_f = _f16 if kind == "f16" else _f32
 
             def cmp_float(st: WaveState, w: Sel) -> None:
-                with np.errstate(invalid="ignore"):
+                with fp_quiet(invalid="ignore"):
                     _set_scc(st, w, fcmp(conv_f(a(st, w)), conv_f(b(st, w))))
             return cmp_float, "SALU"
         cmpf = _CMP.get(parts[2])
@@ -445,7 +446,7 @@ def _salu_float(name: str, ops: list[Any]) -> Fn:
     fn = _salu_float_fn(name, ops)
 
     def quiet_fp(st: WaveState, w: Sel) -> Any:
-        with np.errstate(all="ignore"):
+        with fp_quiet(all="ignore"):
             return fn(st, w)
     return quiet_fp
 

@@ -22,6 +22,7 @@ from hqval.emu.fparith import (
     fma_f16,
     fma_f32,
     fma_f64,
+    fp_quiet,
     max_isa,
     maximum_isa,
     min_isa,
@@ -874,7 +875,7 @@ def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str]
     h_out = dtype in ("f16", "f16z", "f64")
 
     def compute(st: WaveState, w: Sel) -> Any:
-        with np.errstate(all="ignore"):
+        with fp_quiet(all="ignore"):
             vals = [g(st, w) for g in getters]
             if st.denorm32 and st.denorm16_64:
                 r = fn(*vals)
@@ -993,7 +994,7 @@ def _salu_in_valu(name: str, ops: list[Operand], mods: dict[str, str]) -> Fn:
         if neg:
             x = -x
         keep = st.denorm32 if typ == "f32" else st.denorm16_64
-        with np.errstate(all="ignore"):
+        with fp_quiet(all="ignore"):
             if not keep:
                 x = flush_denormals(x)
             r = np.asarray(fn(x), dt)
@@ -1054,7 +1055,7 @@ def _vopc(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx, dpp: boo
     sreg = sdst.reg if sdst is not None else None
 
     def run(st: WaveState, w: Sel) -> None:
-        with np.errstate(invalid="ignore"):
+        with fp_quiet(invalid="ignore"):
             res = cmp(getters[0](st, w), getters[1](st, w))
         res = np.broadcast_to(res, (_n(st, w), nl)) & st.em[w]
         if sreg is not None:
@@ -1140,7 +1141,7 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
         def div_scale(st: WaveState, w: Sel) -> None:
             shape = (_n(st, w), nl)
             s0, s1, s2 = (np.broadcast_to(g(st, w), shape).astype(F32) for g in num)
-            with np.errstate(all="ignore"):
+            with fp_quiet(all="ignore"):
                 e1, e2 = _exponent(s1), _exponent(s2)
                 tiny = np.finfo(F32).tiny
                 q = (s2.astype(F64) / s1.astype(F64)).astype(F32)
@@ -1170,7 +1171,7 @@ def _special(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx,
         def div_scale64(st: WaveState, w: Sel) -> None:
             shape = (_n(st, w), nl)
             s0, s1, s2 = (np.broadcast_to(g(st, w), shape).astype(F64) for g in num)
-            with np.errstate(all="ignore"):
+            with fp_quiet(all="ignore"):
                 e1, e2 = _exponent64(s1), _exponent64(s2)
                 tiny = np.finfo(F64).tiny
                 q = s2 / s1
