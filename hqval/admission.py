@@ -778,7 +778,8 @@ def admit(
     return Admission(tuple(cells), infra, unclassified, outside=outside, findings=findings,
                      missing=tuple(missing), self_test=self_test,
                      skipped_gates=tuple(f"{s} on {a}" for a, ss in skips.items() for s in ss),
-                     empty=not evidence_rows or not (cells or outside or findings),
+                     empty=not evidence_rows or not (any(c.kernels for c in cells) or outside
+                                                           or findings),
                      not_gating=not_gating)
 
 
@@ -811,7 +812,8 @@ def problem_lines(adm: Admission) -> list[str]:
     policy, skipped gates (``hqval admit`` and ``hqval run`` print them)."""
     lines = [f"infrastructure: {m}" for m in adm.infrastructure]
     if adm.empty:
-        lines.append("empty: the runs hold no evidence (no rows, or nothing to admit)")
+        lines.append("empty: the runs hold no evidence (no rows, or no kernel of any admission "
+                     "path: nothing to admit)")
     if adm.missing:
         lines.append(f"incomplete: {len(adm.missing)} expected cell(s) have no row, first: "
                      + ", ".join(adm.missing[:5]) + "; rerun with --resume")

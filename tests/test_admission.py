@@ -562,3 +562,14 @@ def test_timing_rows_of_runs_without_a_kernel_table_find_their_gate() -> None:
     unknown = Row("timing", "timing_cold", "someone_elses@1x256", "sm_90", "cuda",
                   Status.PASS, details={"mode": "cold"})
     assert gate_for(unknown) is None
+
+
+def test_a_run_with_no_kernel_of_any_admission_path_is_empty_and_exit_2() -> None:
+    """A tree of v1 kernels only: every cell would be untested with nothing behind it,
+    which must not read as 'every admitted cell passes'."""
+    kernels = {"gemv6": KernelInfo(6, "decode")}
+    rows = [*compiled("gemv6", "gfx1100"), r("check", "reference_parity", "gemv6", "gfx1100")]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels, only_arches=["gfx1100"])
+    assert all(not c.kernels for c in adm.cells)
+    assert adm.empty and adm.exit_code == 2
+    assert "no kernel of any admission path" in "\n".join(problem_lines(adm))
