@@ -26,12 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hqval.backends import BackendUnavailable, open_for
-    from hqval.checks.cell import unknown_checks
+    from hqval.checks.cell import CHECKS, unknown_checks
     from hqval.checks.session import keyword_problem, run_cells
     from hqval.cli import UsageError
     from hqval.manifest import DEFAULT_MANIFEST, load_manifest
     from hqval.matrix import resolve_arches
     from hqval.result import Status
+    from hqval.run.progress import Display
 
     try:
         arches = resolve_arches(args.arch)
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         if bad:
             raise UsageError(bad)
         manifest = Path(args.manifest) if args.manifest else DEFAULT_MANIFEST
-        load_manifest(manifest)
+        specs = load_manifest(manifest).kernels
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -55,11 +56,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"hqval check: {arch}: {b.selection}")
     label = {b.name for b in chosen.values()}
     backend = label.pop() if len(label) == 1 else args.backend
+    display = Display()
+    # every cell when no -k narrows them (then the count is what it selected)
+    display.start("checks", 0 if args.keyword else
+                  len(specs) * len(args.check or CHECKS) * len(arches))
     result = run_cells([manifest], [a.name for a in arches], backend, checks=args.check,
                        keyword=args.keyword, workers=str(args.workers),
                        junit_xml=args.junit_xml, seed=args.seed, verbose=args.verbose,
-                       cache_dir=args.cache_dir)
+                       cache_dir=args.cache_dir,
+                       on_row=lambda r: display.cell(r.identity, str(r.status)))
     rows = result.rows
+    display.finish("checks", f"{len(rows)} cells")
     if args.json:
         options.write_json([r.to_dict() for r in rows], args.json)
     counts = {s: sum(r.status == s for r in rows) for s in Status}

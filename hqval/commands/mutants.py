@@ -32,14 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hqval.backends import BackendUnavailable, open_for
-    from hqval.checks.cell import unknown_checks
+    from hqval.checks.cell import CHECKS, unknown_checks
     from hqval.checks.mutation import build, matrix_text, real_failures, verdicts
     from hqval.checks.session import keyword_problem, run_cells
     from hqval.cli import UsageError
     from hqval.manifest import DEFAULT_MANIFEST, DEFAULT_MUTANTS, load_manifest
     from hqval.manifest import load_mutants as load_mutant_manifest
     from hqval.matrix import resolve_arches
-    from hqval.result import Status
+    from hqval.result import Row, Status
+    from hqval.run.progress import Display
 
     real_path = Path(args.manifest) if args.manifest else DEFAULT_MANIFEST
     mutants_path = Path(args.mutants) if args.mutants else DEFAULT_MUTANTS
@@ -66,17 +67,27 @@ def run(args: argparse.Namespace) -> int:
 
     built, audit_rows = build(mutants, arches, args.cache_dir)
     names = [a.name for a in arches]
+    mutant_names = {m.name for m in mutants.kernels}
+    display = Display()
+    display.start("mutants", 0 if args.keyword else
+                  (len(mutants.kernels) + len(load_manifest(real_path).kernels))
+                  * len(args.check or CHECKS) * len(names))
+
+    def shown(r: Row) -> None:  # a mutant's failing cell is an expected kill
+        kill = r.kernel in mutant_names and r.status is Status.FAIL
+        display.cell(r.identity, "kill" if kill else str(r.status))
+
     result = run_cells([real_path, mutants_path], names, args.backend, checks=args.check,
                        keyword=args.keyword, workers=str(args.workers),
                        junit_xml=args.junit_xml, seed=args.seed, verbose=args.verbose,
-                       cache_dir=args.cache_dir)
+                       cache_dir=args.cache_dir, on_row=shown)
     cell_rows = result.rows
+    display.finish("mutants", f"{len(cell_rows)} cells")
     why = result.problem()
     if why or not cell_rows:
         print(f"hqval mutants: the check session did not run every cell: "
               f"{why or 'no cells collected'}", file=sys.stderr)
         return 2
-    mutant_names = {m.name for m in mutants.kernels}
     mutant_rows = [r for r in [*cell_rows, *audit_rows] if r.kernel in mutant_names]
     real_rows = [r for r in cell_rows if r.kernel not in mutant_names]
     verdict_rows = [v for a in names for v in
