@@ -29,6 +29,11 @@ import pytest
 from hqval.result import Row
 
 PYTEST_INI = "[pytest]\naddopts = --strict-markers\nxfail_strict = true\n"
+# The checks plugin for a nested session.  A caller (a test, a notebook) that imported
+# hqval.checks.plugin already makes pytest warn that it cannot rewrite its asserts, and a
+# project ini with filterwarnings=error turns that into a failed session; the plugin has
+# no asserts to rewrite, so the warning says nothing here.
+PLUGIN_ARGS = ("-p", "hqval.checks.plugin", "-W", "ignore::pytest.PytestAssertRewriteWarning")
 ROW_PROPERTY = "hqval_row"  # the user property the checks plugin reports a row under
 
 
@@ -128,7 +133,7 @@ def keyword_problem(manifests: Iterable[Path], arches: Iterable[str], backend: s
     import re
 
     sel = _Selection()
-    args = [*(str(Path(m).resolve()) for m in manifests), "-p", "hqval.checks.plugin",
+    args = [*(str(Path(m).resolve()) for m in manifests), *PLUGIN_ARGS,
             "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:benchmark",
             "--collect-only", "-qq", "--hqval-backend", backend, "-k", keyword]
     for arch in arches:
@@ -166,7 +171,7 @@ def run_cells(
     ini = scratch / "pytest.ini"
     ini.write_text(PYTEST_INI)
     rootdir = os.path.commonpath([m.parent for m in manifests])
-    args = [*map(str, manifests), "-p", "hqval.checks.plugin", "-p", "no:cacheprovider",
+    args = [*map(str, manifests), *PLUGIN_ARGS, "-p", "no:cacheprovider",
             "-p", "no:benchmark", "-c", str(ini), "--rootdir", rootdir,
             "--hqval-backend", backend, "--hqval-seed", str(seed)]
     args += ["-v"] if verbose else ["-q", "--no-header", "--no-summary"]
