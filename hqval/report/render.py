@@ -218,6 +218,11 @@ def render_checkpoint(data: ReportData, title: str | None = None,
         ["arch", *(f"qt={qt} {path}" for qt, _, path in cols)],
         [[a, *(str(c.status) if (c := data.cell(a, qt, path)) else "" for qt, _, path in cols)]
          for a in data.arches])
+    kernels_table = md.table(
+        ["cell", "status", "kernels behind it (their own status)"],
+        [[f"{c.arch} qt={c.qt} {c.path}", str(c.status),
+          md.join([f"{k}: {st}" for k, st, _ in c.kernels], ", ") or "no kernel of this path"]
+         for c in data.admission.cells])
     rejected = [c for c in data.admission.cells if c.status is AdmissionStatus.REJECTED]
     rejected_table = md.table(
         ["cell", "failing", "reasons"],
@@ -247,6 +252,7 @@ def render_checkpoint(data: ReportData, title: str | None = None,
         data=data,
         summary=summary(data),
         admission_table=admission_table,
+        kernels_table=kernels_table,
         rejected_table=rejected_table,
         infrastructure=list(data.admission.infrastructure),
         rows_table=md.table(["row status (real kernels and steps)", "rows"],

@@ -252,7 +252,8 @@ def _shape_cells(
         drained = any(aa.queue_drained)
         aa_ok = not noisy and not drained
         msg = (f"A/A {aa_stats.ratio:.4f} [{aa_stats.ci_low:.4f}, {aa_stats.ci_high:.4f}]"
-               + (f"; noisy after {len(aa_history)} tries {aa_history}" if noisy else "")
+               + (f"; noisy after {len(aa_history)} tries ("
+                  + ", ".join(f"{t:.4f}" for t in aa_history) + ")" if noisy else "")
                + ("; host outran the queue filler" if drained else ""))
         rows.append(Row(
             kind="timing", check=f"timing_aa_{mode}", kernel=_cell_name(v1_spec.name, shape),

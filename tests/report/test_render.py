@@ -496,3 +496,17 @@ def test_checkpoint_prints_provenance_waivers_and_not_gating(make_run: RunFactor
     for table in re.findall(r"(?m)(^\|.*\n)+", md + "\n"):
         lines = table.splitlines()
         assert len({table_cells(line) for line in lines}) == 1, lines
+
+
+def test_every_cell_lists_its_kernels_with_their_own_status(make_run: RunFactory) -> None:
+    """The rejected gfx1010 qt=44 decode cell names the kernel that failed, with that
+    kernel's own status, in the HTML evidence section and in the checkpoint."""
+    html, md_text = _report(make_run)
+    section = re.search(r'<div id="r-admit-qt44-decode-gfx1010">.*?</div>', html, re.S)
+    assert section, "no evidence section for gfx1010 qt=44 decode"
+    assert "kernels behind this cell" in section.group(0)
+    assert re.search(r"<code>gemv_mq4g256v2_r1</code>: <span class=\"(\w+)\">(?!passed)",
+                     section.group(0)), section.group(0)
+    assert "Kernels behind each cell" in md_text
+    line = next(ln for ln in md_text.splitlines() if ln.startswith("| gfx1010 qt=44 decode"))
+    assert "gemv_mq4g256v2_r1" in line and "rejected" in line
