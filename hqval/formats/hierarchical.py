@@ -61,6 +61,16 @@ class HierarchicalFormat(Format):
         d = _f16_round_up(step.max(axis=-1) / CODE_MAX, "d", row0, self.name)
         scode = _code_up(step, d)
         scale = d[..., None] * scode.astype(np.float32)  # exact in f32
+        # hi - zero absorbs a hi far below |zero| in f64 (hi = 1e-38 beside zero = -0.2),
+        # so the grid can stop at 0 short of hi.  zero + 15 scale is exact in f64 (two f32
+        # values), so this test is exact; a short sub-block asks for the next larger step.
+        short = zero.astype(np.float64) + 15.0 * scale.astype(np.float64) < hi
+        if short.any():
+            step = np.where(short, np.nextafter(scale.astype(np.float64), np.inf), step)
+            d = _f16_round_up(np.maximum(step.max(axis=-1) / CODE_MAX, d), "d", row0,
+                              self.name)
+            scode = _code_up(step, d)
+            scale = d[..., None] * scode.astype(np.float32)
 
         q = quantize(x, scale, zero)
 

@@ -83,3 +83,13 @@ def test_overflow_refused() -> None:
     w[0, 5] = -1e8
     with pytest.raises(ValueError, match=r"super-dmin.*overflows fp16"):
         FMT.encode(w)
+
+
+def test_grid_reaches_a_max_far_below_the_zero() -> None:
+    """hi - zero absorbs hi = FLT_MIN beside zero = -0.2 in f64; the grid must still reach
+    hi (it used to stop at exactly 0: the case hypothesis found)."""
+    w = np.full((1, 256), -0.2, np.float32)
+    w[0, 0] = np.float32(1.1754944e-38)
+    scale, zero = FMT.headers(FMT.encode(w), 256)
+    top = zero.astype(np.float64) + 15 * scale.astype(np.float64)
+    assert top[0, 0, 0] >= np.float64(w[0, 0])
