@@ -55,6 +55,9 @@ class Compiler:
     # (ROCm's HIP headers are used).
     kind: str
     found_by: str
+    # The ROCm install the compiler came from (``--rocm-path``), when known: its device
+    # libraries are linked when its HIP headers are used.
+    rocm_root: str | None = None
 
     @property
     def hip_headers(self) -> bool:
@@ -69,10 +72,16 @@ class Compiler:
     def flags(self, arch: str) -> list[str]:
         # -fuse-cuid=none: no per-output-path __hip_cuid symbol, so a rebuild of the same
         # inputs is byte-identical (the cache can be checked against a fresh build).
+        # ROCm's HIP headers implement threadIdx, blockDim, expf ... with calls into its
+        # device libraries (__ockl_get_local_id, __ocml_exp_f32), so a build with them
+        # links those libraries, as hipcc does; the bare-LLVM build has neither (the
+        # compatibility headers use the builtins).
         f = ["-x", "hip", f"--offload-arch={arch}", "--cuda-device-only",
-             "--no-gpu-bundle-output", "-O3", "-std=c++17", "-nogpulib", "-fuse-cuid=none"]
+             "--no-gpu-bundle-output", "-O3", "-std=c++17", "-fuse-cuid=none"]
         if not self.hip_headers:
-            f.append("-nogpuinc")
+            f += ["-nogpulib", "-nogpuinc"]
+        elif self.rocm_root:
+            f.append(f"--rocm-path={self.rocm_root}")
         return f
 
 
@@ -125,7 +134,7 @@ def _search(hqval_clang: str | None, rocm_path: str | None,
         exe = str(Path(root) / "llvm" / "bin" / "clang")
         searched.append(exe)
         if os.access(exe, os.X_OK):
-            return Compiler(exe, _version(exe), "rocm-clang", f"ROCm at {root}")
+            return Compiler(exe, _version(exe), "rocm-clang", f"ROCm at {root}", root)
     for root in roots:
         exe = str(Path(root) / "bin" / "hipcc")
         searched.append(exe)
@@ -341,8 +350,37 @@ def _remember(spec: KernelSpec, cmd: tuple[str, ...], deps: list[str]) -> list[s
 
 def source_closure(spec: KernelSpec, arch: str, compiler: Compiler,
                    cache_dir: str | Path | None = None) -> list[tuple[str, str]]:
-    """(path, sha256) of the source and of every file the compiler reads for it."""
-    return [(p, file_sha256(p)) for p in dependencies(spec, arch, compiler, cache_dir)]
+    """(path, sha256) of the source and of every file the compiler reads for it: the
+    preprocessor's dependencies, then the device-library bitcode the build links."""
+    return [(p, file_sha256(p)) for p in
+            [*dependencies(spec, arch, compiler, cache_dir), *device_libraries(compiler, arch)]]
+
+
+_BITCODE = re.compile(r'"-mlink-builtin-bitcode" "([^"]+)"')
+
+
+def device_libraries(compiler: Compiler, arch: str) -> tuple[str, ...]:
+    """The device-library bitcode files a build links (none with ``-nogpulib``), from the
+    driver's own ``-###`` plan, so the cache key and provenance cover them."""
+    flags = compiler.flags(arch)
+    if "-nogpulib" in flags:
+        return ()
+    return _bitcode_of(compiler.path, compiler_identity(compiler), tuple(flags),
+                       tuple(sorted(compiler_env().items())))
+
+
+@functools.lru_cache(maxsize=64)
+def _bitcode_of(path: str, identity: str, flags: tuple[str, ...],
+                env: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    try:
+        proc = subprocess.run([path, *flags, "-###", "-o", os.devnull, os.devnull],
+                              capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DependencyError(f"{path} -### failed: {exc}") from exc
+    if proc.returncode != 0:
+        raise DependencyError(_first_errors(proc.stderr, trusted=())
+                              or f"{path} -### exited {proc.returncode}")
+    return tuple(dict.fromkeys(os.path.abspath(p) for p in _BITCODE.findall(proc.stderr)))
 
 
 def cache_key(spec: KernelSpec, arch: str, compiler: Compiler,

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -466,3 +467,61 @@ def test_a_recorded_dependency_list_is_reused_only_while_it_holds(
     toolchain._deps_memo.clear()
     toolchain.dependencies(spec, "gfx1100", compiler, cache)
     assert len(runs) == 2
+
+
+# ---- a ROCm install: its HIP headers call into its device libraries -------------------
+
+# Debian 12's ROCm 5.2 (libamdhip64-dev, rocm-device-libs): bitcode for gfx10.3, not gfx11+
+DEBIAN_BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+ROCM_SOURCE = """\
+#include <hip/hip_runtime.h>
+extern "C" __global__ void __launch_bounds__(64) rocm_k(float* y, const float* x) {
+    int i = threadIdx.x + blockIdx.x * blockDim.x;
+    y[i] = expf(x[i]);
+}
+"""
+
+
+def rocm_layout(tmp_path: Path) -> Path:
+    """A ROCm root laid out as /opt/rocm is (llvm/bin/clang, include/hip, amdgcn/bitcode)
+    over Debian's ROCm 5.2 packages and clang-19."""
+    assert CLANG is not None
+    root = tmp_path / "rocm"
+    (root / "llvm" / "bin").mkdir(parents=True)
+    (root / "llvm" / "bin" / "clang").symlink_to(CLANG)
+    (root / "include").mkdir()
+    (root / "include" / "hip").symlink_to("/usr/include/hip")
+    (root / "amdgcn").mkdir()
+    (root / "amdgcn" / "bitcode").symlink_to(DEBIAN_BITCODE)
+    return root
+
+
+@pytest.mark.skipif(not (DEBIAN_BITCODE / "ockl.bc").is_file()
+                    or not Path("/usr/include/hip/hip_runtime.h").is_file(),
+                    reason="needs ROCm's HIP headers and device libraries "
+                           "(apt-get install libamdhip64-dev rocm-device-libs)")
+def test_a_rocm_build_links_its_device_libraries_and_keys_on_them(tmp_path: Path) -> None:
+    from hqval.toolchain import compile_command, device_libraries, source_closure
+
+    root = rocm_layout(tmp_path)
+    compiler = find_compiler({"ROCM_PATH": str(root), "PATH": os.environ["PATH"]})
+    assert compiler.kind == "rocm-clang" and compiler.rocm_root == str(root)
+    (tmp_path / "k.hip").write_text(ROCM_SOURCE)
+    spec = KernelSpec(name="rocm_k", source=tmp_path / "k.hip", symbol="rocm_k", qt=6,
+                      kind="gemv")
+    built = compile_kernel(spec, "gfx1030", tmp_path / "c1", compiler)
+    assert built.ok, built.message
+    # the same command with -nogpulib (what hqval passed before): ROCm's threadIdx and
+    # expf are undefined symbols at link time
+    cmd = [*compile_command(spec, "gfx1030", compiler), "-nogpulib", "-o", str(tmp_path / "x")]
+    unlinked = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert unlinked.returncode != 0 and "__ockl_get_local_id" in unlinked.stderr
+    libs = device_libraries(compiler, "gfx1030")
+    assert any(p.endswith("ockl.bc") for p in libs) and any(p.endswith("ocml.bc") for p in libs)
+    closure = dict(source_closure(spec, "gfx1030", compiler, tmp_path / "c1"))
+    assert all(p in closure for p in libs)  # in the key and the provenance
+    # gfx1100 has no bitcode in ROCm 5.2: one clear compiler message, no object
+    gfx11 = compile_kernel(spec, "gfx1100", tmp_path / "c1", compiler)
+    assert not gfx11.ok and "device library" in gfx11.message
+    # the bare-LLVM build links none
+    assert device_libraries(find_compiler({"PATH": os.environ["PATH"]}), "gfx1030") == ()
