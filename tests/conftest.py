@@ -3,6 +3,7 @@ written through the real results store (used by the results, report and command 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -161,3 +162,20 @@ def table_cells(line: str) -> int:
         pipes += line[i] == "|"
         i += 1
     return pipes - 1
+
+
+@pytest.fixture(scope="session")
+def cuda_backend() -> object:
+    """The CUDA backend on this machine's GPU 0, at its own ``sm_XX``.  Where none runs the
+    test is skipped with the backend's own reason, unless the user asked for the cuda
+    backend (``HQVAL_BACKEND=cuda``): then it is an error, never a silent skip."""
+    from hqval.backends.base import BackendUnavailable
+
+    try:
+        from hqval.backends import cuda
+
+        return cuda.CudaBackend(cuda.device_arch())
+    except BackendUnavailable as exc:
+        if os.environ.get("HQVAL_BACKEND") == "cuda":
+            pytest.fail(f"HQVAL_BACKEND=cuda is asked for and cannot run here: {exc}")
+        pytest.skip(f"needs an NVIDIA GPU (HQVAL_BACKEND=cuda makes this an error): {exc}")

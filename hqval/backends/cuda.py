@@ -170,6 +170,30 @@ def nvidia_smi() -> dict[str, str]:
     return {f"smi.{k}": v for k, v in zip(SMI_FIELDS, values, strict=True)}
 
 
+def device_arch(device: int = 0) -> str:
+    """``sm_XX`` of CUDA device ``device``; ``BackendUnavailable`` naming what is missing
+    where no driver or no such device is (what ``--arch`` to ask for on this machine)."""
+    cu = _driver()
+    try:
+        status = cu.cuInit(0)
+    except Exception as exc:  # cuda-pathfinder's DynamicLibNotFoundError
+        raise BackendUnavailable(
+            f"backend 'cuda': the NVIDIA driver does not load ({exc}); run on a machine "
+            "with an NVIDIA GPU and driver"
+        ) from exc
+    status = status[0] if isinstance(status, tuple) else status
+    if int(status) != 0:
+        raise BackendUnavailable(f"backend 'cuda': cuInit failed ({status}); no usable GPU")
+    err, count = cu.cuDeviceGetCount()
+    if int(err) != 0 or count <= device:
+        raise BackendUnavailable(f"backend 'cuda': no CUDA device {device} ({count} present)")
+    _, dev = cu.cuDeviceGet(device)
+    attr = cu.CUdevice_attribute
+    _, major = cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+    _, minor = cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+    return f"sm_{int(major)}{int(minor)}"
+
+
 class CudaBackend(Backend):
     name = "cuda"
 
