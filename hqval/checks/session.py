@@ -34,6 +34,12 @@ PYTEST_INI = "[pytest]\naddopts = --strict-markers\nxfail_strict = true\n"
 # project ini with filterwarnings=error turns that into a failed session; the plugin has
 # no asserts to rewrite, so the warning says nothing here.
 PLUGIN_ARGS = ("-p", "hqval.checks.plugin", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+# The pytest plugins a session uses are named, never auto-loaded from whatever is installed:
+# an installed plugin (hypothesis's, a randomiser, a coverage hook) has no business in the
+# check cells, and each one loaded is re-read and assertion-rewritten in the controller and
+# in every worker (with PYTHONDONTWRITEBYTECODE nothing is cached): hypothesis's alone cost
+# ~2 s of CPU per process.  The checks plugin has no asserts to rewrite (--assert=plain).
+XDIST_PLUGINS = ("xdist", "xdist.looponfail")
 ROW_PROPERTY = "hqval_row"  # the user property the checks plugin reports a row under
 
 
@@ -134,7 +140,8 @@ def keyword_problem(manifests: Iterable[Path], arches: Iterable[str], backend: s
 
     sel = _Selection()
     args = [*(str(Path(m).resolve()) for m in manifests), *PLUGIN_ARGS,
-            "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:benchmark",
+            *isolation_args(workers=False), "-p", "no:cacheprovider", "-p", "no:xdist",
+            "-p", "no:benchmark",
             "--collect-only", "-qq", "--hqval-backend", backend, "-k", keyword]
     for arch in arches:
         args += ["--hqval-arch", arch]
@@ -158,6 +165,26 @@ def keyword_problem(manifests: Iterable[Path], arches: Iterable[str], backend: s
     return f"-k {keyword!r} matches none of the {len(sel.dropped)} cells{hint}"
 
 
+def _installed_plugins() -> list[str]:
+    """Names of the pytest plugins installed through entry points (``pytest11``)."""
+    from importlib.metadata import entry_points
+
+    return sorted({ep.name for ep in entry_points(group="pytest11")})
+
+
+def isolation_args(workers: bool) -> list[str]:
+    """pytest arguments that keep a nested session to the plugins it names: every
+    installed entry-point plugin blocked (``-p no:NAME``, which pytest 8.0 understands;
+    ``--disable-plugin-autoload`` needs 8.4) except pytest-xdist's when workers run, and no
+    assertion rewriting."""
+    keep = set(XDIST_PLUGINS) if workers else set()
+    args = ["--assert=plain"]
+    for name in _installed_plugins():
+        if name not in keep:
+            args += ["-p", f"no:{name}"]
+    return args
+
+
 def run_cells(
     manifests: Iterable[Path], arches: Iterable[str], backend: str, *,
     checks: Iterable[str] | None = None, keyword: str | None = None, workers: str = "2",
@@ -171,8 +198,9 @@ def run_cells(
     ini = scratch / "pytest.ini"
     ini.write_text(PYTEST_INI)
     rootdir = os.path.commonpath([m.parent for m in manifests])
-    args = [*map(str, manifests), *PLUGIN_ARGS, "-p", "no:cacheprovider",
-            "-p", "no:benchmark", "-c", str(ini), "--rootdir", rootdir,
+    use_workers = workers not in ("0", "")
+    args = [*map(str, manifests), *PLUGIN_ARGS, *isolation_args(use_workers),
+            "-p", "no:cacheprovider", "-p", "no:benchmark", "-c", str(ini), "--rootdir", rootdir,
             "--hqval-backend", backend, "--hqval-seed", str(seed)]
     args += ["-v"] if verbose else ["-q", "--no-header", "--no-summary"]
     skip = sorted(set(skip))
@@ -188,12 +216,12 @@ def run_cells(
         args += ["-k", keyword]
     if cache_dir:  # the backends compile where the compile and audit steps did
         args += ["--hqval-cache-dir", str(cache_dir)]
-    args += ["-n", workers] if workers not in ("0", "") else ["-p", "no:xdist"]
+    args += ["-n", workers] if use_workers else ["-p", "no:xdist"]
     if junit_xml:
         args += ["--junit-xml", junit_xml]
     controller = _Controller(on_row)
     plugins: list[object] = [controller]
-    if workers not in ("0", ""):
+    if use_workers:
         plugins.append(_Workers(controller))
     out = io.StringIO()
     try:
