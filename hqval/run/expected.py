@@ -9,12 +9,19 @@ short, emptied or lost rows, without re-deriving them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hqval import isa
 from hqval.admission import Policy
 from hqval.checks.cell import CHECKS, Cell
 from hqval.checks.mutation import VERDICT_CHECK
 from hqval.result import cell_id
+from hqval.run import steps
 from hqval.run.context import RunContext
+from hqval.timing import bench
+
+if TYPE_CHECKING:
+    from hqval.matrix import Arch
 
 
 def _note(step: str, arch: str, backend: str) -> str:
@@ -50,6 +57,21 @@ def expected_cells(ctx: RunContext, policy: Policy) -> dict[str, list[str]]:
                 out["mutants"] += [Cell(check, m.name, a.name, backend).identity
                                    for check in CHECKS]
                 out["mutants"].append(cell_id(VERDICT_CHECK, m.name, a.name, backend))
-        if not ctx.config.timing or ctx.backends[a.name].name not in ("hip", "cuda"):
-            out["timing"].append(_note("timing", a.name, backend))
+        out["timing"] += _timing(ctx, a, backend, policy)
     return out
+
+
+def _timing(ctx: RunContext, arch: Arch, backend: str, policy: Policy) -> list[str]:
+    """The timing step's cells on ``arch``: its note where it does not time (the emulator,
+    ``--no-timing``), else every cell of the bench it will run (``steps.timing_plan``).  A
+    plan the bench cannot run expects the note, which a timing step on hardware never
+    writes: the step's crash names why, and the run stays incomplete."""
+    note = [_note("timing", arch.name, backend)]
+    if not ctx.config.timing or ctx.backends[arch.name].name not in steps.HARDWARE:
+        return note
+    try:
+        cells = bench.planned_cells(ctx.manifest, steps.timing_plan(ctx, arch, policy),
+                                    backend)
+    except NotImplementedError:
+        return note
+    return cells or note

@@ -160,6 +160,40 @@ def _cell_name(kernel: str, shape: Shape) -> str:
     return f"{kernel}@{shape.name}"
 
 
+def planned_cells(manifest: Any, plan: BenchPlan, backend: str) -> list[str]:
+    """The identity of every row ``run_bench`` writes for ``plan`` on a backend named
+    ``backend``, known before anything runs (``hqval.run.expected``): the run is complete
+    only when each has a row.  Follows ``_run_bench`` and ``_shape_cells`` cell by cell;
+    a plan the bench cannot run (no qt=6 kernel with R rows) raises as the bench would."""
+    from hqval.result import cell_id
+
+    def ident(check: str, kernel: str) -> str:
+        return cell_id(check, kernel, plan.arch, backend)
+
+    out = [ident("copy_bandwidth", "device_copy")] if plan.copy else []
+    ceilings: set[tuple[str, str, str]] = set()
+    for R in plan.rows:
+        v1_spec = find_kernels(manifest, HFQ4G256_QT, R)
+        if v1_spec is None:
+            raise NotImplementedError(f"need a qt=6 GEMV kernel with rows_per_block {R}")
+        cands = [s for s in (find_kernels(manifest, qt, R) for qt in plan.candidates) if s]
+        for mode in plan.modes:
+            for shape in plan.shapes:
+                out.append(ident(f"timing_aa_{mode}", _cell_name(v1_spec.name, shape)))
+                for check, kernel, runs in (
+                        ("stream_read", "stream_read", plan.read_floor),
+                        ("torch_mv_bf16", "torch.mv", plan.torch and backend == "cuda")):
+                    if runs and (check, shape.name, mode) not in ceilings:
+                        ceilings.add((check, shape.name, mode))
+                        out.append(ident(f"{check}_{mode}", _cell_name(kernel, shape)))
+                out += [ident(f"timing_{mode}", _cell_name(s.name, shape)) for s in cands]
+                for twin in {s.name: s for s in cands if s.qt in plan.mutants_of}.values():
+                    for k in plan.mutant_ks(mode, shape):
+                        m = _cell_name(timing_mutant(twin, k).name, shape)
+                        out += [ident(f"timing_{mode}", m), ident(f"timing_mutant_{mode}", m)]
+    return out
+
+
 def run_bench(
     backend: Backend,
     manifest: Any,

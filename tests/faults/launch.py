@@ -3,6 +3,11 @@
     python launch.py kill-before STEP ARGS...   # SIGKILL at the boundary before STEP
     python launch.py kill-inside STEP ARGS...   # SIGKILL right after STEP's first write
     python launch.py collect-nothing - ARGS...  # every check session selects no cell
+    python launch.py none - ARGS...             # no fault (a run to damage afterwards)
+
+``--sim-gpu`` first (``python launch.py --sim-gpu MODE STEP ARGS...``) stands the
+simulated timing device where a hip or cuda backend would be (see ``sim_gpu``);
+``--sim-gpu-arch-rows`` the same, timing at the arch's own rows per block.
 
 The kills are a real ``kill -9`` of the whole process.  ``kill-inside report`` kills after
 report.html is written, before checkpoint.md and admission.json.
@@ -20,7 +25,56 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def sim_gpu(arch_rows: bool = False) -> None:
+    """CI has no GPU, and the timing step runs on hardware backends only: stand
+    ``hqval.timing.simulate.SimulatedDevice`` (GEMVs computed on the host, a model clock;
+    kernels it cannot run are unsupported) where ``--backend hip`` or ``cuda`` opens a
+    device (an AMD arch keeps its real compile and audit steps), with a bench small enough
+    for it (two small shapes, hot only, no copy, read-floor or torch.mv ceiling).  The run's
+    expected cells come from that same plan.  Its rows carry the backend's name; they are
+    a stand-in's, for the fault suite only.  The bench times R=1 kernels (the fault tree's),
+    or the arch's own rows per block with ``arch_rows``."""
+    import dataclasses
+    import functools
+
+    import hqval.backends as registry
+    from hqval.backends.base import Buffer
+    from hqval.run import steps
+    from hqval.timing.gemv import Shape
+    from hqval.timing.harness import TimingConfig
+    from hqval.timing.simulate import SimulatedDevice
+
+    class SimGpu(SimulatedDevice):
+        def __init__(self, arch: str, name: str) -> None:
+            super().__init__(arch=arch)
+            self.name = name
+
+        def view(self, buf: Buffer, offset: int, nbytes: int) -> Buffer:
+            handle = self._next  # a guarded launch's argument: a window of its allocation
+            self._next += 1
+            self._mem[handle] = self._mem[int(buf.handle)][offset:offset + nbytes]
+            return Buffer(nbytes=nbytes, handle=handle)
+
+    backend_class = registry.backend_class
+    registry.backend_class = (  # type: ignore[assignment]
+        lambda name: functools.partial(SimGpu, name=name) if name in steps.HARDWARE
+        else backend_class(name))
+    timing_plan = steps.timing_plan
+
+    def small_plan(*a: Any, **k: Any) -> Any:
+        return dataclasses.replace(
+            timing_plan(*a, **k), shapes=[Shape(128, 1024), Shape(64, 512)], modes=["hot"],
+            copy=False, read_floor=False, torch=False,
+            config=TimingConfig(warmup=2, iterations=40, runs=2),
+            **({} if arch_rows else {"rows": [1]}))
+
+    steps.timing_plan = small_plan  # type: ignore[assignment]
+
+
 def main() -> int:
+    if sys.argv[1] in ("--sim-gpu", "--sim-gpu-arch-rows"):
+        sim_gpu(arch_rows=sys.argv[1] == "--sim-gpu-arch-rows")
+        del sys.argv[1]
     mode, step, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     from hqval.checks import session
     from hqval.cli import main as hqval_main

@@ -1,4 +1,4 @@
-"""Steps that say no: a hardware timing step that produced no timing row did not run; a
+"""Steps that say no: a hardware timing step without its planned rows is not done; a
 skipped gate's note names the flag (a mutant whose cells did not all run gets no verdict:
 tests/faults/test_steps.py, the session that collects nothing)."""
 
@@ -9,17 +9,20 @@ from typing import Any
 
 import pytest
 
+from hqval.admission import load_policy
 from hqval.manifest import load_manifest
 from hqval.matrix import resolve_arch
 from hqval.result import Status
 from hqval.results import store
 from hqval.run import steps
+from hqval.run.chain import run_step
 from hqval.run.context import RunConfig, RunContext
+from hqval.run.expected import expected_cells
 from hqval.run.progress import Silent
 from hqval.timing.simulate import SimulatedDevice
 
 
-def test_hardware_timing_without_a_timing_row_is_a_step_error(
+def test_hardware_timing_without_its_planned_rows_is_not_done(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     device = SimulatedDevice()
     device.name = "cuda"  # stands where a cuda device would; its bench returns nothing
@@ -27,14 +30,16 @@ def test_hardware_timing_without_a_timing_row_is_a_step_error(
     writer = store.RunWriter.create(config.out, store.make_envelope(backend="cuda"))
     ctx = RunContext(config, [resolve_arch("sm_90")], load_manifest(), None,
                      {"sm_90": device}, writer, Silent())
+    ctx.expected = expected_cells(ctx, load_policy())
 
     def no_rows(*a: Any, **k: Any) -> list[Any]:
         return []
 
     monkeypatch.setattr(steps.bench, "run_bench", no_rows)
-    result = steps.timing(ctx)
-    assert result.error == "no timing row on sm_90 (cuda)"
+    result = run_step(ctx, "timing", steps.timing)
     assert not result.done
+    assert len(result.missing) == len(ctx.expected["timing"]) > 1
+    assert "copy_bandwidth[device_copy|sm_90|cuda]" in result.missing
 
 
 def test_note_rows_name_the_flag_that_skipped_a_gate() -> None:
