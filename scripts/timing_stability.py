@@ -23,6 +23,14 @@ Analyze (anywhere, from the stored samples only; hqval.timing.stability):
 
     python3 scripts/timing_stability.py analyze DIR --out reports/checkpoints/X
 
+Placement (on the device): the hot-mode cache experiment behind the primer launch
+(hqval.timing.schedule.primes).  Per shape, ``--allocations`` independent buffer sets
+(fresh allocations of qt=6, a second qt=6 and qt=44), each timed hot unprimed (the old
+schedule: half of each arm's samples follow the other arm) and primed (every sample
+follows its own arm), A/A and qt=44 against qt=6, plus cold:
+
+    python3 scripts/timing_stability.py placement --out DIR --allocations 8
+
 ``--dry-run`` measures on the simulated device (hqval.timing.simulate, small shapes) to
 test this script without a GPU; its numbers are a model, never a result.
 """
@@ -175,6 +183,120 @@ def measure(args: argparse.Namespace) -> int:
     return 0 if i >= args.reruns else 3
 
 
+def _split(runs: list[list[float]], arm: int) -> tuple[list[float], list[float]]:
+    """(samples after the same arm, samples after the other arm) of an unprimed ABBA arm:
+    ABBA's stream is A B B A A B ...; A's even-indexed samples follow A, B's odd ones B."""
+    same: list[float] = []
+    other: list[float] = []
+    for r in runs:
+        first, second = (r[0::2], r[1::2]) if arm == 0 else (r[1::2], r[0::2])
+        same += first
+        other += second
+    return same, other
+
+
+def placement(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import numpy as np
+
+    from hqval.manifest import load_manifest
+    from hqval.timing import stats
+    from hqval.timing.bench import device_facts, find_kernels
+    from hqval.timing.gemv import Shape, setup_gemv
+    from hqval.timing.harness import TimingConfig, filler_for, time_pair
+
+    t0 = time.monotonic()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    backend = _backend(args)
+    if args.dry_run:
+        backend.displaced = 0.03
+    arch = "sim" if args.dry_run else args.arch
+    manifest = load_manifest(Path(args.manifest) if args.manifest else None)
+    facts = device_facts(backend, arch)
+    filler = filler_for(backend)
+    v1 = find_kernels(manifest, 6, args.rows)
+    v2 = find_kernels(manifest, 44, args.rows)
+    base = TimingConfig(warmup=args.warmup, iterations=args.iterations, runs=args.runs)
+    records: list[dict[str, Any]] = []
+    for shape in (Shape.parse(t) for t in args.shape):
+        for alloc in range(args.allocations):
+            for mode in args.mode:
+                sets = [setup_gemv(backend, spec, shape, mode, facts.llc_bytes, args.seed)
+                        for spec in (v1, v1, v2)]
+                try:
+                    primes = (0, 1) if mode == "hot" else (0,)
+                    for prime in primes:
+                        cfg = dataclasses.replace(base, prime=prime)
+                        for what, (x, y) in (("aa", (sets[0], sets[1])),
+                                             ("v2", (sets[0], sets[2]))):
+                            pair = time_pair(backend, x.arm, y.arm, cfg, filler)
+                            st = stats.summarize(pair.runs_a, pair.runs_b, seed=args.seed)
+                            rec: dict[str, Any] = {
+                                "shape": shape.name, "alloc": alloc, "mode": mode,
+                                "prime": prime, "cell": what, "ratio": st.ratio,
+                                "ci": [st.ci_low, st.ci_high],
+                                "median_us_a": float(np.median(np.concatenate(
+                                    pair.runs_a))),
+                                "weight_bytes": x.weight_bytes,
+                                "llc_bytes": facts.llc_bytes,
+                                "drained": any(pair.queue_drained),
+                                "ptrs": [int(getattr(b.handle, "__int__", lambda: 0)())
+                                         for b in (x.weights[0], y.weights[0])],
+                                "samples_a": pair.runs_a, "samples_b": pair.runs_b}
+                            if prime == 0:
+                                sa, oa = _split(pair.runs_a, 0)
+                                sb, ob = _split(pair.runs_b, 1)
+                                rec["after_other_over_same_a"] = float(
+                                    np.median(oa) / np.median(sa))
+                                rec["after_other_over_same_b"] = float(
+                                    np.median(ob) / np.median(sb))
+                                rec["ratio_same"] = float(np.median(sb) / np.median(sa))
+                                rec["ratio_other"] = float(np.median(ob) / np.median(oa))
+                            records.append(rec)
+                            _progress(f"{shape.name} alloc {alloc} {mode} prime {prime} "
+                                      f"{what}: {st.ratio:.4f} [{st.ci_low:.4f}, "
+                                      f"{st.ci_high:.4f}]"
+                                      + (f" gap A {rec['after_other_over_same_a']:.4f}"
+                                         if prime == 0 else ""))
+                finally:
+                    for st_ in sets:
+                        st_.free(backend)
+    (out / "placement.json").write_text(json.dumps(
+        {"device": backend.device_name(), "arch": arch, "llc_bytes": facts.llc_bytes,
+         "config": dataclasses.asdict(base), "allocations": args.allocations,
+         "seconds": time.monotonic() - t0, "records": records}) + "\n")
+    print(placement_table(records))
+    return 0
+
+
+def placement_table(records: list[dict[str, Any]]) -> str:
+    """Per shape, mode, schedule and cell: ratio min / median / max and spread over the
+    allocations; the unprimed two-mode gap."""
+    import numpy as np
+
+    keys = sorted({(r["shape"], r["mode"], r["prime"], r["cell"]) for r in records},
+                  key=lambda k: (int(k[0].split("x")[0]), k[1], k[2], k[3]))
+    lines = ["| shape | MB | mode | schedule | cell | ratio min / median / max | spread "
+             "(max-min) | sd | CI half-width median | other/same (A) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for shape, mode, prime, cell in keys:
+        rs = [r for r in records if (r["shape"], r["mode"], r["prime"], r["cell"])
+              == (shape, mode, prime, cell)]
+        v = np.array([r["ratio"] for r in rs])
+        hw = np.median([(r["ci"][1] - r["ci"][0]) / 2 for r in rs])
+        gap = [r["after_other_over_same_a"] for r in rs if "after_other_over_same_a" in r]
+        sched = "cold" if mode == "cold" else ("primed" if prime else "unprimed")
+        lines.append(
+            f"| {shape} | {rs[0]['weight_bytes'] / 1e6:.0f} | {mode} | {sched} | {cell} | "
+            f"{v.min():.4f} / {np.median(v):.4f} / {v.max():.4f} | "
+            f"{(v.max() - v.min()) * 100:.2f}% | {v.std(ddof=1) * 100 if v.size > 1 else 0:.2f}% "
+            f"| {hw * 100:.2f}% | "
+            + (f"{min(gap):.4f}-{max(gap):.4f}" if gap and mode == "hot" else "") + " |")
+    return "\n".join(lines)
+
+
 def analyze(args: argparse.Namespace) -> int:
     from hqval.timing.stability import analyze_study, write_checkpoint
 
@@ -213,6 +335,21 @@ def main(argv: list[str] | None = None) -> int:
                         "re-run per process: run with --reruns 1, 2, ... in turn)")
     m.add_argument("--dry-run", action="store_true",
                    help="the simulated device (no GPU; numbers are a model)")
+    pl = sub.add_parser("placement", help="hot mode: unprimed vs primed over independent "
+                                          "allocations")
+    pl.add_argument("--out", required=True)
+    pl.add_argument("--backend", default="cuda")
+    pl.add_argument("--arch", default="sm_90")
+    pl.add_argument("--manifest", default=None)
+    pl.add_argument("--shape", action="append")
+    pl.add_argument("--mode", action="append", choices=("hot", "cold"))
+    pl.add_argument("--rows", type=int, default=8)
+    pl.add_argument("--allocations", type=int, default=8)
+    pl.add_argument("--warmup", type=int, default=32)
+    pl.add_argument("--iterations", type=int, default=100)
+    pl.add_argument("--runs", type=int, default=3)
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--dry-run", action="store_true")
     a = sub.add_parser("analyze", help="error rates from the stored samples")
     a.add_argument("dir")
     a.add_argument("--out", required=True)
@@ -224,6 +361,13 @@ def main(argv: list[str] | None = None) -> int:
             args.shape = ["256x1024", "384x1024"] if args.dry_run else ["17408x5120",
                                                                          "27648x5120"]
         return measure(args)
+    if args.cmd == "placement":
+        args.mode = args.mode or ["hot", "cold"]
+        if args.shape is None:
+            args.shape = (["64x1024", "128x1024"] if args.dry_run else
+                          ["8192x5120", "12288x5120", "17408x5120", "22528x5120",
+                           "27648x5120"])
+        return placement(args)
     return analyze(args)
 
 

@@ -28,7 +28,7 @@ from hqval.timing.gemv import GemvSetup, Shape, effective_gbps, gemv_bytes, setu
 from hqval.timing.harness import TimingConfig, filler_for, time_pair
 from hqval.timing.lock import device_lock
 from hqval.timing.mutants import timing_mutant
-from hqval.timing.schedule import Mode
+from hqval.timing.schedule import Mode, primes
 
 # (kernel spec, mode) -> the policy's gate for it (hqval.timing.gate), or None: no gate.
 GateLookup = Callable[[Any, str], Gate | None]
@@ -258,7 +258,7 @@ def _shape_cells(
     v1_spec: Any, cands: Sequence[Any], shape: Shape, mode: Mode,
     progress: Callable[[str], None],
 ) -> list[Row]:
-    cfg = plan.config
+    cfg = mode_config(plan.config, mode)
     arch, name = plan.arch, backend.name
     nbytes = gemv_bytes(shape)
     setups: list[GemvSetup] = []
@@ -366,7 +366,7 @@ def _candidate_row(
 ) -> Row:
     """One candidate against its qt=6 baseline, judged on the policy's gate; an
     inconclusive cell is re-measured up to the gate's run budget."""
-    cfg = plan.config
+    cfg = mode_config(plan.config, mode)
     gate = plan.gate(gate_spec or s.spec, mode)
     drained: list[bool] = []
 
@@ -442,6 +442,13 @@ def _with_runs(cfg: TimingConfig, runs: int) -> TimingConfig:
     return dataclasses.replace(cfg, runs=runs)
 
 
+def mode_config(cfg: TimingConfig, mode: Mode) -> TimingConfig:
+    """``cfg`` with the mode's primer launches (hqval.timing.schedule.primes)."""
+    import dataclasses
+
+    return dataclasses.replace(cfg, prime=primes(mode))
+
+
 def _mutant_row(
     backend: Backend, plan: BenchPlan, filler: Any, twin: GemvSetup, m: GemvSetup,
     shape: Shape, mode: Mode, untrusted: str | None,
@@ -450,7 +457,7 @@ def _mutant_row(
     whether the gate's change tolerance flags it (flagged = killed: PASS; a mutant the
     gate lets through survives: FAIL; inconclusive after the runs: the gate's noisy)."""
     gate = plan.gate(twin.spec, mode)
-    pair = time_pair(backend, twin.arm, m.arm, plan.config, filler)
+    pair = time_pair(backend, twin.arm, m.arm, mode_config(plan.config, mode), filler)
     v = gate_verdict(pair.runs_a, pair.runs_b, gate, tolerance=gate.change_max, seed=plan.seed)
     if untrusted is None and any(pair.queue_drained):
         untrusted = "host outran the queue filler"

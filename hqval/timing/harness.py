@@ -1,7 +1,10 @@
 """Interleaved A/B device-event timing of two launchable arms.
 
 One event pair per sample; warm-ups first (the same event-bracketed pattern, discarded);
-ABBA order; ``runs`` independent runs.  Timing cells are run one after another by the
+ABBA order; ``runs`` independent runs.  With ``prime`` > 0 every timed sample is preceded by
+that many untimed launches of the same arm on the same copy (hot mode,
+``hqval.timing.schedule.primes``): every hot sample then reads weights its own arm has
+just read, instead of half of them following the other arm.  Timing cells are run one after another by the
 caller, never concurrently on one device.
 
 Launch gaps: a GEMV on an H200 runs for 3 to 20 us, about what one Python launch costs.
@@ -68,10 +71,14 @@ class TimingConfig:
     runs: int = 3
     # Spin retries when the host outran the queue filler.
     max_fill_retries: int = 3
+    # Untimed launches of the same arm and copy before each timed sample (hot mode: 1).
+    prime: int = 0
 
     def __post_init__(self) -> None:
         if self.warmup < 0 or self.runs < 1:
             raise ValueError("warmup must be >= 0 and runs >= 1")
+        if self.prime < 0:
+            raise ValueError(f"prime {self.prime}: untimed launches before a sample, >= 0")
         abba_order(self.iterations)  # validates evenness
 
 
@@ -85,7 +92,9 @@ class PairSamples:
     fill_us: list[int] = field(default_factory=list)
 
 
-def _bracketed(backend: Backend, arm: Arm, copy: int) -> tuple[Any, Any]:
+def _bracketed(backend: Backend, arm: Arm, copy: int, prime: int = 0) -> tuple[Any, Any]:
+    for _ in range(prime):  # untimed: the sample then follows a read of its own copy
+        arm.launchers[copy]()
     start = backend.record_event()
     arm.launchers[copy]()
     end = backend.record_event()
@@ -118,7 +127,7 @@ def time_pair(
     pending = []
     for i in range(config.warmup):
         for arm_i in (0, 1) if i % 2 == 0 else (1, 0):
-            pending.append(_bracketed(backend, arms[arm_i], next_copy(arm_i)))
+            pending.append(_bracketed(backend, arms[arm_i], next_copy(arm_i), config.prime))
     host_per_pair = (time.perf_counter() - t0) / max(config.warmup, 1)
     for s, e in pending:
         backend.elapsed_ms(s, e)
@@ -134,7 +143,7 @@ def time_pair(
             events: list[tuple[int, Any, Any]] = []
             for first, second in order:
                 for arm_i in (first, second):
-                    s, e = _bracketed(backend, arms[arm_i], next_copy(arm_i))
+                    s, e = _bracketed(backend, arms[arm_i], next_copy(arm_i), config.prime)
                     events.append((arm_i, s, e))
             drained = filler is None or not filler.still_busy(token)
             samples: tuple[list[float], list[float]] = ([], [])

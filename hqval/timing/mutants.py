@@ -12,7 +12,12 @@ slower by an amount the define sets:
 - ``extraM`` (``HQ_TIMING_EXTRA = M``, 1..32): M redundant steps of work in every group
   (per-weight path: M value-preserving fmas a group-row; tensor cores: M mma a group on
   the group's own operands), the same in every warp and with no test in the loop: the
-  fine-grained kind.
+  fine-grained kind.  Its first steps hide in the loop's slack (on the H200 M = 1-4 were
+  flat, M = 6 +2%), so it has no step near +1%.
+- ``chainN`` (``HQ_TIMING_CHAIN = N``, 1..256): every lane ends its row with N dependent
+  loads of words of its own row (cache hits, each waiting for the one before), folded in
+  as +0.0f; no test and no work in the group loop, so nothing hides it and it adds N cache
+  round trips after each warp's last group: the controllable small kind.
 
 What either costs in per cent depends on device and shape, so it is never assumed: each
 mutant's true slowdown is measured against its unslowed twin (the real kernel, the code
@@ -27,10 +32,11 @@ import re
 from typing import Any
 
 KINDS = {"slow": ("HQ_TIMING_SLOW", 256, "redundant second pass over {n}/256 of the groups"),
-         "extra": ("HQ_TIMING_EXTRA", 32, "{n} redundant steps of work in every group")}
+         "extra": ("HQ_TIMING_EXTRA", 32, "{n} redundant steps of work in every group"),
+         "chain": ("HQ_TIMING_CHAIN", 256, "{n} dependent cached loads after each row")}
 DEFINE = KINDS["slow"][0]
 SLOW_DENOMINATOR = 256
-_TOKEN = re.compile(r"(slow|extra)?(\d+)")
+_TOKEN = re.compile(r"(slow|extra|chain)?(\d+)")
 
 
 def mutant_name(real: str, token: str) -> str:
@@ -38,11 +44,12 @@ def mutant_name(real: str, token: str) -> str:
 
 
 def parse_token(token: str | int) -> tuple[str, int]:
-    """``"slow8"`` / ``"extra2"`` / ``8`` (= slow8) -> (kind, amount), range-checked."""
+    """``"slow8"`` / ``"extra2"`` / ``"chain8"`` / ``8`` (= slow8) -> (kind, amount), range-checked."""
     m = _TOKEN.fullmatch(str(token).strip())
     if m is None:
         raise ValueError(f"timing mutant {token!r}: write slowK (K/256 of the groups redone, "
-                         "1..256) or extraM (M extra steps a group, 1..32), e.g. extra2")
+                         "1..256), extraM (M extra steps a group, 1..32) or chainN (N "
+                         "dependent loads after each row, 1..256), e.g. chain8")
     kind, n = m.group(1) or "slow", int(m.group(2))
     hi = KINDS[kind][1]
     if not 1 <= n <= hi:

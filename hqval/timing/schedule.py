@@ -6,6 +6,14 @@ follows the other as often as it follows itself, which cancels first-launch and
 clock-ramp order effects (measured on an H200: two kernels reading identical bytes
 differed by 30% on a cache-resident shape with A always first).
 
+Hot mode primes: each timed launch is preceded by an untimed launch of the same arm on
+the same copy.  Unprimed, ABBA makes half of each arm's samples follow the other arm, whose
+weights have just displaced its own from the cache whenever the two arms' weights together
+exceed it: on the H200 at 17408x5120 (47 MB a weight set, 50 MB of L2) those samples ran
+3-4% slower than the ones following their own arm, each arm's samples fell into two modes,
+and the pooled median sat in the gap between them, where a few samples move it by 1-2%
+(reports/checkpoints/2026-12-01-h200-timing-stability-2/).
+
 Cold mode rotates among copies of the weights: between two reads of one copy the device
 streams the other copies, whose total must exceed the last-level cache for the copy to
 have been evicted.  Replacement is not perfect LRU, hence a safety factor of two.
@@ -31,6 +39,18 @@ def abba_order(iterations: int) -> list[tuple[int, int]]:
             "equally often (e.g. 100)"
         )
     return [(0, 1) if i % 2 == 0 else (1, 0) for i in range(iterations)]
+
+
+# Untimed launches of the same arm and copy before each timed sample, per mode.
+PRIMES: dict[Mode, int] = {"hot": 1, "cold": 0}
+
+
+def primes(mode: Mode) -> int:
+    """Untimed same-arm launches before each timed sample: hot 1 (the sample reads what its
+    own arm just read), cold 0 (a primer would make the copy it reads hot)."""
+    if mode not in PRIMES:
+        raise ValueError(f"mode {mode!r}: choose hot or cold")
+    return PRIMES[mode]
 
 
 def rotation_copies(weight_bytes: int, llc_bytes: int, mode: Mode) -> int:

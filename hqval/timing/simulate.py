@@ -6,7 +6,9 @@ It computes every GEMV on the host (the real decoder of the kernel's format, so 
 bench's verification against the f64 oracle is a real check) and stamps its events with a
 synthetic clock: a kernel's duration is its weight bytes over a nominal bandwidth, times
 a per-format factor, times ``1 + redundant_cost * k / 256`` for a timing mutant
-(``HQ_TIMING_SLOW = k``), times ``drift`` (a run-to-run clock offset the caller sets), times
+(``HQ_TIMING_SLOW = k``; ``extraM`` and ``chainN`` likewise), times ``1 + displaced``
+when the launch before it read another weight buffer (the cache held someone else's
+weights: what hot mode's primer launch avoids), times ``drift`` (a run-to-run clock offset the caller sets), times
 log-normal jitter with occasional slow outliers.  Its numbers are a model, never a
 measurement: rows it produces say backend ``sim``, and nothing here is a device fact.
 """
@@ -29,6 +31,7 @@ FORMAT_FACTOR = {6: 1.0, 44: 1.002, 45: 0.98}
 REDUNDANT_COST = 2.0
 GROUP_SHARE = 0.5
 EXTRA_STEP = 0.005  # an extra step of work in every group: +0.5% (model)
+CHAIN_STEP = 0.001  # one dependent cached load after each row: +0.1% (model)
 
 
 @dataclass
@@ -45,6 +48,8 @@ class SimulatedDevice(Backend):
     jitter: float = 0.01
     outlier_rate: float = 0.02
     drift: float = 1.0  # multiplies every duration; set between re-runs
+    # Extra cost of a launch that follows a launch on another weight buffer (model).
+    displaced: float = 0.0
     seed: int = 0
     name: str = "sim"
     # Attributes bench.device_facts reads for a device outside arches.yaml (a 1 MiB LLC
@@ -55,6 +60,7 @@ class SimulatedDevice(Backend):
     _deq: dict[int, np.ndarray] = field(default_factory=dict)
     _next: int = 1
     _clock_us: float = 0.0
+    _last_w: int = 0
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng(self.seed)
@@ -72,7 +78,8 @@ class SimulatedDevice(Backend):
         d = dict(spec.defines)
         return Program(spec=spec, symbol=spec.symbol,
                        handle={"slow": int(d.get("HQ_TIMING_SLOW") or 0),
-                               "extra": int(d.get("HQ_TIMING_EXTRA") or 0)})
+                               "extra": int(d.get("HQ_TIMING_EXTRA") or 0),
+                               "chain": int(d.get("HQ_TIMING_CHAIN") or 0)})
 
     def alloc(self, nbytes: int) -> Buffer:
         h = self._next
@@ -114,14 +121,18 @@ class SimulatedDevice(Backend):
         if spec.residual:
             out = out + self._mem[int(y.handle)][:4 * M].view(np.float32)
         self._mem[int(y.handle)][:4 * M] = out.view(np.uint8)
-        self._clock_us += self._duration_us(spec, program.handle["slow"],
-                                            program.handle["extra"], M * row_bytes)
+        t = self._duration_us(spec, program.handle, M * row_bytes)
+        if self._last_w != int(w.handle):
+            t *= 1.0 + self.displaced
+        self._last_w = int(w.handle)
+        self._clock_us += t
         return LaunchInfo()
 
-    def _duration_us(self, spec: KernelSpec, slow: int, extra: int, nbytes: int) -> float:
+    def _duration_us(self, spec: KernelSpec, amounts: dict[str, int], nbytes: int) -> float:
         t = nbytes / (self.bandwidth_gbps * 1e3)
-        t *= FORMAT_FACTOR.get(spec.qt, 1.0) * (1.0 + REDUNDANT_COST * GROUP_SHARE * slow / 256.0)
-        t *= 1.0 + EXTRA_STEP * extra
+        t *= FORMAT_FACTOR.get(spec.qt, 1.0) * (
+            1.0 + REDUNDANT_COST * GROUP_SHARE * amounts["slow"] / 256.0)
+        t *= (1.0 + EXTRA_STEP * amounts["extra"]) * (1.0 + CHAIN_STEP * amounts["chain"])
         t *= self.drift * float(self._rng.lognormal(0.0, self.jitter))
         if self._rng.random() < self.outlier_rate:
             t *= 1.0 + float(self._rng.uniform(0.05, 0.3))

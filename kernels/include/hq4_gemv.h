@@ -26,11 +26,14 @@
 #ifndef HQ_TIMING_EXTRA
 #define HQ_TIMING_EXTRA 0  // the fine-grained kind, below
 #endif
+#ifndef HQ_TIMING_CHAIN
+#define HQ_TIMING_CHAIN 0  // the latency kind, below
+#endif
 // The redundant pass must not cost occupancy on NVIDIA (a cliff, not a controllable
 // amount): the R=8 twin uses 72 registers, the most that keeps 27648 rows in one wave of
 // 26.2 blocks per SM; the mutant is held to the same budget (at least 28 blocks of 32
 // threads per SM: 65536 / (28 * 32) = 73 -> 72 registers).
-#if HQ_TIMING_SLOW > 0 || HQ_TIMING_EXTRA > 0
+#if HQ_TIMING_SLOW > 0 || HQ_TIMING_EXTRA > 0 || HQ_TIMING_CHAIN > 0
 #define HQ_GEMV_BOUNDS HQ_LAUNCH_BOUNDS_MIN(32, 28)
 #else
 #define HQ_GEMV_BOUNDS HQ_LAUNCH_BOUNDS(32)
@@ -50,6 +53,24 @@ static HQ_DEVICE float gemv_extra_work(float acc) {
         HQ_OPAQUE(acc);
     }
     return acc;
+}
+#endif
+// Timing mutants, the latency kind: with HQ_TIMING_CHAIN = n (1..256) every lane ends its
+// row with n dependent loads of a word of its own row (each address is the previous word
+// ANDed with an opaque zero, so each load waits for the one before; the words were just
+// read, so they hit the cache), then adds (last word AND zero) = +0.0f: outputs unchanged.
+// No test and no extra work in the group loop, the same in every lane and warp: the cost is
+// n cache round trips after each warp's last group, additive in n wherever the grid runs
+// in one wave (the fine-grained kind whose first steps are not hidden, unlike extraM's).
+#if HQ_TIMING_CHAIN > 0
+static HQ_DEVICE float gemv_timing_chain(const unsigned char* __restrict__ row, float acc) {
+    unsigned int z = 0u;
+    HQ_OPAQUE_UNIFORM(z);
+    const unsigned int* p = reinterpret_cast<const unsigned int*>(row);
+    unsigned int v = 0u;
+    #pragma unroll 1
+    for (int j = 0; j < HQ_TIMING_CHAIN; ++j) v = p[v & z];
+    return acc + static_cast<float>(v & z);  // exact: acc + 0 (a -0 becomes +0)
 }
 #endif
 static HQ_DEVICE bool hq_timing_slow_pick(unsigned int block, int g) {
@@ -409,6 +430,9 @@ HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* _
         }
     }
     for (int gi = chunks * U; gi < groups; ++gi) acc = gemv_tc_direct<Hdr>(wr, x, gi, lane, xs[0], acc);
+#if HQ_TIMING_CHAIN > 0
+    acc = gemv_timing_chain(wr, acc);
+#endif
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
     if ((lane & 3u) == 0 && row < M) y[row] = Residual ? y[row] + acc : acc;
 }
@@ -535,6 +559,9 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
         gemv_redundant<Hdr, R>(wr, x, g, block, boff, lane, acc);
 #endif
     }
+#if HQ_TIMING_CHAIN > 0
+    acc[0] = gemv_timing_chain(wr[0], acc[0]);
+#endif
 
     #pragma unroll
     for (int r = 0; r < R; ++r) {

@@ -146,3 +146,28 @@ def test_hip_filler_calls_exist_in_hip_python() -> None:
     for name in ("hipEventQuery", "hipEventSynchronize", "hipEventDestroy"):
         assert callable(getattr(hip, name))
     assert int(hip.hipError_t.hipErrorNotReady) == 600
+
+
+def test_prime_precedes_every_timed_sample_with_its_own_arm_and_copy() -> None:
+    be = HostClock()
+    a, b = _arm(be, "A", 2, 10.0), _arm(be, "B", 1, 12.0)
+    cfg = TimingConfig(warmup=2, iterations=4, runs=1, prime=1)
+    out = time_pair(be, a, b, cfg)
+    timed = be.log[2 * 2 * cfg.warmup:]  # warm-ups are primed too
+    assert len(timed) == 2 * 2 * cfg.iterations
+    primer, sample = timed[0::2], timed[1::2]
+    assert primer == sample  # each sample follows a launch of the same arm and copy
+    assert "".join(e[0] for e in sample) == "ABBAABBA"[:2 * cfg.iterations]
+    assert out.runs_a == [[10.0] * 4] and out.runs_b == [[12.0] * 4]
+    # unprimed, half of each arm's samples follow the other arm
+    be2 = HostClock()
+    a2, b2 = _arm(be2, "A", 1, 10.0), _arm(be2, "B", 1, 12.0)
+    time_pair(be2, a2, b2, TimingConfig(warmup=2, iterations=4, runs=1))
+    stream = [e[0] for e in be2.log]
+    after_other = sum(1 for p, q in itertools.pairwise(stream) if p != q)
+    assert after_other > 0
+
+
+def test_prime_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="prime"):
+        TimingConfig(prime=-1)

@@ -18,11 +18,19 @@ def test_mutant_spec_adds_the_define_and_names_its_twin() -> None:
 
 @pytest.mark.parametrize(("bad", "needle"), [(0, r"1\.\.256"), (257, r"1\.\.256"),
                                              ("extra0", r"1\.\.32"), ("extra33", r"1\.\.32"),
+                                             ("chain0", r"1\.\.256"), ("chain257", r"1\.\.256"),
                                              ("fast3", "slowK")])
 def test_out_of_range_amounts_are_refused(bad: int | str, needle: str) -> None:
     real = load_manifest(None).by_name("gemv_mq4g256v2_r1")
     with pytest.raises(ValueError, match=needle):
         mutants.timing_mutant(real, bad)
+
+
+def test_chain_mutant_spec() -> None:
+    real = load_manifest(None).by_name("gemv_mq4g256v2_r8")
+    m = mutants.timing_mutant(real, "chain12")
+    assert m.name == "gemv_mq4g256v2_r8+chain12" and ("HQ_TIMING_CHAIN", "12") in m.defines
+    assert mutants.token_of(m) == "chain12"
 
 
 def test_extra_mutant_spec() -> None:
@@ -69,6 +77,14 @@ def test_mutant_computes_the_same_outputs_with_more_work_on_the_emulator(name: s
     # executes them once per group-row of its block)
     rows, groups = 16, 1024 // 256
     assert extra.counts["VALU"] - twin.counts["VALU"] >= 4 * rows * groups
+    # chainN: N dependent loads after each row's last group (scalar loads on AMD: the
+    # row pointer is lane-invariant), nothing else changes
+    chain = run_kernel(mutants.timing_mutant(real, "chain16"), "gfx1100", M=16, K=1024)
+    assert chain.error == twin.error
+    loads = (chain.counts["SMEM"] + chain.counts["VMEM"]) - (twin.counts["SMEM"]
+                                                              + twin.counts["VMEM"])
+    waves = -(-16 // real.rows_per_block)
+    assert loads >= 16 * waves, (chain.counts, twin.counts)
 
 
 @pytest.mark.parametrize("arch", ["gfx1010", "gfx1030", "gfx1100", "gfx1151", "gfx1201"])
@@ -113,7 +129,7 @@ def test_cuda_tensor_core_mutant_keeps_the_twins_registers_and_does_not_spill() 
         return int(re.search(r"Used (\d+) registers", report).group(1))  # type: ignore[union-attr]
 
     twin = ptxas_report([])
-    for define in ("HQ_TIMING_SLOW=16", "HQ_TIMING_EXTRA=8"):
+    for define in ("HQ_TIMING_SLOW=16", "HQ_TIMING_EXTRA=8", "HQ_TIMING_CHAIN=32"):
         slow = ptxas_report([define])
         assert registers(slow) <= max(registers(twin), 72), (twin, slow)
         assert "0 bytes spill stores" in slow, slow

@@ -55,3 +55,11 @@ def test_cold_without_llc_is_an_error_naming_the_fix() -> None:
 
 def test_copy_sequence_continues_after_warmup() -> None:
     assert copy_sequence(5, 3, warmup=2) == [2, 0, 1, 2, 0]
+
+
+def test_hot_primes_cold_does_not() -> None:
+    from hqval.timing.schedule import primes
+
+    assert primes("hot") == 1 and primes("cold") == 0
+    with pytest.raises(ValueError, match="hot or cold"):
+        primes("warm")  # type: ignore[arg-type]
