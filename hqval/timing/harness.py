@@ -4,8 +4,8 @@ One event pair per sample; warm-ups first (the same event-bracketed pattern, dis
 ABBA order; ``runs`` independent runs.  With ``prime`` > 0 every timed sample is preceded by
 that many untimed launches of the same arm on the same copy (hot mode,
 ``hqval.timing.schedule.primes``): every hot sample then reads weights its own arm has
-just read, instead of half of them following the other arm.  Timing cells are run one after another by the
-caller, never concurrently on one device.
+just read, instead of half of them following the other arm.  Timing cells are run one
+after another by the caller, never concurrently on one device.
 
 Launch gaps: a GEMV on an H200 runs for 3 to 20 us, about what one Python launch costs.
 If the device drains its queue between samples, the start event is stamped before the

@@ -44,7 +44,8 @@ def mutant_name(real: str, token: str) -> str:
 
 
 def parse_token(token: str | int) -> tuple[str, int]:
-    """``"slow8"`` / ``"extra2"`` / ``"chain8"`` / ``8`` (= slow8) -> (kind, amount), range-checked."""
+    """``"slow8"`` / ``"extra2"`` / ``"chain8"`` / ``8`` (= slow8) -> (kind, amount),
+    range-checked."""
     m = _TOKEN.fullmatch(str(token).strip())
     if m is None:
         raise ValueError(f"timing mutant {token!r}: write slowK (K/256 of the groups redone, "

@@ -8,9 +8,10 @@ synthetic clock: a kernel's duration is its weight bytes over a nominal bandwidt
 a per-format factor, times ``1 + redundant_cost * k / 256`` for a timing mutant
 (``HQ_TIMING_SLOW = k``; ``extraM`` and ``chainN`` likewise), times ``1 + displaced``
 when the launch before it read another weight buffer (the cache held someone else's
-weights: what hot mode's primer launch avoids), times ``drift`` (a run-to-run clock offset the caller sets), times
-log-normal jitter with occasional slow outliers.  Its numbers are a model, never a
-measurement: rows it produces say backend ``sim``, and nothing here is a device fact.
+weights: what hot mode's primer launch avoids), times ``drift`` (a run-to-run clock
+offset the caller sets), times log-normal jitter with occasional slow outliers.  Its
+numbers are a model, never a measurement: rows it produces say backend ``sim``, and
+nothing here is a device fact.
 """
 
 from __future__ import annotations
