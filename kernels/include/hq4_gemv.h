@@ -57,14 +57,18 @@ static HQ_DEVICE float gemv_extra_work(float acc) {
 #endif
 // Timing mutants, the latency kind: with HQ_TIMING_CHAIN = n (1..256) every lane ends its
 // row with n dependent loads of a word of its own row (each address is the previous word
-// ANDed with an opaque zero, so each load waits for the one before; the words were just
-// read, so they hit the cache), then adds (last word AND zero) = +0.0f: outputs unchanged.
+// ANDed with a zero the compilers cannot know, so each load waits for the one before; the
+// words were just read, so they hit the cache), then adds (last word AND zero) = +0.0f:
+// outputs unchanged.  The zero is M >> 31 (M > 0): an empty asm is no barrier to ptxas,
+// which folded an asm-laundered constant 0 and with it the whole chain (measured on the
+// H200: chain256 cost nothing).
 // No test and no extra work in the group loop, the same in every lane and warp: the cost is
 // n cache round trips after each warp's last group, additive in n wherever the grid runs
 // in one wave (the fine-grained kind whose first steps are not hidden, unlike extraM's).
 #if HQ_TIMING_CHAIN > 0
-static HQ_DEVICE float gemv_timing_chain(const unsigned char* __restrict__ row, float acc) {
-    unsigned int z = 0u;
+static HQ_DEVICE float gemv_timing_chain(const unsigned char* __restrict__ row, int M,
+                                         float acc) {
+    unsigned int z = static_cast<unsigned int>(M) >> 31;  // 0: M is a positive row count
     HQ_OPAQUE_UNIFORM(z);
     const unsigned int* p = reinterpret_cast<const unsigned int*>(row);
     unsigned int v = 0u;
@@ -431,7 +435,7 @@ HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* _
     }
     for (int gi = chunks * U; gi < groups; ++gi) acc = gemv_tc_direct<Hdr>(wr, x, gi, lane, xs[0], acc);
 #if HQ_TIMING_CHAIN > 0
-    acc = gemv_timing_chain(wr, acc);
+    acc = gemv_timing_chain(wr, M, acc);
 #endif
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
     if ((lane & 3u) == 0 && row < M) y[row] = Residual ? y[row] + acc : acc;
@@ -560,7 +564,7 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
 #endif
     }
 #if HQ_TIMING_CHAIN > 0
-    acc[0] = gemv_timing_chain(wr[0], acc[0]);
+    acc[0] = gemv_timing_chain(wr[0], M, acc[0]);
 #endif
 
     #pragma unroll

@@ -133,3 +133,41 @@ def test_cuda_tensor_core_mutant_keeps_the_twins_registers_and_does_not_spill() 
         slow = ptxas_report([define])
         assert registers(slow) <= max(registers(twin), 72), (twin, slow)
         assert "0 bytes spill stores" in slow, slow
+
+
+def test_cuda_chain_mutant_loads_survive_ptxas() -> None:
+    """NVRTC + nvdisasm (no GPU needed): the chain's dependent loads must be in the R=8
+    kernel's machine code.  An asm-laundered zero was folded by ptxas and the whole chain
+    with it (chain256 cost nothing on the H200); the twin is the control."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs cuda-bindings (NVRTC)")
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from hqval.backends.cuda import compile_source, kernel_source
+
+    here = Path(sys.prefix)
+    found = sorted(here.glob("lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm"))
+    nvdisasm = shutil.which("nvdisasm") or (str(found[0]) if found else None)
+    if nvdisasm is None:
+        pytest.skip("needs nvdisasm (the nvidia-cuda-nvdisasm wheel or a CUDA toolkit)")
+    real = load_manifest(None).by_name("gemv_mq4g256v2_r8")
+    src, filename = kernel_source(real)
+
+    def loads(defines: list[str]) -> int:
+        from hqval.backends.cuda import PRELUDE_DIR
+
+        cubin = compile_source(src, "sm_90", name=filename, defines=["HQ_GEMV_ONLY=44", *defines],
+                               include_dirs=(*real.include_dirs, real.source.parent, PRELUDE_DIR))
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(cubin.image)
+            f.flush()
+            text = subprocess.run([nvdisasm, "-c", f.name], capture_output=True, text=True,
+                                  check=True).stdout
+        body = text.split(f".text.{real.symbol}:", 1)[1].split(".text.", 1)[0]
+        return body.count("LDG")
+
+    twin = loads([])
+    assert loads(["HQ_TIMING_CHAIN=32"]) > twin  # the chain's loop (one LDG in a loop)
