@@ -9,7 +9,7 @@ array (the waves at one PC when control flow diverged)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ class Operand:
     neg: bool = False
     abs: bool = False
     high: bool = False  # true16 ``.h``
+    sext: bool = False  # SDWA ``sext(v1)``: the selected field is sign-extended
 
     def bits(self, width: int, is_float: bool = False) -> int:
         """The bit pattern of a constant operand as a source of ``width`` bits.  A 32-bit
@@ -60,6 +61,8 @@ class Operand:
 
 def parse_operand(tok: str) -> Operand:
     t = tok.strip()
+    if t.startswith("sext(") and t.endswith(")"):
+        return replace(parse_operand(t[5:-1]), sext=True)
     neg = absf = False
     if t.startswith("-") and not re.match(r"^-[\d.]", t):
         neg, t = True, t[1:]

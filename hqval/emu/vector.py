@@ -282,6 +282,8 @@ OPS: dict[str, Op] = {
     "v_min3_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
     "v_sad_u32": Op("b32", ("b32", "b32", "b32"), lambda a, b, c: np.abs(a - b) + c),
     "v_ffbh_u32": Op("b32", ("b32",), lambda a: _ffbh(a)),
+    # v_flbit_i32: first bit from the MSB that differs from the sign bit; -1 for 0 and -1
+    "v_ffbh_i32": Op("b32", ("b32",), lambda a: _ffbh_i32(a)),
     "v_clz_i32_u32": Op("b32", ("b32",), lambda a: _ffbh(a)),
     "v_ffbl_b32": Op("b32", ("b32",), lambda a: _ffbl(a)),
     "v_ctz_i32_b32": Op("b32", ("b32",), lambda a: _ffbl(a)),
@@ -588,6 +590,11 @@ def _ffbh(a: Any) -> Any:
     return np.where(a == 0, M32, 31 - hi)
 
 
+def _ffbh_i32(a: Any) -> Any:
+    a = np.asarray(a, np.int64)
+    return _ffbh(np.where(a & 0x80000000, a ^ M32, a))
+
+
 def _ffbl(a: Any) -> Any:
     a = np.asarray(a, np.int64)
     low = a & -a
@@ -825,8 +832,80 @@ def _vopd(ins: Instruction, cx: Ctx, nl: int) -> Fn:
     return run
 
 
+# ----------------------------------------------------------------------------- SDWA
+# gfx10 VOP1/VOP2/VOPC sub-dword addressing (RDNA1 ISA, "SDWA"): each source is the
+# selected byte or word of its register, zero- or (sext) sign-extended to 32 bits; the
+# result goes into the dst_sel field, the other bits zeroed (UNUSED_PAD), sign-filled
+# above the field (UNUSED_SEXT) or kept (UNUSED_PRESERVE).
+_SDWA_SEL = {"BYTE_0": (0, 8), "BYTE_1": (8, 8), "BYTE_2": (16, 8), "BYTE_3": (24, 8),
+             "WORD_0": (0, 16), "WORD_1": (16, 16), "DWORD": (0, 32)}
+SDWA_MODS = ("src0_sel", "src1_sel", "dst_sel", "dst_unused")
+
+
+def _sdwa_sel(mods: dict[str, str], key: str) -> tuple[int, int]:
+    sel = mods.get(key, "DWORD")
+    if sel not in _SDWA_SEL:
+        raise EmuError(f"unknown SDWA {key}:{sel}")
+    return _SDWA_SEL[sel]
+
+
+def _sdwa_source(raw: Fn, shift: int, size: int, sext: bool) -> Fn:
+    if size == 32:
+        return raw
+    mask, sign = np.uint32((1 << size) - 1), 1 << (size - 1)
+
+    def get(st: WaveState, w: Sel) -> Any:
+        field = (np.asarray(raw(st, w), np.uint32) >> np.uint32(shift)) & mask
+        if not sext:
+            return field
+        return ((field.astype(np.int64) ^ sign) - sign).astype(np.int64) & M32
+    return get
+
+
+def _sdwa_bits(val: Any, t: str) -> Any:
+    """A typed result as the 32 bits a full-register write would store."""
+    if t in ("f32", "dst_f32"):
+        return np.asarray(val, F32).view(np.uint32).astype(np.int64)
+    if t in ("b32", "u32raw"):
+        return np.asarray(val, np.int64) & M32
+    if t == "b16":
+        return np.asarray(val, np.int64) & 0xFFFF
+    if t in ("f16", "f16z"):
+        return np.asarray(val, F16).view(np.uint16).astype(np.int64)
+    raise EmuError(f"SDWA result of type {t}")
+
+
+def _sdwa_writer(dst: Operand, t: str, mods: dict[str, str]) -> Callable[..., None]:
+    shift, size = _sdwa_sel(mods, "dst_sel")
+    unused = mods.get("dst_unused", "UNUSED_PAD")
+    if unused not in ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE"):
+        raise EmuError(f"unknown SDWA dst_unused:{unused}")
+    if dst.kind != "v":
+        raise EmuError(f"SDWA destination must be a VGPR, got {dst}")
+    r = dst.reg
+    field_mask = ((1 << size) - 1) << shift
+
+    def write(st: WaveState, w: Sel, val: Any, lanes: Any) -> None:
+        bits = _sdwa_bits(val, t)
+        if size == 32:
+            vwrite(st, w, r, bits & M32, lanes)
+            return
+        field = (bits & ((1 << size) - 1)) << shift
+        if unused == "UNUSED_PRESERVE":
+            new = (st.V[r][w].astype(np.int64) & (M32 ^ field_mask)) | field
+        elif unused == "UNUSED_SEXT":
+            top = (bits >> (size - 1)) & 1
+            above = M32 ^ ((1 << (shift + size)) - 1)
+            new = field | np.where(top == 1, above, 0)
+        else:
+            new = field
+        vwrite(st, w, r, np.asarray(new, np.int64) & M32, lanes)
+    return write
+
+
 def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str], cx: Ctx,
-                   nl: int, dpp: bool = False) -> tuple[Fn, Callable[..., None], Fn | None]:
+                   nl: int, dpp: bool = False, sdwa: bool = False,
+                   ) -> tuple[Fn, Callable[..., None], Fn | None]:
     """(compute(st, w) -> value, write(st, w, value, lanes), lanes or None)."""
     dst = ops[0]
     srcs = ops[1:]
@@ -854,6 +933,12 @@ def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str]
         raw = _vsrc32(op, width, t.startswith("f"))
         if dpp and vi == 0:
             raw, lanes_fn = _dpp_source(raw, mods, nl)
+        if sdwa and vi < 2:
+            if width != 32:
+                raise EmuError(f"{name}: SDWA on a {width}-bit source")
+            raw = _sdwa_source(raw, *_sdwa_sel(mods, f"src{vi}_sel"), op.sext)
+        elif op.sext:
+            raise EmuError(f"{name}: sext() outside SDWA")
         hi = bool(opsel[vi]) if vi < len(opsel) else False
         getters.append(_typed(raw, t, op, hi))
         vi += 1
@@ -867,7 +952,7 @@ def _compute_parts(name: str, spec: Op, ops: list[Operand], mods: dict[str, str]
     dtype = spec.dst
     if len(opsel) > 3 and opsel[3] and dtype in ("f16", "f16z", "b16"):
         dst = Operand(dst.kind, dst.reg, dst.count, high=True)
-    write = _result_writer(dst, dtype)
+    write = _sdwa_writer(dst, dtype, mods) if sdwa else _result_writer(dst, dtype)
 
     f32_srcs = [t in ("f32", "dst_f32") for t in spec.srcs]
     f32_out = dtype == "f32"
@@ -900,9 +985,12 @@ def _translate_valu(name: str, ins: Instruction, cx: Ctx, nl: int) -> Fn | None:
     mods = ins.modifiers
     dpp = any(k in mods for k in ("quad_perm", "dpp8", "row_shl", "row_shr", "row_ror",
                                   "row_mirror", "row_half_mirror", "row_share", "row_xmask"))
+    sdwa = ins.mnemonic.endswith("_sdwa") or any(k in mods for k in SDWA_MODS)
     if name.startswith(("v_cmp_", "v_cmpx_", "v_cmp_class", "v_cmpx_class")):
-        return _vopc(name, ops, mods, cx, dpp, nl)
-    special = _special(name, ops, mods, cx, nl)
+        return _vopc(name, ops, mods, cx, dpp, nl, sdwa)
+    if sdwa and name not in OPS:
+        return None  # no SDWA form modelled: unsupported, never run without the selects
+    special = None if sdwa else _special(name, ops, mods, cx, nl)
     if special is not None:
         return special
     if name.startswith(("v_pk_", "v_fma_mix", "v_dot2_", "v_dot4_", "v_dot8_")):
@@ -911,7 +999,7 @@ def _translate_valu(name: str, ins: Instruction, cx: Ctx, nl: int) -> Fn | None:
     spec = OPS.get(name)
     if spec is None:
         return None
-    compute, write, lanes_fn = _compute_parts(name, spec, ops, mods, cx, nl, dpp)
+    compute, write, lanes_fn = _compute_parts(name, spec, ops, mods, cx, nl, dpp, sdwa)
     if lanes_fn is None:
         return lambda st, w: write(st, w, compute(st, w), None)
     lf = lanes_fn
@@ -1009,7 +1097,7 @@ def _salu_in_valu(name: str, ops: list[Operand], mods: dict[str, str]) -> Fn:
 
 
 def _vopc(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx, dpp: bool,
-          nl: int) -> Fn | None:
+          nl: int, sdwa: bool = False) -> Fn | None:
     cmpx = name.startswith("v_cmpx_")
     parts = name.split("_")  # v, cmp(x), op, type
     if parts[2] == "class":
@@ -1045,6 +1133,12 @@ def _vopc(name: str, ops: list[Operand], mods: dict[str, str], cx: Ctx, dpp: boo
         raw = _vsrc32(operand, width, t.startswith("f"))
         if dpp and k == 0:
             raw, _ = _dpp_source(raw, mods, nl)
+        if sdwa:
+            if width != 32:
+                raise EmuError(f"{name}: SDWA on a {width}-bit source")
+            raw = _sdwa_source(raw, *_sdwa_sel(mods, f"src{k}_sel"), operand.sext)
+        elif operand.sext:
+            raise EmuError(f"{name}: sext() outside SDWA")
         g = _typed(raw, t, operand)
         if typ == "i64" and t == "b64":
             g = (lambda gg: (lambda st, w: np.asarray(gg(st, w), np.uint64).view(np.int64)))(g)

@@ -513,3 +513,94 @@ def test_salu_fmamk_multiplies_by_the_literal_and_fmaak_adds_it() -> None:
     assert st.S[0].tolist() == f32bits(302.0, 305.0).tolist()
     execute("s_fmaak_f32 s3, s1, s2, 0x42c80000", st, arch="gfx1201")  # 3 * S1 + 100
     assert st.S[3].tolist() == f32bits(106.0, 115.0).tolist()
+
+
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1030", "gfx1100"])
+def test_sdwa_selects_bytes_and_words(build: Callable[..., bytes], arch: str) -> None:
+    """gfx10 runs these through SDWA (src*_sel BYTE_n/WORD_n, sext(), VOPC with selects):
+    before the selects were modelled, BYTE_1 x BYTE_1 multiplied whole dwords."""
+    m = Machine(arch)
+    mod = m.load(build("sdwa", arch))
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    y = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    out = m.alloc(4 * 12 * 32)
+    m.launch(mod, "sdwa_probe", (1, 1, 1), (32, 1, 1), [out, buf(m, x), buf(m, y)])
+    got = m.read(out, 4 * 12 * 32).view(np.uint32).reshape(32, 12).astype(np.int64)
+    X, Y = x.astype(np.int64), y.astype(np.int64)
+
+    def sbyte(v: np.ndarray, k: int) -> np.ndarray:
+        return ((v >> (8 * k)) & 0xFF ^ 0x80) - 0x80
+
+    def sword(v: np.ndarray, k: int) -> np.ndarray:
+        return ((v >> (16 * k)) & 0xFFFF ^ 0x8000) - 0x8000
+
+    m32 = 0xFFFFFFFF
+    np.testing.assert_array_equal(got[:, 0], ((X >> 8) & 0xFF) * ((Y >> 8) & 0xFF))
+    np.testing.assert_array_equal(got[:, 1], (((X >> 16) & 0xFFFF) * ((Y >> 16) & 0xFFFF)) & m32)
+    np.testing.assert_array_equal(got[:, 2], (sbyte(X, 3) * sbyte(Y, 2)) & m32)
+    xi = np.where(X >= 2**31, X - 2**32, X)
+    np.testing.assert_array_equal(got[:, 3], xi.astype(np.float32).view(np.uint32))
+    lo, hi = (X + Y) & 0xFFFF, ((X >> 16) + (Y >> 16)) & 0xFFFF
+    np.testing.assert_array_equal(got[:, 4], lo | hi << 16)
+    c0, c1 = (X + (Y >> 8)) & 0xFF, ((X >> 8) ^ Y) & 0xFF
+    np.testing.assert_array_equal(got[:, 5], c0 | c1 << 8 | (X & 0xFFFF0000))
+    np.testing.assert_array_equal(got[:, 6], np.where(((X >> 8) & 0xFF) > ((Y >> 24) & 0xFF),
+                                                      7, 9))
+    np.testing.assert_array_equal(got[:, 7], np.where(sbyte(X, 2) < sbyte(Y, 0), 11, 13))
+    np.testing.assert_array_equal(got[:, 8], (sword(X, 1) * sword(Y, 0)) & m32)
+    xy = np.where((X ^ Y) >= 2**31, (X ^ Y) - 2**32, X ^ Y)
+    clrsb = np.array([31 - int(v if v >= 0 else ~v).bit_length() for v in xy])
+    np.testing.assert_array_equal(got[:, 9], clrsb)
+    f = (X & 0xFF).astype(np.float32) * np.float32(0.5) + ((Y >> 16) & 0xFF).astype(np.float32)
+    np.testing.assert_array_equal(got[:, 10], f.view(np.uint32))
+    want11 = (-((X >> 12).astype(np.float32))).astype(np.int64) & m32
+    np.testing.assert_array_equal(got[:, 11], want11)
+
+
+def test_sdwa_destination_selects_and_unused_bits() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.V[1] = 0x11223344
+    st.V[2] = 0x000080F0
+    st.V[0] = 0xAABBCCDD
+    execute("v_mov_b32_sdwa v0, v1 dst_sel:BYTE_1 dst_unused:UNUSED_PRESERVE src0_sel:BYTE_3",
+            st, "gfx1030")
+    assert st.V[0, 0, 0] == 0xAABB11DD
+    execute("v_mov_b32_sdwa v0, v1 dst_sel:BYTE_1 dst_unused:UNUSED_PAD src0_sel:BYTE_3",
+            st, "gfx1030")
+    assert st.V[0, 0, 0] == 0x00001100
+    # UNUSED_SEXT: the field's top bit fills the bits above it, the bits below are zero
+    execute("v_mov_b32_sdwa v0, v2 dst_sel:BYTE_1 dst_unused:UNUSED_SEXT src0_sel:BYTE_0",
+            st, "gfx1030")
+    assert st.V[0, 0, 0] == 0xFFFFF000
+    execute("v_add_nc_u32_sdwa v0, v1, v2 dst_sel:WORD_1 dst_unused:UNUSED_SEXT "
+            "src0_sel:BYTE_0 src1_sel:WORD_0", st, "gfx1030")
+    assert st.V[0, 0, 0] == ((0x44 + 0x80F0) << 16) & 0xFFFFFFFF
+    execute("v_add_nc_u32_sdwa v0, sext(v2), v1 dst_sel:DWORD dst_unused:UNUSED_PAD "
+            "src0_sel:BYTE_0 src1_sel:BYTE_0", st, "gfx1030")
+    assert st.V[0, 0, 0] == (-0x10 + 0x44) & 0xFFFFFFFF
+    st.V[3] = 0x3C00_0000  # f16 1.0 in the high word
+    st.V[4] = 0x4000  # f16 2.0 in the low word
+    execute("v_add_f16_sdwa v5, v3, v4 dst_sel:WORD_0 dst_unused:UNUSED_PAD "
+            "src0_sel:WORD_1 src1_sel:WORD_0", st, "gfx1030")
+    assert st.V[5, 0, 0] == 0x4200  # 3.0
+
+
+def test_ffbh_i32_counts_bits_equal_to_the_sign() -> None:
+    from tests.emu.instr import execute, state
+
+    st = state()
+    vals = [0, 0xFFFFFFFF, 1, 0x7FFFFFFF, 0x80000000, 0xFFFF0000, 0x00010000, 0xC0000000]
+    st.V[1, 0, :len(vals)] = vals
+    execute("v_ffbh_i32_e32 v0, v1", st, "gfx1030")
+    assert st.V[0, 0, :len(vals)].tolist() == [0xFFFFFFFF, 0xFFFFFFFF, 31, 1, 1, 16, 15, 2]
+
+
+def test_an_sdwa_form_without_semantics_is_unsupported_not_run_whole() -> None:
+    from tests.emu.instr import execute, state
+
+    with pytest.raises(AssertionError, match="no semantics"):
+        execute("v_add_co_ci_u32_sdwa v0, vcc_lo, v1, v2, vcc_lo dst_sel:DWORD "
+                "dst_unused:UNUSED_PAD src0_sel:BYTE_1 src1_sel:DWORD", state(), "gfx1030")

@@ -223,3 +223,82 @@ def test_compat_headers_compute_what_hip_defines(arch: str, tmp_path: Path) -> N
         assert np.allclose(o[:, 13], np.exp(v.astype(np.float64) * 0.25), rtol=2e-7)
         assert np.allclose(o[:, 14], 1 / np.sqrt(np.abs(v.astype(np.float64)) + 1), rtol=3e-7)
         assert np.all(o[:, 15] == 32)
+
+
+DOTS = ROOT / "tests" / "data" / "hipcompat" / "dots.hip"
+
+
+@pytest.mark.skipif(CLANG is None, reason="needs clang-19")
+@pytest.mark.parametrize("arch", ALL_ARCHES)
+def test_compat_mixed_dots_and_lrint_compute_what_rocm_defines(arch: str) -> None:
+    """amd_mixed_dot (ROCm: __ockl_[su]dot{2,4,8}, __ockl_fdot2) and lrintf/lroundf, built
+    with the compatibility headers and run on the emulator: the integer sums exactly, with
+    saturation where asked; the half2 dot on values whose sum is exact in f32."""
+    import numpy as np
+
+    from hqval.backends.emu import EmuBackend
+    from hqval.manifest import KernelSpec
+    from hqval.toolchain import find_compiler
+
+    if find_compiler().hip_headers:
+        pytest.skip("ROCm's headers are in use; the compatibility headers are not")
+    be = EmuBackend(arch)
+    program = be.load(KernelSpec(name="hipcompat_dots", source=DOTS, symbol="hipcompat_dots",
+                                 qt=6, kind="gemv", block=32))
+    rng = np.random.default_rng(7)
+    # extremes first (saturation), then random words
+    a = np.concatenate([np.array([0x7FFF7FFF, -0x7FFF8000, 0x7F7F7F7F, -1], np.int64),
+                        rng.integers(-2**31, 2**31, 28)]).astype(np.int32)
+    b = np.concatenate([np.array([0x7FFF7FFF, -0x7FFF8000, 0x7F7F7F7F, -1], np.int64),
+                        rng.integers(-2**31, 2**31, 28)]).astype(np.int32)
+    c = np.concatenate([np.array([2**31 - 1, -2**31, 2**31 - 100, 5], np.int64),
+                        rng.integers(-2**20, 2**20, 28)]).astype(np.int32)
+    h = (rng.integers(-64, 64, 128) / 8).astype(np.float16)  # products and sums exact in f32
+    f = np.concatenate([rng.integers(-1000, 1000, 32) / 4,
+                        np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.49, -3.51]),
+                        rng.uniform(-1e5, 1e5, 24)]).astype(np.float32)
+    bufs = [be.alloc(v.nbytes) for v in (a, b, c, h, f)]
+    for buf, v in zip(bufs, (a, b, c, h, f), strict=True):
+        be.copy_in(buf, v)
+    out = be.alloc(4 * 12 * 32)
+    be.copy_in(out, np.zeros(12 * 32, np.int32))
+    be.launch(program, (1, 1, 1), (32, 1, 1), [*bufs, out])
+    got = be.copy_out(out).view(np.int32).reshape(32, 12).astype(np.int64)
+
+    def lanes(v: np.ndarray, bits: int, signed: bool) -> list[np.ndarray]:
+        u = v.astype(np.int64) & 0xFFFFFFFF
+        out, m = [], (1 << bits) - 1
+        for k in range(32 // bits):
+            e = (u >> (bits * k)) & m
+            out.append(np.where(e >= 1 << (bits - 1), e - (1 << bits), e) if signed else e)
+        return out
+
+    def dot(bits: int, signed: bool) -> np.ndarray:
+        cc = c.astype(np.int64) if signed else c.astype(np.int64) & 0xFFFFFFFF
+        return cc + sum(p * q for p, q in zip(lanes(a, bits, signed), lanes(b, bits, signed),
+                                               strict=True))
+
+    def wrap(v: np.ndarray) -> np.ndarray:
+        return ((v + 2**31) % 2**32) - 2**31
+
+    def sat_i(v: np.ndarray) -> np.ndarray:
+        return np.clip(v, -2**31, 2**31 - 1)
+
+    def sat_u(v: np.ndarray) -> np.ndarray:
+        return wrap(np.minimum(v, 2**32 - 1))
+
+    np.testing.assert_array_equal(got[:, 0], wrap(dot(16, True)))
+    np.testing.assert_array_equal(got[:, 1], sat_i(dot(16, True)))
+    np.testing.assert_array_equal(got[:, 2], sat_u(dot(16, False)))
+    np.testing.assert_array_equal(got[:, 3], wrap(dot(8, True)))
+    np.testing.assert_array_equal(got[:, 4], sat_i(dot(8, True)))
+    np.testing.assert_array_equal(got[:, 5], wrap(dot(8, False)))
+    np.testing.assert_array_equal(got[:, 6], sat_i(dot(4, True)))
+    np.testing.assert_array_equal(got[:, 7], wrap(dot(4, False)))
+    hh = h.astype(np.float64).reshape(2, 32, 2)  # h[i] and h[i + 32] as half2 pairs
+    want = f[:32].astype(np.float64) + hh[0, :, 0] * hh[1, :, 0] + hh[0, :, 1] * hh[1, :, 1]
+    np.testing.assert_array_equal(got[:, 8], want.astype(np.float32).view(np.int32))
+    g = f[32:].astype(np.float64)
+    np.testing.assert_array_equal(got[:, 9], np.rint(g))
+    np.testing.assert_array_equal(got[:, 10], np.sign(g) * np.floor(np.abs(g) + 0.5))
+    np.testing.assert_array_equal(got[:, 11], np.rint((f[32:] * np.float32(3)).astype(np.float64)))

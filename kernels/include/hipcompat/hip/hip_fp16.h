@@ -139,6 +139,21 @@ HQVAL_HIPCOMPAT_HFN bool operator<=(__half a, __half b) { return __hle(a, b); }
 HQVAL_HIPCOMPAT_HFN bool operator>(__half a, __half b) { return __hgt(a, b); }
 HQVAL_HIPCOMPAT_HFN bool operator>=(__half a, __half b) { return __hge(a, b); }
 
+// amd_mixed_dot(__half2, __half2, float, saturate): a.x*b.x + a.y*b.y + c in f32, as
+// ROCm's device library's __ockl_fdot2: v_dot2_f32_f16 where the target has it (all but
+// gfx1010), else two fused multiply-adds, x then y.
+HQVAL_HIPCOMPAT_HFN float amd_mixed_dot(__half2 a, __half2 b, float c, bool saturate) {
+#if defined(__gfx1010__)
+    const float r = __builtin_fmaf(static_cast<float>(a.y.data), static_cast<float>(b.y.data),
+                                   __builtin_fmaf(static_cast<float>(a.x.data),
+                                                  static_cast<float>(b.x.data), c));
+    return saturate ? __builtin_fminf(__builtin_fmaxf(r, 0.0f), 1.0f) : r;
+#else
+    return saturate ? __builtin_amdgcn_fdot2(hqval_hipcompat_v(a), hqval_hipcompat_v(b), c, true)
+                    : __builtin_amdgcn_fdot2(hqval_hipcompat_v(a), hqval_hipcompat_v(b), c, false);
+#endif
+}
+
 // Wave shuffles of halves move the 16 bits inside one dword.
 #define HQVAL_HIPCOMPAT_HSHFL(NAME, ARG)                                                     \
     HQVAL_HIPCOMPAT_HFN __half NAME(__half var, ARG a, int width = warpSize) {               \

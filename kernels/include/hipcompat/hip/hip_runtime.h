@@ -18,7 +18,8 @@
 //   math        the float functions such kernels call (expf exp2f logf log2f sqrtf rsqrtf
 //               fabsf fmaxf fminf fmaf floorf ceilf truncf roundf rintf copysignf ldexpf
 //               tanhf, __expf __logf __fdividef __saturatef ...), a few double ones,
-//               min/max, atomicAdd/Sub/Max/Min/Exch/CAS
+//               lrintf llrintf lroundf llroundf, min/max, atomicAdd/Sub/Max/Min/Exch/CAS,
+//               amd_mixed_dot (integer overloads; the __half2 one is in hip_fp16.h)
 //   half        <hip/hip_fp16.h> (__half, __half2)
 // Anything else is a compile error naming the function, never a silent substitute.
 #ifndef HQVAL_HIPCOMPAT_HIP_RUNTIME_H
@@ -105,6 +106,92 @@ HQVAL_HIPCOMPAT_VEC(unsigned long long, ulonglong)
 HQVAL_HIPCOMPAT_VEC(float, float)
 HQVAL_HIPCOMPAT_VEC(double, double)
 #undef HQVAL_HIPCOMPAT_VEC
+
+// ------------------------------------------------------------------ integer dot products
+// amd_mixed_dot as ROCm's headers declare it (they forward to the device library's
+// __ockl_[su]dot{2,4,8}): the dot instruction where the target has one, else the same
+// sums in 64-bit arithmetic; `saturate` clamps to the result type's range.
+//   gfx10.3: v_dot2_[iu]32_[iu]16, v_dot4_[iu]32_[iu]8, v_dot8_[iu]32_[iu]4
+//   gfx11, gfx12: unsigned dot4/dot8, and the signed ones as v_dot{4,8}_i32_iu{8,4}
+//   gfx1010: none
+#if defined(__gfx1030__) || defined(__gfx1031__) || defined(__gfx1032__) || \
+    defined(__gfx1033__) || defined(__gfx1034__) || defined(__gfx1035__) || defined(__gfx1036__)
+#define HQVAL_HIPCOMPAT_DOT_GFX103 1
+#endif
+#if defined(__GFX11__) || defined(__GFX12__)
+#define HQVAL_HIPCOMPAT_DOT_IU 1
+#endif
+HQVAL_HIPCOMPAT_FN int hqval_hipcompat_sat_i32(long long v, bool saturate) {
+    return static_cast<int>(!saturate ? v : v > 2147483647LL ? 2147483647LL
+                                           : v < -2147483648LL ? -2147483648LL : v);
+}
+HQVAL_HIPCOMPAT_FN unsigned int hqval_hipcompat_sat_u32(unsigned long long v, bool saturate) {
+    return static_cast<unsigned int>(saturate && v > 0xffffffffULL ? 0xffffffffULL : v);
+}
+HQVAL_HIPCOMPAT_FN int amd_mixed_dot(short2 a, short2 b, int c, bool saturate) {
+#if defined(HQVAL_HIPCOMPAT_DOT_GFX103)
+    return saturate ? __builtin_amdgcn_sdot2(a, b, c, true) : __builtin_amdgcn_sdot2(a, b, c, false);
+#else
+    return hqval_hipcompat_sat_i32(static_cast<long long>(a.x) * b.x
+                                   + static_cast<long long>(a.y) * b.y + c, saturate);
+#endif
+}
+HQVAL_HIPCOMPAT_FN unsigned int amd_mixed_dot(ushort2 a, ushort2 b, unsigned int c, bool saturate) {
+#if defined(HQVAL_HIPCOMPAT_DOT_GFX103)
+    return saturate ? __builtin_amdgcn_udot2(a, b, c, true) : __builtin_amdgcn_udot2(a, b, c, false);
+#else
+    return hqval_hipcompat_sat_u32(static_cast<unsigned long long>(a.x) * b.x
+                                   + static_cast<unsigned long long>(a.y) * b.y + c, saturate);
+#endif
+}
+HQVAL_HIPCOMPAT_FN int amd_mixed_dot(char4 a, char4 b, int c, bool saturate) {
+    const int pa = __builtin_bit_cast(int, a), pb = __builtin_bit_cast(int, b);
+#if defined(HQVAL_HIPCOMPAT_DOT_GFX103)
+    return saturate ? __builtin_amdgcn_sdot4(pa, pb, c, true) : __builtin_amdgcn_sdot4(pa, pb, c, false);
+#elif defined(HQVAL_HIPCOMPAT_DOT_IU)
+    return saturate ? __builtin_amdgcn_sudot4(true, pa, true, pb, c, true)
+                    : __builtin_amdgcn_sudot4(true, pa, true, pb, c, false);
+#else
+    long long v = c;
+    for (int i = 0; i < 4; ++i) v += static_cast<long long>(a[i]) * b[i];
+    return hqval_hipcompat_sat_i32(v, saturate);
+#endif
+}
+HQVAL_HIPCOMPAT_FN unsigned int amd_mixed_dot(uchar4 a, uchar4 b, unsigned int c, bool saturate) {
+    const unsigned int pa = __builtin_bit_cast(unsigned int, a);
+    const unsigned int pb = __builtin_bit_cast(unsigned int, b);
+#if defined(HQVAL_HIPCOMPAT_DOT_GFX103) || defined(HQVAL_HIPCOMPAT_DOT_IU)
+    return saturate ? __builtin_amdgcn_udot4(pa, pb, c, true) : __builtin_amdgcn_udot4(pa, pb, c, false);
+#else
+    unsigned long long v = c;
+    for (int i = 0; i < 4; ++i) v += static_cast<unsigned long long>(a[i]) * b[i];
+    return hqval_hipcompat_sat_u32(v, saturate);
+#endif
+}
+// eight 4-bit lanes per dword, element 0 in bits 3:0
+HQVAL_HIPCOMPAT_FN int amd_mixed_dot(int a, int b, int c, bool saturate) {
+#if defined(HQVAL_HIPCOMPAT_DOT_GFX103)
+    return saturate ? __builtin_amdgcn_sdot8(a, b, c, true) : __builtin_amdgcn_sdot8(a, b, c, false);
+#elif defined(HQVAL_HIPCOMPAT_DOT_IU)
+    return saturate ? __builtin_amdgcn_sudot8(true, a, true, b, c, true)
+                    : __builtin_amdgcn_sudot8(true, a, true, b, c, false);
+#else
+    long long v = c;
+    for (int i = 0; i < 8; ++i)
+        v += static_cast<long long>((a << (28 - 4 * i)) >> 28) * ((b << (28 - 4 * i)) >> 28);
+    return hqval_hipcompat_sat_i32(v, saturate);
+#endif
+}
+HQVAL_HIPCOMPAT_FN unsigned int amd_mixed_dot(unsigned int a, unsigned int b, unsigned int c,
+                                              bool saturate) {
+#if defined(HQVAL_HIPCOMPAT_DOT_GFX103) || defined(HQVAL_HIPCOMPAT_DOT_IU)
+    return saturate ? __builtin_amdgcn_udot8(a, b, c, true) : __builtin_amdgcn_udot8(a, b, c, false);
+#else
+    unsigned long long v = c;
+    for (int i = 0; i < 8; ++i) v += static_cast<unsigned long long>((a >> (4 * i)) & 15u) * ((b >> (4 * i)) & 15u);
+    return hqval_hipcompat_sat_u32(v, saturate);
+#endif
+}
 
 struct dim3 {
     unsigned int x, y, z;
@@ -360,6 +447,11 @@ HQVAL_HIPCOMPAT_FN float __int_as_float(int x) { return __builtin_bit_cast(float
 HQVAL_HIPCOMPAT_FN float __uint_as_float(unsigned int x) { return __builtin_bit_cast(float, x); }
 HQVAL_HIPCOMPAT_FN int __float_as_int(float x) { return __builtin_bit_cast(int, x); }
 HQVAL_HIPCOMPAT_FN unsigned int __float_as_uint(float x) { return __builtin_bit_cast(unsigned int, x); }
+// Round, then convert, as ROCm's headers do (AMDGPU has no lrint libcall).
+HQVAL_HIPCOMPAT_FN long lrintf(float x) { return static_cast<long>(__builtin_rintf(x)); }
+HQVAL_HIPCOMPAT_FN long long llrintf(float x) { return static_cast<long long>(__builtin_rintf(x)); }
+HQVAL_HIPCOMPAT_FN long lroundf(float x) { return static_cast<long>(__builtin_roundf(x)); }
+HQVAL_HIPCOMPAT_FN long long llroundf(float x) { return static_cast<long long>(__builtin_roundf(x)); }
 HQVAL_HIPCOMPAT_FN int __float2int_rn(float x) { return static_cast<int>(__builtin_rintf(x)); }
 HQVAL_HIPCOMPAT_FN int __float2int_rz(float x) { return static_cast<int>(x); }
 HQVAL_HIPCOMPAT_FN bool isnan(float x) { return __builtin_isnan(x); }
