@@ -467,3 +467,90 @@ def test_a_v2_kernel_with_a_uniform_buffer_policy_against_a_plain_v1_passes(
     rows = tree_audit(v2, "gfx1201", cache, TREE.by_name("ew_gemv_hfq4g256"))
     assert rows["header_scalar"].status is Status.PASS, rows["header_scalar"].message
     assert not rows["header_scalar"].details["loop_scalar_loads"]
+
+
+# ---- the audit cache ---------------------------------------------------------------------
+
+LANE_MUTANT = "HQ_GEMV(gemv_mut_lane_header_address_r1, MutLaneHeaderAddress, 1, false)"
+
+
+def test_audit_cache_reuses_rows_only_for_the_same_object_tools_and_rules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel first built correct passes rule (a) and its rows are cached; the source
+    then gets the lane-dependent header mutation: the new object misses the cache and the
+    rule says fail (a stale pass is never served).  A tampered entry, other rules and
+    another disassembler miss too."""
+    from hqval import isa
+
+    cache = tmp_path / "cache"
+    mutant = MUTANTS.by_name("gemv_mut_lane_header_address_r1")
+    text = mutant.source.read_text()
+    assert LANE_MUTANT in text
+    src = tmp_path / "k.hip"
+    src.write_text(text.replace(LANE_MUTANT, LANE_MUTANT.replace("MutLaneHeaderAddress",
+                                                                 "HdrMq4v2")))
+    spec = replace(mutant, source=src)
+    base = REAL.by_name("gemv_hfq4g256_r1")
+    computed: list[str] = []
+    audit_jobs = isa._audit_jobs
+
+    def counting(jobs: list[Any]) -> list[list[Row]]:
+        computed.extend(j.spec.name for j in jobs)
+        return audit_jobs(jobs)
+
+    monkeypatch.setattr(isa, "_audit_jobs", counting)
+
+    def run() -> tuple[Status, list[str]]:
+        cells = [(s, compile_kernel(s, "gfx1030", cache)) for s in (base, spec)]
+        computed.clear()
+        rows = audit_matrix(cells, ARCHES["gfx1030"], cache_dir=cache, jobs=1)
+        rule_a = f"audit_header_scalar[{spec.name}|gfx1030|isa]"
+        return {r.identity: r for r in rows}[rule_a].status, sorted(computed)
+
+    both = sorted([base.name, spec.name])
+    assert run() == (Status.PASS, both)
+    assert run() == (Status.PASS, [])  # every row from the cache
+    src.write_text(text)  # the mutation: another object, same manifest entry
+    assert run() == (Status.FAIL, [spec.name])
+    assert run() == (Status.FAIL, [])
+    # an entry whose rows were edited (a fail turned into a pass) is not used
+    entries = [p for p in (cache / f"audit-v{isa.AUDIT_CACHE_LAYOUT}").rglob("*.json")
+               if spec.name in p.read_text() and '"fail"' in p.read_text()]
+    assert len(entries) == 1
+    entries[0].write_text(entries[0].read_text().replace('"fail"', '"pass"'))
+    assert run() == (Status.FAIL, [spec.name])
+    monkeypatch.setattr(isa, "rules_identity", lambda: "other rules")
+    assert run() == (Status.FAIL, both)
+    monkeypatch.setattr(isa, "disassembler_identity", lambda: "another llvm-objdump")
+    assert run() == (Status.FAIL, both)
+
+
+def test_rules_identity_covers_the_source_of_every_module_the_audit_imports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ast
+    import sys
+
+    from hqval import isa
+
+    source = Path(isa.__file__).read_text()
+    imported = {n.module for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("hqval")}
+    # manifest and toolchain only find the baseline's object, whose bytes are in the key
+    assert imported - {"hqval.manifest", "hqval.toolchain"} <= set(isa.RULE_MODULES) - {
+        "hqval.isa"}, imported
+    # an edit to a rule module's source is another identity
+    pkg = tmp_path / "rulepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rule.py").write_text("LIMIT = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(isa, "RULE_MODULES", ("rulepkg",))
+    isa.rules_identity.cache_clear()
+    try:
+        before = isa.rules_identity()
+        (pkg / "rule.py").write_text("LIMIT = 4\n")
+        isa.rules_identity.cache_clear()
+        assert isa.rules_identity() != before
+    finally:
+        sys.modules.pop("rulepkg", None)
+        isa.rules_identity.cache_clear()

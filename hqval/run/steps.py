@@ -115,15 +115,20 @@ def audit(ctx: RunContext) -> StepResult:
     if not ctx.compiled:
         _compile_all(ctx)  # a resumed run that skipped the compile step
     rows: list[Row] = []
+    amd = [a for a in ctx.arches if a.is_amd]
+    # every arch at once: the audits the cache does not have run on every CPU
+    audited = isa.audit_arches(
+        [(a, [(s, ctx.compiled[(s.name, a.name)]) for s in kernels(ctx)
+              if s.applies_to(a) and (s.name, a.name) in ctx.compiled]) for a in amd],
+        cache_dir=ctx.config.cache_dir)
+    by_arch = dict(zip([a.name for a in amd], audited, strict=True))
     for a in ctx.arches:
         if not a.is_amd:
             rows.append(note_row("audit", a.name, ctx.backend_label(a.name),
                                  f"audit: {a.name} code is NVRTC's; no gfx ISA to audit"))
             continue
         specs = [s for s in kernels(ctx) if s.applies_to(a)]
-        cells = [(s, ctx.compiled[(s.name, a.name)]) for s in specs
-                 if (s.name, a.name) in ctx.compiled]
-        rows += isa.audit_matrix(cells, a, cache_dir=ctx.config.cache_dir)
+        rows += by_arch[a.name]
         for s in specs:
             if (s.name, a.name) not in ctx.compiled:
                 rows += [Row("audit", f"audit_{rule}", s.name, a.name, "isa", Status.ERROR,
