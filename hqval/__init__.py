@@ -1,6 +1,20 @@
 """hqval: cross-architecture validation and benchmarking for 4-bit quantized RDNA kernels."""
 
+from pathlib import Path
+
 __version__ = "0.1.0"
+
+
+def suite_dir(name: str) -> Path:
+    """The suite's own ``matrices`` or ``kernels`` directory: the copy an installed wheel
+    carries inside the package (``hqval/_suite/NAME``, put there by setup.py's build
+    step), else the checkout's, beside the package (a source tree or an editable install).
+    Every module finds the suite's files through this, so a plain ``pip install .`` runs
+    from anywhere."""
+    package = Path(__file__).resolve().parent
+    shipped = package / "_suite" / name
+    return shipped if shipped.is_dir() else package.parent / name
+
 
 # Version of the on-disk results schema (envelope + rows); bump with a migration in
 # hqval.results.store when a row or envelope field changes meaning.

@@ -26,11 +26,12 @@ from typing import Any
 import yaml
 
 from hqval import markdown as md
+from hqval import suite_dir
 from hqval.matrix import Arch, load_arches
 from hqval.result import Row, Status
 from hqval.timing.gate import Gate, GateError, TimingPolicy, parse_timing, rejudge_rows
 
-POLICY_PATH = Path(__file__).resolve().parent.parent / "matrices" / "policy.yaml"
+POLICY_PATH = suite_dir("matrices") / "policy.yaml"
 HARDWARE_EMULATOR = "emu"
 PATH_OF_KIND = {"gemv": "decode", "gemv_qkv": "decode", "gemm": "prefill"}
 

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hqval import formats
+from hqval import formats, suite_dir
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, load_yaml, problem, validate
 
 if TYPE_CHECKING:
     from hqval.matrix import Arch
 
-KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
+KERNELS_DIR = suite_dir("kernels")
 DEFAULT_MANIFEST = KERNELS_DIR / "kernels.yaml"
 DEFAULT_MUTANTS = KERNELS_DIR / "mutants" / "mutants.yaml"
 SCHEMA_VERSION = 2

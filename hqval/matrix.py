@@ -14,12 +14,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hqval import suite_dir
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, check, load_yaml, problem
 
 if TYPE_CHECKING:
     from hqval.manifest import Manifest
 
-MATRICES_DIR = Path(__file__).resolve().parents[1] / "matrices"
+MATRICES_DIR = suite_dir("matrices")
 SCHEMA_VERSION = 1
 
 FAMILIES = ("rdna1", "rdna2", "rdna3", "rdna3.5", "rdna4")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hqval import suite_dir
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ COMPILE_TIMEOUT_S = 300
 _CANDIDATES = ("clang-20", "clang-19")
 # HIP compatibility headers (<hip/hip_runtime.h>, <hip/hip_fp16.h>) for builds without
 # ROCm's: on the include path only when the compiler does not bring ROCm's headers.
-HIPCOMPAT_DIR = Path(__file__).resolve().parents[1] / "kernels" / "include" / "hipcompat"
+HIPCOMPAT_DIR = suite_dir("kernels") / "include" / "hipcompat"
 
 
 class ToolchainError(RuntimeError):

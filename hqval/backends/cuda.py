@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hqval import suite_dir
 from hqval.backends.base import (
     Arg,
     Backend,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PRELUDE_DIR = REPO_ROOT / "kernels" / "include"
+PRELUDE_DIR = suite_dir("kernels") / "include"
 
 # nvidia-smi fields recorded in the results envelope: a timing is only comparable with
 # another taken at the same clocks.
