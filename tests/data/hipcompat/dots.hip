@@ -24,7 +24,7 @@ extern "C" __global__ void hipcompat_dots(const int* __restrict__ a, const int* 
                               (unsigned)z, false);
     o[6] = amd_mixed_dot(x, y, z, true);
     o[7] = (int)amd_mixed_dot((unsigned)x, (unsigned)y, (unsigned)z, false);
-    o[8] = __builtin_bit_cast(int, amd_mixed_dot(h[i], h[i + 32], f[i], false));
+    o[8] = __builtin_bit_cast(int, amd_mixed_dot(make_half2(h[i].x, h[i].y), h[i + 32], f[i], false));
     o[9] = (int)lrintf(f[i + 32]);
     o[10] = (int)lroundf(f[i + 32]);
     o[11] = (int)llrintf(f[i + 32] * 3.0f);

@@ -78,6 +78,7 @@ HQVAL_HIPCOMPAT_HFN int __half2int_rz(__half h) { return static_cast<int>(h.data
 HQVAL_HIPCOMPAT_HFN int __half2int_rn(__half h) { return static_cast<int>(__builtin_rintf(static_cast<float>(h.data))); }
 HQVAL_HIPCOMPAT_HFN __half2 __halves2half2(__half a, __half b) { return __half2(a, b); }
 HQVAL_HIPCOMPAT_HFN __half2 __half2half2(__half a) { return __half2(a, a); }
+HQVAL_HIPCOMPAT_HFN __half2 make_half2(__half x, __half y) { return __half2(x, y); }
 HQVAL_HIPCOMPAT_HFN __half2 __floats2half2_rn(float a, float b) { return __half2(__float2half(a), __float2half(b)); }
 HQVAL_HIPCOMPAT_HFN __half2 __float2half2_rn(float a) { return __half2(__float2half(a), __float2half(a)); }
 HQVAL_HIPCOMPAT_HFN __half __low2half(__half2 a) { return a.x; }
