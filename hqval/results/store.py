@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import hqval
-from hqval.result import Row
+from hqval.result import Row, Status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,6 +45,9 @@ ROWS = "rows.jsonl"
 LOCK = ".hqval-lock"
 # what every envelope holds once migrated: a run without them is damaged, not empty
 REQUIRED = ("schema_version", "arch", "kernels")
+# the row kinds that are evidence: each such cell is written once by the run that ran it
+# (``--resume`` skips cells that have a row), so a failing one is never superseded
+EVIDENCE_KINDS = ("compile", "audit", "check", "mutant", "timing")
 
 
 class RunDirError(ValueError):
@@ -75,6 +78,17 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def not_a_link(path: Path) -> Path:
+    """``path`` itself, refused when it is a symbolic link: a run directory's own files
+    (envelope, rows, lock) are never links, or hqval would read another run's rows or
+    write, truncate or lock a file outside ``--out`` through it."""
+    if path.is_symlink():
+        raise RunDirError(f"{path}: a symbolic link (to {os.readlink(path)}), not a file of "
+                          "this run; a run directory's files are never links: remove it or "
+                          "choose a fresh --out")
+    return path
 
 
 class TornLineWarning(UserWarning):
@@ -290,7 +304,7 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def read_envelope(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / ENVELOPE
+    path = not_a_link(Path(run_dir) / ENVELOPE)
     if not path.is_file():
         raise RunDirError(
             f"{run_dir}: no {ENVELOPE}; pass a run directory written by `hqval run --out DIR`"
@@ -318,7 +332,7 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
     """Read a run directory: envelope + rows, migrated to the current schema."""
     run_dir = Path(run_dir)
     env = read_envelope(run_dir)
-    rows_path = run_dir / ROWS
+    rows_path = not_a_link(run_dir / ROWS)
     raw_rows = list(_read_row_lines(rows_path)) if rows_path.exists() else []
     env, raw_rows = migrate(env, raw_rows, source=str(run_dir))
     lacking = [k for k in REQUIRED if k not in env]
@@ -332,8 +346,16 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
             row = Row.from_dict(d)
         except (KeyError, ValueError, TypeError) as exc:
             raise RunDirError(f"{rows_path}: row {i} is not a valid result row ({exc!r})") from exc
-        # A later row for the same cell supersedes the earlier one: a step retried under
-        # --resume (say, after installing a missing tool) replaces its error row.
+        # A later row for the same cell supersedes the earlier one (a step's mark, the
+        # admission rows, a retried error), except that an evidence cell's failure is
+        # never replaced: the run wrote that cell once, so a second verdict is damage.
+        prev = by_identity.get(row.identity)
+        if prev is not None and row.kind in EVIDENCE_KINDS and prev.status is Status.FAIL \
+                and row.status is not Status.FAIL:
+            raise RunDirError(
+                f"{rows_path}: row {i} says {row.identity} is {row.status} after an earlier "
+                "row of that cell failed; a run writes each evidence cell once and a failure "
+                "is never superseded: the rows are damaged; re-run into a fresh --out")
         by_identity[row.identity] = row
     return Run(run_dir, env, list(by_identity.values()))
 
@@ -413,6 +435,8 @@ class RunWriter:
                               f"({exc.strerror}); choose a writable --out") from exc
         lock_fd = lock(run_dir)
         try:
+            not_a_link(env_path)
+            rows_path = not_a_link(run_dir / ROWS)
             if env_path.exists():
                 if not resume:
                     raise RunDirError(
@@ -422,7 +446,11 @@ class RunWriter:
                 cls._repair_torn_tail(run_dir / ROWS)
                 return cls(run_dir, existing.envelope, {r.identity for r in existing.rows},
                            lock_fd)
-            (run_dir / ROWS).touch()
+            if rows_path.exists() and rows_path.stat().st_size:
+                raise RunDirError(
+                    f"{run_dir} holds {ROWS} but no {ENVELOPE}: rows of no known run (a run "
+                    "would append to them); remove it or choose a new --out directory")
+            rows_path.touch()
             write_atomic(env_path, json.dumps(envelope, indent=2, sort_keys=True) + "\n")
         except BaseException:
             os.close(lock_fd)
@@ -455,7 +483,8 @@ class RunWriter:
             return 0
         payload = "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in batch)
         try:
-            fd = os.open(self._rows_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self._rows_path,
+                         os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             try:
                 data = payload.encode()
                 written = os.write(fd, data)
@@ -482,8 +511,10 @@ def lock(run_dir: Path) -> int:
     ends, a ``kill -9`` included); a second writer gets ``RunLocked`` at once."""
     path = Path(run_dir) / LOCK
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            not_a_link(path)  # raises, naming the link
         raise RunDirError(f"{path}: cannot create the lock ({exc.strerror}); choose a "
                           "writable --out") from exc
     try:

@@ -115,6 +115,44 @@ def test_failing_check_row_rejects_with_exit_1(copy_of: Callable[[], Path],
     assert res.code == 1 and cells[(44, "decode")] == "rejected"
 
 
+def _with_duplicate(run: Path, ident: str, status: str, before: bool) -> None:
+    """A second row of cell ``ident`` with ``status``, before or after its own row."""
+    lines = (run / "rows.jsonl").read_text().splitlines(keepends=True)
+    i = next(k for k, x in enumerate(lines) if json.loads(x)["identity"] == ident)
+    twin = json.loads(lines[i])
+    twin["status"] = status
+    lines.insert(i if before else i + 1, json.dumps(twin) + "\n")
+    (run / "rows.jsonl").write_text("".join(lines))
+
+
+def test_a_failing_row_superseded_by_a_pass_is_exit_2(copy_of: Callable[[], Path],
+                                                      hqval: Admit) -> None:
+    """Two verdicts of one cell, fail then pass: a run writes each evidence cell once, so
+    the later pass cannot hide the failure (once: the pass superseded it, exit 0)."""
+    for kind, ident in (("check", f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"),
+                        ("compile", f"compile[gemv_mq4c_r1|{ARCH}|toolchain]")):
+        run = copy_of()
+        _with_duplicate(run, ident, "fail", before=True)
+        res = hqval("admit", str(run))
+        assert res.code == 2, kind
+        assert f"says {ident} is pass after an earlier row of that cell failed" in res.err
+
+
+def test_a_duplicate_row_of_the_same_verdict_changes_nothing(copy_of: Callable[[], Path],
+                                                            hqval: Admit) -> None:
+    """The control: a cell's row repeated, and a pass followed by a fail (the failure is
+    the later verdict: rejected, exit 1)."""
+    ident = f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"
+    run = copy_of()
+    _with_duplicate(run, ident, "pass", before=False)
+    res, cells = _admit(hqval, run)
+    assert res.code == 0 and cells == CLEAN
+    run = copy_of()
+    _with_duplicate(run, ident, "fail", before=False)
+    res, cells = _admit(hqval, run)
+    assert res.code == 1 and cells[(44, "decode")] == "rejected"
+
+
 def test_failing_row_of_a_qt_no_policy_names(copy_of: Callable[[], Path],
                                              hqval: Admit) -> None:
     """qt=999 is in no policy cell: its failing row is a kernel-level finding, exit 1."""

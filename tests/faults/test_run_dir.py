@@ -178,3 +178,73 @@ def test_rows_of_a_run_are_never_left_in_a_temporary(copy_of: Callable[[], Path]
     run = copy_of()
     assert not [p for p in run.rglob("*") if ".tmp" in p.name or ".partial" in p.name]
     assert rows(run) and json.loads((run / "envelope.json").read_text())["expected_cells"]
+
+
+def test_row_with_an_unknown_status_is_exit_2(copy_of: Callable[[], Path], hqval: Hq) -> None:
+    run = copy_of()
+    lines = (run / "rows.jsonl").read_text().splitlines(keepends=True)
+    i = next(k for k, x in enumerate(lines) if '"kind": "check"' in x)
+    row = json.loads(lines[i])
+    row["status"] = "passed"  # not one of pass, fail, error, skipped, unsupported
+    lines[i] = json.dumps(row) + "\n"
+    (run / "rows.jsonl").write_text("".join(lines))
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    _one_line(res, f"rows.jsonl: row {i + 1} is not a valid result row", "'passed'")
+
+
+def test_envelope_of_another_run_is_exit_2(tree: Path, copy_of: Callable[[], Path],
+                                           tmp_path: Path, hqval: Hq) -> None:
+    """envelope.json swapped with one from a run of other options (--no-mutants), both
+    ways: the envelope's expected cells are not the rows' (a run of the very same options
+    is indistinguishable, and admits as that run would)."""
+    other = tmp_path / "other"
+    assert hqval(*run_args(tree, other, "--no-mutants")).code == 0
+    full = copy_of()
+    (full / "envelope.json").write_bytes((other / "envelope.json").read_bytes())
+    res = hqval("admit", str(full))
+    assert res.code == 2 and "incomplete" in res.err and "mutants[-|gfx1010|emu]" in res.err
+    (other / "envelope.json").write_bytes((copy_of() / "envelope.json").read_bytes())
+    res = hqval("admit", str(other))
+    assert res.code == 2 and "incomplete" in res.err
+
+
+@pytest.mark.parametrize("name", [".hqval-lock", "rows.jsonl", "envelope.json"])
+def test_a_run_file_that_is_a_symlink_is_refused_and_its_target_untouched(
+        tree: Path, tmp_path: Path, hqval: Hq, name: str) -> None:
+    """--out DIR where one of the run's own files links elsewhere: hqval would truncate,
+    append to or lock that file (once: the lock's target was truncated to a pid)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / name).symlink_to(victim)
+    res = hqval(*run_args(tree, out))
+    assert res.code == 2
+    _one_line(res, f"{out / name}: a symbolic link", "remove it or choose a fresh --out")
+    assert victim.read_text() == "keep\n"
+
+
+def test_rows_file_that_is_a_symlink_is_refused_on_read(copy_of: Callable[[], Path],
+                                                        hqval: Hq) -> None:
+    """rows.jsonl linked to another run's rows: not this run's evidence."""
+    run, other = copy_of(), copy_of()
+    (run / "rows.jsonl").unlink()
+    (run / "rows.jsonl").symlink_to(other / "rows.jsonl")
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    _one_line(res, "rows.jsonl: a symbolic link")
+
+
+def test_a_new_run_into_a_directory_with_stray_rows_is_refused(
+        tree: Path, copy_of: Callable[[], Path], tmp_path: Path, hqval: Hq) -> None:
+    """rows.jsonl without envelope.json (another run's rows copied in): a new run would
+    append to them and be judged with them (once: exit 1 on the stray rows)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    stray = (copy_of() / "rows.jsonl").read_bytes()
+    (out / "rows.jsonl").write_bytes(stray)
+    res = hqval(*run_args(tree, out))
+    assert res.code == 2
+    _one_line(res, "holds rows.jsonl but no envelope.json")
+    assert (out / "rows.jsonl").read_bytes() == stray and not (out / "envelope.json").exists()
