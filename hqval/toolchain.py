@@ -452,9 +452,28 @@ def code_object_target(data: bytes) -> str:
     return target.rpartition("--")[2].split(":")[0]
 
 
+_parsed: dict[tuple[str, str], Any] = {}  # (what, sha256 of the bytes) -> parsed fact
+
+
+def _parsed_once(what: str, digest: str, data: bytes) -> Any:
+    """``target`` or ``symbols`` of the object whose contents hash to ``digest``: a
+    function of the bytes alone, so each content is parsed once per process (a parse
+    that raises is not remembered)."""
+    got = _parsed.get((what, digest))
+    if got is None:
+        from hqval.elf import elf_symbols
+
+        got = code_object_target(data) if what == "target" else frozenset(elf_symbols(data))
+        if len(_parsed) > 4096:
+            _parsed.clear()
+        _parsed[(what, digest)] = got
+    return got
+
+
 def validate_entry(co: Path, meta: Path, key: str, arch: str | None = None) -> str | None:
     """None if the cached object may be used, else why not.  With ``arch``, the object's
-    own metadata note must name that processor."""
+    own metadata note must name that processor.  The object is read and hashed on every
+    call; what is parsed out of its bytes is memoised by that hash."""
     if not co.is_file() or not meta.is_file():
         return "missing"
     try:
@@ -463,16 +482,24 @@ def validate_entry(co: Path, meta: Path, key: str, arch: str | None = None) -> s
         return f"unreadable metadata ({exc})"
     if info.get("key") != key:
         return "stale: metadata is for another key"
-    if co.stat().st_size != info.get("size"):
-        return f"size {co.stat().st_size} != recorded {info.get('size')}"
-    if _sha256(co) != info.get("sha256"):
+    data = co.read_bytes()
+    if len(data) != info.get("size"):
+        return f"size {len(data)} != recorded {info.get('size')}"
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != info.get("sha256"):
         return "sha256 mismatch (corrupt entry)"
-    head = co.read_bytes()[:20]
-    if head[:4] != b"\x7fELF" or int.from_bytes(head[18:20], "little") != EM_AMDGPU:
+    if data[:4] != b"\x7fELF" or int.from_bytes(data[18:20], "little") != EM_AMDGPU:
         return "not an AMDGPU ELF"
-    if arch is not None and (target := code_object_target(co.read_bytes())) != arch:
+    if arch is not None and (target := _parsed_once("target", digest, data)) != arch:
         return f"built for {target or 'an unreadable target'}, not {arch}"
     return None
+
+
+def object_symbols(co: Path) -> frozenset[str]:
+    """ELF symbols of a code object (read and hashed now, parsed once per content)."""
+    data = co.read_bytes()
+    symbols: frozenset[str] = _parsed_once("symbols", hashlib.sha256(data).hexdigest(), data)
+    return symbols
 
 
 _key_locks: dict[str, threading.Lock] = {}
@@ -540,9 +567,7 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                                "compiler": compiler.version, "arch": arch,
                                "source": str(spec.source_for(arch)), "command": list(cmd),
                                "created": time.time()})
-    from hqval.elf import elf_symbols
-
-    symbols = elf_symbols(co.read_bytes())
+    symbols = object_symbols(co)
     if spec.symbol not in symbols:
         return CompileResult(
             False, co, f"symbol {spec.symbol!r} is not in the code object of "
