@@ -34,7 +34,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -179,15 +179,18 @@ def _reg_count(operand: str) -> int:
     return int(m.group(3)) - int(m.group(2)) + 1 if m.group(2) else 1
 
 
-def _regs(operand: str) -> list[str]:
-    out = []
+@functools.lru_cache(maxsize=65536)
+def _regs(operand: str) -> tuple[str, ...]:
+    """The 32-bit registers an operand names (``v[4:5]`` is v4, v5), memoised: the flow
+    asks for the same operand text many times."""
+    out: list[str] = []
     for m in _REG.finditer(operand):
         kind = m.group(1)
         if m.group(2) is not None:
             out += [f"{kind}{i}" for i in range(int(m.group(2)), int(m.group(3)) + 1)]
         else:
             out.append(f"{kind}{m.group(4)}")
-    return out
+    return tuple(out)
 
 
 def parse_disassembly(text: str) -> dict[str, list[Instruction]]:
@@ -344,7 +347,7 @@ _NO_DST = ("s_cmp", "s_bitcmp", "global_store", "buffer_store", "flat_store", "s
 
 def _dst_src(ins: Instruction) -> tuple[list[str], list[str]]:
     if ins.mnemonic.startswith(_NO_DST):
-        return [], _regs(ins.operands)
+        return [], list(_regs(ins.operands))
     parts = [p.strip() for p in ins.operands.split(",")]
     n = 2 if ins.mnemonic.startswith(_TWO_DST) else 1
     dst: list[str] = []
@@ -428,22 +431,31 @@ _LIT = re.compile(r"^-?(?:0x[0-9a-fA-F]+|\d+)$")
 
 
 def _operand(text: str, state: dict[str, Val]) -> Val | None:
+    reg, val = _operand_form(text)
+    return val if reg is None else state.get(reg, val)
+
+
+@functools.lru_cache(maxsize=65536)
+def _operand_form(text: str) -> tuple[str | None, Val | None]:
+    """What ``_operand`` makes of ``text``, whatever the state: (the register whose value
+    it is, that register's value before any write) or (None, the value itself)."""
     t = text.strip()
     if _LIT.match(t):
-        return _const(int(t, 0))
+        return None, _const(int(t, 0))
     t = _SOURCE_MODS.sub("", t).rstrip(")|")  # source modifiers of a register
     regs = _regs(t)
     if regs:
-        return state.get(regs[0], _LANE0 if regs[0].startswith("v") else _UNIFORM)
+        return regs[0], _LANE0 if regs[0].startswith("v") else _UNIFORM
     if t in ("null", "off", "vcc_lo", "vcc", "exec_lo", "exec", "m0", "scc") or not t:
-        return None
+        return None, None
     if t.startswith(("ttmp", "s[", "v[")):
-        return _UNIFORM
-    return None  # float literals and modifiers: not an address part
+        return None, _UNIFORM
+    return None, None  # float literals and modifiers: not an address part
 
 
-def _split_operands(text: str) -> list[str]:
-    return [p.strip() for p in _OPERAND_COMMA.split(text) if p.strip()]
+@functools.lru_cache(maxsize=65536)
+def _split_operands(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in _OPERAND_COMMA.split(text) if p.strip())
 
 
 @dataclass(frozen=True)
@@ -533,7 +545,8 @@ class AddressFlow:
             self.facts[ins.addr] = LoadFacts(ins, prev.tags | tags, (*prev.offsets, off),
                                              max(prev.lane, lane))
 
-    def _address(self, ins: Instruction, ops: list[str], state: dict[str, Val]) -> Val | None:
+    def _address(self, ins: Instruction, ops: Sequence[str], state: dict[str, Val]
+                 ) -> Val | None:
         m = ins.mnemonic
         if ins.klass == "smem":
             base = _operand(ops[1], state) if len(ops) > 1 else None
@@ -618,7 +631,7 @@ class AddressFlow:
                 state[dst[0]] = self._spills.get(f"{ops[1]}@{ops[2]}", Val(off=None))
             return
         if m.startswith(("s_addk_", "s_mulk_")):
-            srcs_txt = [ops[0], *ops[1:]]  # SOPK: dst = dst op imm16
+            srcs_txt = (ops[0], *ops[1:])  # SOPK: dst = dst op imm16
         srcs = [_operand(s, state) for s in srcs_txt]
         if m.startswith(("s_addk_", "s_mulk_", "s_movk_")) and srcs and srcs[-1] is not None \
                 and srcs[-1].pure and srcs[-1].off is not None:
@@ -642,7 +655,7 @@ class AddressFlow:
             for r in _regs(ops[1]):  # the carry-out
                 state[r] = _join(*vals, off=None)
 
-    def _value(self, m: str, srcs: list[Val | None], vals: list[Val], txt: list[str],
+    def _value(self, m: str, srcs: list[Val | None], vals: list[Val], txt: Sequence[str],
                state: dict[str, Val]) -> Val:
         def src(i: int) -> Val:
             s = srcs[i] if i < len(srcs) else None
@@ -1331,6 +1344,24 @@ def _workers(wanted: int | None, tasks: int) -> int:
     return max(1, min(tasks, wanted if wanted else cpus))
 
 
+def _groups(misses: list[_Job], workers: int) -> list[list[_Job]]:
+    """The misses in groups for the workers: one per arch when there are arches enough to
+    keep every worker busy (a code object and its baselines' are then disassembled by
+    one worker only), else one per (arch, code object)."""
+    def arch_of(j: _Job) -> str:
+        return str(getattr(j.arch, "name", j.arch))
+
+    if len({arch_of(j) for j in misses}) >= workers:
+        by: dict[tuple[str, ...], list[_Job]] = {}
+        for j in misses:
+            by.setdefault((arch_of(j),), []).append(j)
+    else:
+        by = {}
+        for j in misses:
+            by.setdefault((arch_of(j), str(j.code_object)), []).append(j)
+    return list(by.values())
+
+
 def _run_jobs(groups: list[list[_Job]], jobs: int | None) -> list[list[list[Row]]]:
     """Each group's audits, the groups spread over worker processes (forked: the
     disassembler found and the modules imported are the caller's)."""
@@ -1390,19 +1421,17 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
                                        message=str(exc))))
         plans.append((arch, plan))
     found: dict[str, list[Row]] = {}
-    # the misses, one group per (arch, code object): a worker disassembles it once
-    groups: dict[tuple[str, Path], list[_Job]] = {}
+    misses: list[_Job] = []
     for _, plan in plans:
         for _, item in plan:
             if isinstance(item, _Job) and item.key not in found:
                 rows = cached_rows(cache_dir, item.key)
                 if rows is None:
-                    groups.setdefault((str(getattr(item.arch, "name", item.arch)),
-                                       item.code_object), []).append(item)
+                    misses.append(item)
                     found[item.key] = []  # computed below (once, if two cells share it)
                 else:
                     found[item.key] = rows
-    missing = list(groups.values())
+    missing = _groups(misses, _workers(jobs, len(misses)))
     for group, results in zip(missing, _run_jobs(missing, jobs), strict=True):
         for job, rows in zip(group, results, strict=True):
             found[job.key] = rows
