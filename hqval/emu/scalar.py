@@ -30,6 +30,9 @@ NOOPS = {
     "s_inst_prefetch", "s_set_inst_prefetch_distance", "s_ttracedata", "s_version",
     "s_barrier_wait", "s_code_end", "buffer_gl0_inv", "buffer_gl1_inv", "buffer_wbinvl1",
     "global_inv", "global_wb", "global_wbinv", "s_dcache_wb", "s_singleuse_vdst",
+    # gfx12 cache prefetch hints (the engine's gfx1201 GEMV; clang-20's
+    # __builtin_amdgcn_s_prefetch_data): no architectural state changes
+    "s_prefetch_data", "s_prefetch_inst", "s_prefetch_data_pc_rel", "s_prefetch_inst_pc_rel",
 }
 
 # gfx10 / gfx12 spellings -> the gfx11 names used below

@@ -120,3 +120,17 @@ def test_setreg_of_the_rounding_mode_is_unsupported() -> None:
 
     with pytest.raises(UnsupportedInstruction, match="FP_DENORM"):
         execute("s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 1", state(), arch="gfx1100")
+
+
+def test_gfx12_prefetch_hints_change_no_state() -> None:
+    """s_prefetch_data / s_prefetch_inst are hints (gfx12 ISA, "Scalar memory"): they
+    read an address but write no register and no memory."""
+    from tests.emu.instr import execute, state
+
+    st = state()
+    st.S[2], st.S[3] = 0x1000, 0
+    before_s, before_v = st.S.copy(), st.V.copy()
+    for text in ("s_prefetch_data s[2:3], 0x110, null, 0",
+                 "s_prefetch_inst s[2:3], 0x110, null, 0"):
+        execute(text, st, "gfx1201")
+    assert np.array_equal(st.S, before_s) and np.array_equal(st.V, before_v)
