@@ -876,11 +876,43 @@ def admit_runs(
 EVIDENCE_STEPS = ("compile", "audit", "checks", "mutants", "timing")
 
 
+def expected_cells_damage(envelope: Mapping[str, Any]) -> str:
+    """Why the expected cells a ``hqval run`` recorded up front cannot be trusted, or "".
+    Only a run's envelope (it names its ``steps``; schema 2 and later) has them; there
+    every evidence step has a list covering every arch of the run (a step with nothing to
+    do expects its note), whose length is the count recorded beside it.  An envelope
+    without them would let a row be removed unnoticed wherever the kernels' own evidence
+    does not reach."""
+    if "steps" not in envelope:
+        return ""  # a bench run, an older schema: judged on the kernels' own evidence
+    cells, counts = envelope.get("expected_cells"), envelope.get("expected")
+    if not isinstance(cells, Mapping):
+        return "envelope.json has no expected_cells (the envelope is damaged; re-run)"
+    for step in EVIDENCE_STEPS:
+        ids = cells.get(step)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return f"envelope.json expected_cells has no list for step {step} (damaged)"
+        if isinstance(counts, Mapping) and counts.get(step) != len(ids):
+            return (f"envelope.json expects {counts.get(step)!r} cells of step {step} but "
+                    f"lists {len(ids)} (damaged)")
+        lacking = [a for a in envelope.get("arch") or []
+                   if not any(i.rsplit("|", 2)[-2:-1] == [a] for i in ids)]
+        if lacking:
+            return (f"envelope.json expected_cells lists no cell of step {step} on "
+                    f"{', '.join(map(str, lacking))} (damaged)")
+    return ""
+
+
 def missing_cells(runs: Sequence[Any]) -> list[str]:
     """The expected cells each run recorded up front (envelope ``expected_cells``) that
     have no row in it."""
     out: list[str] = []
     for run in runs:
+        damage = expected_cells_damage(run.envelope) \
+            if getattr(run, "written_schema", 0) >= 2 else ""
+        if damage:
+            out.append(f"every expected cell: {damage} ({run.path})")
+            continue
         expected = run.envelope.get("expected_cells") or {}
         have = {r.identity for r in run.rows}
         for step in EVIDENCE_STEPS:

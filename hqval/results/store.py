@@ -268,6 +268,9 @@ class Run:
     path: Path
     envelope: dict[str, Any]
     rows: list[Row]
+    # the schema the envelope was written in, before migration (a run of schema 2 and
+    # later records its expected cells up front: hqval.admission.expected_cells_damage)
+    written_schema: int = hqval.SCHEMA_VERSION
 
 
 def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -334,6 +337,7 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
     env = read_envelope(run_dir)
     rows_path = not_a_link(run_dir / ROWS)
     raw_rows = list(_read_row_lines(rows_path)) if rows_path.exists() else []
+    written = env.get("schema_version", env.get("version", 0))
     env, raw_rows = migrate(env, raw_rows, source=str(run_dir))
     lacking = [k for k in REQUIRED if k not in env]
     if lacking or not isinstance(env.get("arch"), list) or not isinstance(env.get("kernels"), dict):
@@ -357,7 +361,7 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
                 "row of that cell failed; a run writes each evidence cell once and a failure "
                 "is never superseded: the rows are damaged; re-run into a fresh --out")
         by_identity[row.identity] = row
-    return Run(run_dir, env, list(by_identity.values()))
+    return Run(run_dir, env, list(by_identity.values()), int(written))
 
 
 def load_runs(paths: Iterable[str | os.PathLike[str]], what: str = "RUN") -> list[Run]:

@@ -90,3 +90,24 @@ def test_a_cached_object_of_another_arch_is_not_used(tmp_path: Path) -> None:
     again = compile_kernel(spec, "gfx1100", cache)
     assert again.ok and not again.cached
     assert again.details["rebuilt"] == "built for gfx1201, not gfx1100"
+
+
+def test_a_header_changed_with_its_clock_set_back_is_recompiled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clock skew: the header changes (same size) and its own and its directory's
+    timestamps are set back to what they were when the cache entry was made, as a clock
+    stepped backwards (or an rsync -t, a touch -r) leaves them.  The cache keys on
+    contents, never on times: the next process rebuilds and sees the new (wrong) kernel."""
+    monkeypatch.setenv("HQVAL_CACHE", str(tmp_path / "elsewhere"))
+    manifest = _tree(tmp_path / "tree")
+    header, tree = tmp_path / "tree" / "tweak.h", tmp_path / "tree"
+    cache = tmp_path / "cache"
+    code, rows = _check(manifest, cache, tmp_path / "a.json")
+    assert code == 0 and set(rows.values()) == {"pass"}
+    before = {p: (p.stat().st_atime_ns, p.stat().st_mtime_ns) for p in (header, tree)}
+    header.write_text("#define TWEAK_SCALE 2.0f\n")  # same length, now wrong
+    for p, (atime, mtime) in before.items():
+        os.utime(p, ns=(atime, mtime))
+    assert header.stat().st_mtime_ns == before[header][1]
+    code, rows = _check(manifest, cache, tmp_path / "b.json")
+    assert code == 1 and set(rows.values()) == {"fail"}  # a time-keyed cache would pass

@@ -248,3 +248,30 @@ def test_a_new_run_into_a_directory_with_stray_rows_is_refused(
     assert res.code == 2
     _one_line(res, "holds rows.jsonl but no envelope.json")
     assert (out / "rows.jsonl").read_bytes() == stray and not (out / "envelope.json").exists()
+
+
+def _expected_zeroed(env: dict[str, object]) -> None:
+    env["expected_cells"]["timing"] = []  # type: ignore[index]
+    env["expected"]["timing"] = 0  # type: ignore[index]
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda env: env.pop("expected_cells"), "has no expected_cells"),
+    (lambda env: env.update(expected_cells={}), "has no list for step compile"),
+    (lambda env: env["expected_cells"].update(timing=[]), "expects 1 cells of step timing"),
+    (_expected_zeroed, "lists no cell of step timing on gfx1010"),
+])
+def test_envelope_without_its_expected_cells_is_exit_2(
+        copy_of: Callable[[], Path], hqval: Hq, damage: Callable[[dict[str, object]], None],
+        why: str) -> None:
+    """The expected cells removed or emptied from the envelope, and a row that no kernel's
+    own evidence covers (the timing step's note) removed with them (once: exit 0)."""
+    run = copy_of()
+    env = json.loads((run / "envelope.json").read_text())
+    damage(env)
+    (run / "envelope.json").write_text(json.dumps(env))
+    lines = (run / "rows.jsonl").read_text().splitlines(keepends=True)
+    (run / "rows.jsonl").write_text("".join(x for x in lines
+                                            if '"identity": "timing[-|gfx1010|emu]"' not in x))
+    res = hqval("admit", str(run))
+    assert res.code == 2 and why in res.err, res.err[-1500:]
