@@ -65,6 +65,15 @@ class Compiler:
         return self.kind in ("rocm-clang", "hipcc")
 
     @property
+    def environment(self) -> dict[str, str]:
+        """The compiler process's environment: the caller's, plus HIP_PLATFORM=amd for
+        hipcc (which otherwise builds for NVIDIA when nvcc is on PATH)."""
+        env = dict(os.environ)
+        if self.kind == "hipcc":
+            env["HIP_PLATFORM"] = "amd"
+        return env
+
+    @property
     def compat_includes(self) -> tuple[Path, ...]:
         """System include dirs the suite supplies: the HIP compatibility headers when ROCm's
         headers are not used (ROCm's win when present)."""
@@ -77,7 +86,10 @@ class Compiler:
         # device libraries (__ockl_get_local_id, __ocml_exp_f32), so a build with them
         # links those libraries, as hipcc does; the bare-LLVM build has neither (the
         # compatibility headers use the builtins).
-        f = ["-x", "hip", f"--offload-arch={arch}", "--cuda-device-only",
+        # hipcc spells a device-only build --genco: with --cuda-device-only it still adds
+        # its host link flags (-lamdhip64 ...) and clang refuses "-o with multiple outputs"
+        device_only = "--genco" if self.kind == "hipcc" else "--cuda-device-only"
+        f = ["-x", "hip", f"--offload-arch={arch}", device_only,
              "--no-gpu-bundle-output", "-O3", "-std=c++17", "-fuse-cuid=none"]
         if not self.hip_headers:
             f += ["-nogpulib", "-nogpuinc"]
@@ -320,8 +332,9 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler,
         _remember(spec, cmd, recorded)
         return recorded
     try:
-        proc = subprocess.run([*cmd, "-M", "-MF", "-", "-o", os.devnull], capture_output=True,
-                              text=True, timeout=COMPILE_TIMEOUT_S, check=False)
+        proc = subprocess.run([*cmd, "-M", "-MF", "-", "-o", os.devnull],
+                              env=compiler.environment, capture_output=True, text=True,
+                              timeout=COMPILE_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise DependencyError(f"{compiler.path} -M failed: {exc}") from exc
     if proc.returncode != 0:
@@ -367,7 +380,7 @@ def device_libraries(compiler: Compiler, arch: str) -> tuple[str, ...]:
     if "-nogpulib" in flags:
         return ()
     return _bitcode_of(compiler.path, compiler_identity(compiler), tuple(flags),
-                       tuple(sorted(compiler_env().items())))
+                       tuple(sorted(compiler.environment.items())))
 
 
 @functools.lru_cache(maxsize=64)
@@ -375,7 +388,8 @@ def _bitcode_of(path: str, identity: str, flags: tuple[str, ...],
                 env: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     try:
         proc = subprocess.run([path, *flags, "-###", "-o", os.devnull, os.devnull],
-                              capture_output=True, text=True, timeout=60, check=False)
+                              env=dict(env), capture_output=True, text=True, timeout=60,
+                              check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise DependencyError(f"{path} -### failed: {exc}") from exc
     if proc.returncode != 0:
@@ -548,7 +562,8 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
             os.close(fd)
             tmp = Path(tmp_name)
             try:
-                proc = subprocess.run([*cmd, "-o", str(tmp)], capture_output=True, text=True,
+                proc = subprocess.run([*cmd, "-o", str(tmp)], env=compiler.environment,
+                                      capture_output=True, text=True,
                                       timeout=COMPILE_TIMEOUT_S, check=False)
             except subprocess.TimeoutExpired:
                 tmp.unlink(missing_ok=True)

@@ -525,3 +525,33 @@ def test_a_rocm_build_links_its_device_libraries_and_keys_on_them(tmp_path: Path
     assert not gfx11.ok and "device library" in gfx11.message
     # the bare-LLVM build links none
     assert device_libraries(find_compiler({"PATH": os.environ["PATH"]}), "gfx1030") == ()
+
+
+DEBIAN_HIPCC = Path("/usr/bin/hipcc.pl")
+
+
+@pytest.mark.skipif(not DEBIAN_HIPCC.is_file() or not (DEBIAN_BITCODE / "ockl.bc").is_file(),
+                    reason="needs Debian's hipcc and rocm-device-libs (apt-get install hipcc "
+                           "rocm-device-libs); not installed in CI, where it would be found "
+                           "before clang-19")
+def test_hipcc_builds_a_device_code_object_for_amd(tmp_path: Path) -> None:
+    """hipcc adds host link flags unless the build is --genco (with --cuda-device-only:
+    "cannot specify -o when generating multiple output files"), and builds for NVIDIA
+    when nvcc is on PATH unless HIP_PLATFORM=amd."""
+    compiler = find_compiler({"HQVAL_CLANG": str(DEBIAN_HIPCC), "PATH": os.environ["PATH"]})
+    assert compiler.kind == "hipcc" and "--genco" in compiler.flags("gfx1030")
+    assert compiler.environment["HIP_PLATFORM"] == "amd"
+    (tmp_path / "k.hip").write_text(ROCM_SOURCE)
+    spec = KernelSpec(name="rocm_k", source=tmp_path / "k.hip", symbol="rocm_k", qt=6,
+                      kind="gemv")
+    built = compile_kernel(spec, "gfx1030", tmp_path / "c", compiler)
+    assert built.ok, built.message
+    assert built.code_object is not None
+    data = built.code_object.read_bytes()
+    assert int.from_bytes(data[18:20], "little") == EM_AMDGPU
+    from hqval.toolchain import compile_command
+    cmd = [c if c != "--genco" else "--cuda-device-only"
+           for c in compile_command(spec, "gfx1030", compiler)]
+    proc = subprocess.run([*cmd, "-o", str(tmp_path / "x.co")], capture_output=True, text=True,
+                          env=compiler.environment, timeout=300, check=False)
+    assert proc.returncode != 0 and "multiple output files" in proc.stderr
