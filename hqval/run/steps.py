@@ -307,10 +307,13 @@ def report(ctx: RunContext) -> StepResult:
     """admission.json, report.html and checkpoint.md in the run directory."""
     t0 = time.monotonic()
     ctx.progress.start("report", 0)
+    out = ctx.writer.path / "report"
+    for p in [out, *(out.rglob("*") if out.is_dir() and not out.is_symlink() else [])]:
+        store.not_a_link(p)  # the report writes follow links: never outside --out
     run = store.load(ctx.writer.path)
     baseline = [store.load(p) for p in ctx.config.baseline]
     adm, cmp = admit_runs([run], baseline=baseline)
-    write_report([run], adm, cmp, ctx.writer.path / "report", ctx.writer.path / "admission.json")
+    write_report([run], adm, cmp, out, ctx.writer.path / "admission.json")
     return StepResult("report", (), seconds=time.monotonic() - t0)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -275,3 +276,26 @@ def test_envelope_without_its_expected_cells_is_exit_2(
                                             if '"identity": "timing[-|gfx1010|emu]"' not in x))
     res = hqval("admit", str(run))
     assert res.code == 2 and why in res.err, res.err[-1500:]
+
+
+@pytest.mark.parametrize("link", ["report", "report/report.html"])
+def test_a_report_path_that_is_a_symlink_is_refused(tree: Path, copy_of: Callable[[], Path],
+                                                    tmp_path: Path, hqval: Hq,
+                                                    link: str) -> None:
+    """--resume of a complete run whose report directory, or a file in it, links
+    elsewhere: the report step refuses (exit 2) and the target is untouched (once: the
+    report was written through the link)."""
+    run = copy_of()
+    victim = tmp_path / "victim"
+    if link == "report":
+        victim.mkdir()
+        shutil.rmtree(run / "report")
+    else:
+        victim.write_text("keep\n")
+        (run / link).unlink()
+    (run / link).symlink_to(victim)
+    res = hqval(*run_args(tree, run, "--resume"))
+    assert res.code == 2
+    assert f"{run / link}: a symbolic link" in res.err
+    assert (list(victim.iterdir()) == [] if victim.is_dir()
+            else victim.read_text() == "keep\n")
