@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# Device run of the timing study (issue 13): the hot-mode placement experiment, then the
-# stability study (calibration + clean re-runs), each part's output under OUT.
+# Device run of the timing study (issue 13), each part's output under OUT:
+#   placement  hot mode unprimed vs primed over 8 allocation sets, 5 shapes, + cold
+#              (OUT/placement.json, .log; the table on stdout)
+#   spacer     the same at other addresses (a spacer allocation under each set), hot,
+#              8192x5120 and 17408x5120 (OUT/spacer.json, .log)
+#   study      the stability study in STUDY: calibration ladder + 20 clean re-runs in one
+#              process (OUT/study.tgz, OUT/measure.log)
+#   procs      20 clean re-runs, one process each, in STUDY-procs (OUT/procs.tgz, .log)
 # Usage (CUDA host with cuda-bindings, NVRTC, numpy, pyyaml):
-#   scripts/h200_timing_study.sh OUT STUDY_DIR [placement|study|both] [budget_s]
+#   scripts/h200_timing_study.sh OUT STUDY part... [BUDGET_S=400 in the environment]
 set -uo pipefail
-out=${1:?OUT}; study=${2:?STUDY_DIR}; what=${3:-both}; budget=${4:-400}
+out=${1:?OUT}; study=${2:?STUDY_DIR}; shift 2
+budget=${BUDGET_S:-400}
+LADDER=chain4,chain8,chain12,chain16,chain24,chain32,chain48,chain64,chain96,chain128,chain192,chain256,extra6,extra8,slow8,slow16
 mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}. PYTHONUNBUFFERED=1
 q=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu
 nvidia-smi --query-gpu=$q --format=csv > "$out/smi.txt"
-if [ "$what" != study ]; then
-  python3 scripts/timing_stability.py placement --out "$out" --allocations 8 \
-    2> "$out/placement.log" | tee "$out/placement.md"
-fi
-if [ "$what" != placement ]; then
-  python3 scripts/timing_stability.py measure --out "$study" --budget-s "$budget" \
-    --ladder chain4,chain8,chain16,chain24,chain32,chain48,chain64,chain96,chain128,chain192,chain256,extra6,extra8,slow8,slow16 \
-    2> "$out/measure.log"; echo "measure rc $?"
-  tar czf "$out/study.tgz" "$study"
-fi
-nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/smi_after.txt"
+py=scripts/timing_stability.py
+for part in "$@"; do
+  echo "== $part $(date -u +%H:%M:%S)"
+  case $part in
+    placement) python3 $py placement --out "$out/pl" --allocations 8 2> "$out/placement.log"
+               mv "$out/pl/placement.json" "$out/placement.json"; rmdir "$out/pl" ;;
+    spacer) python3 $py placement --out "$out/sp" --allocations 8 --spacer-mb 37 --mode hot \
+              --shape 8192x5120 --shape 17408x5120 2> "$out/spacer.log"
+            mv "$out/sp/placement.json" "$out/spacer.json"; rmdir "$out/sp" ;;
+    study) python3 $py measure --out "$study" --budget-s "$budget" --ladder "$LADDER" \
+             2> "$out/measure.log"; echo "measure rc $?"
+           tar czf "$out/study.tgz" "$study" ;;
+    procs) for i in $(seq 1 20); do
+             python3 $py measure --out "$study-procs" --no-mutants --reruns "$i"
+           done 2> "$out/procs.log"; tar czf "$out/procs.tgz" "$study-procs" ;;
+    *) echo "unknown part $part (placement, spacer, study, procs)"; exit 2 ;;
+  esac
+done
+echo "== done $(date -u +%H:%M:%S)"
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$out/smi.txt"

@@ -223,6 +223,10 @@ def placement(args: argparse.Namespace) -> int:
     for shape in (Shape.parse(t) for t in args.shape):
         for alloc in range(args.allocations):
             for mode in args.mode:
+                # a spacer allocation kept alive under each set moves it to other addresses
+                # (without one the driver hands back the same ones after each free)
+                spacer = (backend.alloc(alloc * args.spacer_mb << 20)
+                          if args.spacer_mb and alloc else None)
                 sets = [setup_gemv(backend, spec, shape, mode, facts.llc_bytes, args.seed)
                         for spec in (v1, v1, v2)]
                 try:
@@ -263,9 +267,12 @@ def placement(args: argparse.Namespace) -> int:
                 finally:
                     for st_ in sets:
                         st_.free(backend)
+                    if spacer is not None:
+                        backend.free(spacer)
     (out / "placement.json").write_text(json.dumps(
         {"device": backend.device_name(), "arch": arch, "llc_bytes": facts.llc_bytes,
          "config": dataclasses.asdict(base), "allocations": args.allocations,
+         "spacer_mb": args.spacer_mb,
          "seconds": time.monotonic() - t0, "records": records}) + "\n")
     print(placement_table(records))
     return 0
@@ -345,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--mode", action="append", choices=("hot", "cold"))
     pl.add_argument("--rows", type=int, default=8)
     pl.add_argument("--allocations", type=int, default=8)
+    pl.add_argument("--spacer-mb", type=int, default=0,
+                    help="allocation i first allocates i * this many MiB and keeps it while "
+                         "it is timed, so each set lands at other addresses")
     pl.add_argument("--warmup", type=int, default=32)
     pl.add_argument("--iterations", type=int, default=100)
     pl.add_argument("--runs", type=int, default=3)
