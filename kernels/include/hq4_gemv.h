@@ -56,24 +56,29 @@ static HQ_DEVICE float gemv_extra_work(float acc) {
 }
 #endif
 // Timing mutants, the latency kind: with HQ_TIMING_CHAIN = n (1..256) every lane ends its
-// row with n dependent loads of a word of its own row (each address is the previous word
-// ANDed with a zero the compilers cannot know, so each load waits for the one before; the
-// words were just read, so they hit the cache), then adds (last word AND zero) = +0.0f:
-// outputs unchanged.  The zero is M >> 31 (M > 0): an empty asm is no barrier to ptxas,
-// which folded an asm-laundered constant 0 and with it the whole chain (measured on the
-// H200: chain256 cost nothing).
-// No test and no extra work in the group loop, the same in every lane and warp: the cost is
-// n cache round trips after each warp's last group, additive in n wherever the grid runs
-// in one wave (the fine-grained kind whose first steps are not hidden, unlike extraM's).
+// row with n dependent loads of its own word of a shared-memory array (each index is the
+// previous word ANDed with a zero the compilers cannot know, so each load waits for the
+// one before), then adds (last word AND zero) = +0.0f: outputs unchanged.  No test and no
+// work in the group loop, the same in every lane and warp: the cost is n shared-memory
+// round trips after each warp's last group, additive in n while the grid runs in one
+// wave.  Shared memory, so the first step costs what the others do: a chain through the
+// row's global words cost +2-3% at n = 4 on the H200 (its first load missed L1), then
+// +0.1-0.25% a step.  The zero is M >> 31 (M > 0): an empty asm is no barrier to ptxas,
+// which folded an asm-laundered constant 0 and with it the whole chain (chain256 +0.0%).
 #if HQ_TIMING_CHAIN > 0
-static HQ_DEVICE float gemv_timing_chain(const unsigned char* __restrict__ row, int M,
-                                         float acc) {
+static HQ_DEVICE float gemv_timing_chain(int M, float acc) {
+#if defined(HQ_CUDA)
+    __shared__ unsigned int chain[HQ_WAVE];
+#else
+    __attribute__((shared)) unsigned int chain[HQ_WAVE];
+#endif
+    const unsigned int lane = hq_lane();
+    chain[lane] = lane;  // each lane reads back only its own word: no barrier needed
     unsigned int z = static_cast<unsigned int>(M) >> 31;  // 0: M is a positive row count
     HQ_OPAQUE_UNIFORM(z);
-    const unsigned int* p = reinterpret_cast<const unsigned int*>(row);
     unsigned int v = 0u;
     #pragma unroll 1
-    for (int j = 0; j < HQ_TIMING_CHAIN; ++j) v = p[v & z];
+    for (int j = 0; j < HQ_TIMING_CHAIN; ++j) v = chain[lane + (v & z)];
     return acc + static_cast<float>(v & z);  // exact: acc + 0 (a -0 becomes +0)
 }
 #endif
@@ -435,7 +440,7 @@ HQ_DEVICE void gemv_rows_tc8(const unsigned char* __restrict__ W, const float* _
     }
     for (int gi = chunks * U; gi < groups; ++gi) acc = gemv_tc_direct<Hdr>(wr, x, gi, lane, xs[0], acc);
 #if HQ_TIMING_CHAIN > 0
-    acc = gemv_timing_chain(wr, M, acc);
+    acc = gemv_timing_chain(M, acc);
 #endif
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);  // half 0 + half 1 of row lane >> 2
     if ((lane & 3u) == 0 && row < M) y[row] = Residual ? y[row] + acc : acc;
@@ -564,7 +569,7 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
 #endif
     }
 #if HQ_TIMING_CHAIN > 0
-    acc[0] = gemv_timing_chain(wr[0], M, acc[0]);
+    acc[0] = gemv_timing_chain(M, acc[0]);
 #endif
 
     #pragma unroll

@@ -170,3 +170,48 @@ def test_a_vanished_kernel_cell_is_a_regression_a_vanished_ceiling_is_not() -> N
     got = {c.identity.split("[")[0]: c.regression for c in cmp.changes}
     assert got == {"torch_mv_bf16_cold": False, "timing_cold": True}
     assert all(c.section is Section.MISSING for c in cmp.changes)
+
+
+def _two_level(seed: int, levels: tuple[float, ...], ratio: float = 1.0) -> list[list[float]]:
+    rng = np.random.default_rng(seed)
+    return [[float(v) for v in 30.0 * lv * ratio * rng.lognormal(0.0, 0.003, 100)]
+            for lv in levels]
+
+
+def _rows_two_level(seed: int, levels: tuple[float, ...], cell_levels: tuple[float, ...],
+                    cand: float = 1.0) -> list[Row]:
+    aa = Row("timing", "timing_aa_cold", "gemv_hfq4g256_r8@17408x5120", "sm_90", "cuda",
+             Status.PASS, measured=1.0,
+             details={"mode": "cold", "shape": "17408x5120",
+                      "samples_a": _two_level(seed, levels),
+                      "samples_b": _two_level(seed + 1, levels)})
+    cell = Row("timing", "timing_cold", "gemv_mq4g256v2_r8@17408x5120", "sm_90", "cuda",
+               Status.PASS, measured=cand,
+               details={"mode": "cold", "shape": "17408x5120", "qt": 44, "kind": "gemv",
+                        "samples_a": _two_level(seed + 2, cell_levels),
+                        "samples_b": _two_level(seed + 3, cell_levels, cand),
+                        "gate": GATE.to_dict()})
+    return [aa, cell]
+
+
+def test_runs_at_two_levels_move_a_pooled_absolute_time_without_a_regression() -> None:
+    # every run sits at one of two levels 2.3% apart, both arms alike (the H200 at hot
+    # 27648x5120): the base's cell has one slow run of three, the new one two
+    lo, hi = 1.0, 1.023
+    base = _rows_two_level(10, (lo, hi, lo), (lo, hi, lo))
+    new = _rows_two_level(20, (lo, hi, lo), (hi, lo, hi))
+    c, cmp = _one(base, new)
+    # the pooled median moved 1.4% on the H200; the fastest run's median does not move
+    assert c.absolute is not None and abs(c.absolute - 1.0) < 0.005
+    assert c.section is not Section.WORSE and not cmp.regressions, c
+    # the same runs with the candidate 5% slower than its baseline: still worse
+    c, cmp = _one(base, _rows_two_level(20, (lo, hi, lo), (hi, lo, hi), cand=1.05))
+    assert c.section is Section.WORSE and cmp.regressions
+
+
+def test_steady_runs_keep_the_absolute_floor_tight() -> None:
+    # steady controls: a 3% both-arm slowdown of the cell is beyond the floor: worse
+    base = _rows_two_level(30, (1.0, 1.0, 1.0), (1.0, 1.0, 1.0))
+    new = _rows_two_level(40, (1.0, 1.0, 1.0), (1.03, 1.03, 1.03))
+    c, cmp = _one(base, new)
+    assert c.section is Section.WORSE and "absolute time" in c.note and cmp.regressions

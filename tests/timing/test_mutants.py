@@ -77,14 +77,14 @@ def test_mutant_computes_the_same_outputs_with_more_work_on_the_emulator(name: s
     # executes them once per group-row of its block)
     rows, groups = 16, 1024 // 256
     assert extra.counts["VALU"] - twin.counts["VALU"] >= 4 * rows * groups
-    # chainN: N dependent loads after each row's last group (scalar loads on AMD: the
-    # row pointer is lane-invariant), nothing else changes
+    # chainN: N dependent shared-memory loads (and one store) after each row's last
+    # group, per wave; the weights' loads do not change
     chain = run_kernel(mutants.timing_mutant(real, "chain16"), "gfx1100", M=16, K=1024)
     assert chain.error == twin.error
-    loads = (chain.counts["SMEM"] + chain.counts["VMEM"]) - (twin.counts["SMEM"]
-                                                              + twin.counts["VMEM"])
     waves = -(-16 // real.rows_per_block)
-    assert loads >= 16 * waves, (chain.counts, twin.counts)
+    assert chain.counts["LDS"] - twin.counts["LDS"] >= 17 * waves, (chain.counts, twin.counts)
+    assert (chain.counts["VMEM"], chain.counts["SMEM"]) == (twin.counts["VMEM"],
+                                                             twin.counts["SMEM"])
 
 
 @pytest.mark.parametrize("arch", ["gfx1010", "gfx1030", "gfx1100", "gfx1151", "gfx1201"])
@@ -137,8 +137,8 @@ def test_cuda_tensor_core_mutant_keeps_the_twins_registers_and_does_not_spill() 
 
 def test_cuda_chain_mutant_loads_survive_ptxas() -> None:
     """NVRTC + nvdisasm (no GPU needed): the chain's dependent loads must be in the R=8
-    kernel's machine code.  An asm-laundered zero was folded by ptxas and the whole chain
-    with it (chain256 cost nothing on the H200); the twin is the control."""
+    kernel's machine code, in a loop.  An asm-laundered zero was folded by ptxas and the
+    whole chain with it (chain256 cost nothing on the H200); the twin is the control."""
     pytest.importorskip("cuda.bindings.nvrtc", reason="needs cuda-bindings (NVRTC)")
     import shutil
     import subprocess
@@ -156,7 +156,7 @@ def test_cuda_chain_mutant_loads_survive_ptxas() -> None:
     real = load_manifest(None).by_name("gemv_mq4g256v2_r8")
     src, filename = kernel_source(real)
 
-    def loads(defines: list[str]) -> int:
+    def sass(defines: list[str]) -> str:
         from hqval.backends.cuda import PRELUDE_DIR
 
         cubin = compile_source(src, "sm_90", name=filename, defines=["HQ_GEMV_ONLY=44", *defines],
@@ -166,8 +166,17 @@ def test_cuda_chain_mutant_loads_survive_ptxas() -> None:
             f.flush()
             text = subprocess.run([nvdisasm, "-c", f.name], capture_output=True, text=True,
                                   check=True).stdout
-        body = text.split(f".text.{real.symbol}:", 1)[1].split(".text.", 1)[0]
-        return body.count("LDG")
+        return text.split(f".text.{real.symbol}:", 1)[1].split(".text.", 1)[0]
 
-    twin = loads([])
-    assert loads(["HQ_TIMING_CHAIN=32"]) > twin  # the chain's loop (one LDG in a loop)
+    import re
+
+    def looped_word_loads(body: str) -> int:
+        # 32-bit shared or global loads followed within 5 instructions by a conditional
+        # branch: a load in a loop
+        lines = body.splitlines()
+        return sum(1 for i, line in enumerate(lines)
+                   if re.search(r"\bLD[SG](\.E)?(\.CONSTANT)? R\d+, ", line)
+                   and any("@" in n and "BRA" in n for n in lines[i + 1:i + 6]))
+
+    assert looped_word_loads(sass([])) == 0
+    assert looped_word_loads(sass(["HQ_TIMING_CHAIN=32"])) >= 1
