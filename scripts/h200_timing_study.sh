@@ -12,7 +12,7 @@
 set -uo pipefail
 out=${1:?OUT}; study=${2:?STUDY_DIR}; shift 2
 budget=${BUDGET_S:-400}
-LADDER=chain4,chain8,chain12,chain16,chain24,chain32,chain48,chain64,chain96,chain128,chain192,chain256,extra6,extra8,slow8,slow16
+LADDER=chain2,chain4,chain6,chain8,chain12,chain16,chain24,chain32,chain48,chain64,chain96,chain128,extra6,extra8,slow8,slow16
 mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}. PYTHONUNBUFFERED=1
 q=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu
