@@ -349,6 +349,18 @@ class Machine:
     def _run(self, prog: Program, st: WaveState, counts: np.ndarray, wg: np.ndarray,
              waves_per_wg: int, trace: Callable[[int, str, int], None] | None = None,
              max_steps: int = 10_000_000) -> None:
+        nwg = int(wg.max()) + 1 if st.n else 0
+        # instruction counts of steps that ran every wave: one per class, added to every
+        # wave's counts at the end (a numpy update per step costs more than most ops)
+        all_waves = [0] * len(CLASSES)
+        try:
+            self._steps(prog, st, counts, all_waves, wg, nwg, waves_per_wg, trace, max_steps)
+        finally:
+            counts += np.array(all_waves, np.int64)[:, None]
+
+    def _steps(self, prog: Program, st: WaveState, counts: np.ndarray, all_waves: list[int],
+               wg: np.ndarray, nwg: int, waves_per_wg: int,
+               trace: Callable[[int, str, int], None] | None, max_steps: int) -> None:
         nw = st.n
         fns, classes = prog.fns, prog.classes
         ninstr = len(fns)
@@ -356,7 +368,6 @@ class Machine:
         done = np.zeros(nw, bool)
         at_barrier = np.zeros(nw, bool)
         everyone = slice(None)
-        nwg = int(wg.max()) + 1 if nw else 0
         steps = 0
         while True:
             runnable = ~done & ~at_barrier
@@ -382,7 +393,10 @@ class Machine:
                 if pc >= ninstr:
                     raise EmuError(f"{prog.info.name} ran past its last instruction "
                                    f"(missing s_endpgm?)")
-                counts[classes[pc], w] += 1
+                if whole:
+                    all_waves[classes[pc]] += 1
+                else:
+                    counts[classes[pc], w] += 1
                 steps += 1
                 if steps > max_steps:
                     ins = prog.instructions[pc]

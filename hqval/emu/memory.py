@@ -14,7 +14,17 @@ import numpy as np
 
 from hqval.emu.disasm import Instruction
 from hqval.emu.errors import EmuError, OutOfBounds, UnsupportedInstruction
-from hqval.emu.operands import NULL, Ctx, Operand, Sel, WaveState, parse_operand, swrite, vwrite
+from hqval.emu.operands import (
+    NULL,
+    Ctx,
+    Operand,
+    Sel,
+    WaveState,
+    parse_operand,
+    swrite,
+    vwrite,
+    vwrite_regs,
+)
 
 Fn = Callable[[WaveState, Sel], Any]
 
@@ -183,8 +193,11 @@ def _write_loaded(st: WaveState, w: Sel, mask: np.ndarray, dst_reg: int, kind: s
     if kind in _SIGNED_KINDS:
         words = _sext(words, nbytes)
     nwords = max(1, nbytes // 4)
-    full = np.zeros((*mask.shape, nwords), np.uint32)
-    full[mask] = words
+    if words.shape[0] == mask.size:  # every lane of the selection loaded
+        full = words.reshape(*mask.shape, nwords)
+    else:
+        full = np.zeros((*mask.shape, nwords), np.uint32)
+        full[mask] = words
     if kind.startswith("d16"):
         old = st.V[dst_reg][w]
         val = full[..., 0] & np.uint32(0xFFFF)
@@ -192,8 +205,7 @@ def _write_loaded(st: WaveState, w: Sel, mask: np.ndarray, dst_reg: int, kind: s
                else (old & np.uint32(0xFFFF0000)) | val)
         vwrite(st, w, dst_reg, new)
         return
-    for k in range(nwords):
-        vwrite(st, w, dst_reg + k, full[..., k])
+    vwrite_regs(st, w, dst_reg, full)
 
 
 def _n(st: WaveState, w: Sel) -> int:

@@ -108,6 +108,9 @@ class WaveState:
         self.S = np.zeros((256, nwaves), np.uint32)
         self.V = np.zeros((max(nvgpr, 1), nwaves, nlanes), np.uint32)
         self.em = np.zeros((nwaves, nlanes), bool)  # exec as a lane mask
+        # every lane of every wave active (kept by set_exec): a VGPR write to a slice of
+        # all waves then needs no lane mask
+        self.full = False
         # bit of each lane in its 32-bit mask word (wave64 masks are SGPR pairs)
         self.lane_bits = (np.uint32(1) << (np.arange(nlanes, dtype=np.uint32) & np.uint32(31))
                           ).astype(np.uint32)
@@ -124,6 +127,7 @@ class WaveState:
 
     def set_exec(self, w: Sel) -> None:
         self.em[w] = self.read_mask(w, EXEC)
+        self.full = bool(self.em.all())
 
     def read_mask(self, w: Sel, reg: int) -> np.ndarray:
         """A lane mask held in SGPR ``reg`` (wave64: the pair reg, reg+1): bool[n, lanes]."""
@@ -152,13 +156,44 @@ class WaveState:
 
 def vwrite(st: WaveState, w: Sel, reg: int, val: Any, lanes: np.ndarray | None = None) -> None:
     """Write a VGPR on the active lanes (exec, or an explicit lane mask)."""
-    mask = st.em[w] if lanes is None else lanes
     if isinstance(w, slice):
-        np.copyto(st.V[reg][w], val, where=mask, casting="unsafe")
+        if lanes is None and st.full:
+            # exec is all ones: the masked copy would write every lane
+            np.copyto(st.V[reg][w], val, casting="unsafe")
+            return
+        np.copyto(st.V[reg][w], val, where=st.em[w] if lanes is None else lanes,
+                  casting="unsafe")
     else:
         cur = st.V[reg][w]
-        np.copyto(cur, val, where=mask, casting="unsafe")
+        np.copyto(cur, val, where=st.em[w] if lanes is None else lanes, casting="unsafe")
         st.V[reg][w] = cur
+
+
+def vread_regs(st: WaveState, w: Sel, reg: int, count: int) -> np.ndarray:
+    """VGPRs ``reg .. reg + count - 1`` as uint32 [n, lanes, count] (a view for a slice)."""
+    if reg + count > st.V.shape[0]:
+        return np.stack([st.V[reg + i][w] for i in range(count)], axis=-1)
+    return np.moveaxis(st.V[reg:reg + count][:, w], 0, -1)
+
+
+def vwrite_regs(st: WaveState, w: Sel, reg: int, vals: np.ndarray) -> None:
+    """``vwrite`` of VGPRs ``reg .. reg + count - 1`` from ``vals`` [n, lanes, count] on the
+    active lanes, in one copy."""
+    count = vals.shape[-1]
+    if reg + count > st.V.shape[0]:  # past the last VGPR: vwrite names the register
+        for i in range(count):
+            vwrite(st, w, reg + i, vals[..., i])
+        return
+    src = np.moveaxis(vals, -1, 0)
+    if isinstance(w, slice):
+        if st.full:
+            np.copyto(st.V[reg:reg + count, w], src, casting="unsafe")
+        else:
+            np.copyto(st.V[reg:reg + count, w], src, where=st.em[w][None], casting="unsafe")
+        return
+    cur = st.V[reg:reg + count][:, w]
+    np.copyto(cur, src, where=st.em[w][None], casting="unsafe")
+    st.V[reg:reg + count, w] = cur
 
 
 def swrite(st: WaveState, w: Sel, reg: int, val: Any) -> None:

@@ -213,10 +213,14 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
                 v = -v
             return v
         out = F32 if name == "v_fma_mix_f32" else F16
+        getters = [_mix_source(srcs[k], raws[k], k, val, opsel[k], opsel_hi[k], neg_lo[k],
+                               neg_hi[k]) for k in range(3)]
+        g0, g1, g2 = getters
 
         def mix(st: WaveState, w: Sel) -> None:
             # ISA pseudocode: f32 fma, then (mixlo/mixhi) f32_to_f16
-            r = fma_round(val(0, st, w), val(1, st, w), val(2, st, w), F32)
+            with fp_quiet(invalid="ignore"):  # widening a signalling NaN
+                r = fma_round(g0(st, w), g1(st, w), g2(st, w), F32)
             r = f32_to_f16(r) if out == F16 else r
             if clamp:
                 r = np.clip(r, 0, 1).astype(out)
@@ -322,6 +326,33 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
             vwrite(st, w, d, (lo | (hi << 16)).astype(np.uint32))
         return pki
     return None
+
+
+def _mix_source(op: Operand, raw: Fn, k: int, slow: Callable[[int, WaveState, Sel], Any],
+                sel: int, is_f16: int, nlo: int, nhi: int) -> Fn:
+    """A v_fma_mix source as f64 (what fma_round widens it to): the f16 half (op_sel) or
+    the f32 of a register read in place, |x| for neg_hi, -x for neg_lo.  f16 and f32 widen
+    to f64 exactly, so the values equal ``slow``'s (test_packed checks them against it).
+    A constant is worked out once with ``slow``."""
+    def signs(x: Any) -> Any:
+        if nhi:
+            x = np.abs(x)
+        return -x if nlo else x
+
+    if op.kind == "v":
+        r = op.reg
+        if is_f16:
+            return lambda st, w: signs(st.V[r][w].view(np.uint16)[..., sel::2].view(F16)
+                                       .astype(F64))
+        return lambda st, w: signs(st.V[r][w].view(F32).astype(F64))
+    if op.kind == "s" and op.reg != NULL:
+        r = op.reg
+        if is_f16:
+            return lambda st, w: signs(st.S[r][w].view(np.uint16)[sel::2].view(F16)
+                                       .astype(F64))[:, None]
+        return lambda st, w: signs(st.S[r][w].view(F32).astype(F64))[:, None]
+    const = np.asarray(slow(k, WaveState(1, 1), slice(None)), F64)
+    return lambda st, w: const
 
 
 def _repack(x: Any, sel_lo: int, sel_hi: int, nlo: int, nhi: int) -> Any:

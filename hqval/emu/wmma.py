@@ -29,7 +29,15 @@ import numpy as np
 
 from hqval.emu.disasm import Instruction
 from hqval.emu.errors import UnsupportedInstruction
-from hqval.emu.operands import Ctx, Sel, WaveState, parse_operand, vwrite
+from hqval.emu.operands import (
+    Ctx,
+    Sel,
+    WaveState,
+    parse_operand,
+    vread_regs,
+    vwrite,
+    vwrite_regs,
+)
 
 Fn = Callable[[WaveState, Sel], Any]
 
@@ -48,6 +56,11 @@ KINDS: dict[str, tuple[str, int, int, str]] = {
 def _elements(st: WaveState, w: Sel, reg: int, nregs: int, bits: int) -> np.ndarray:
     """[n, 32 lanes, nregs * 32 / bits] raw fields (uint32) of the packed operands."""
     words = np.stack([st.V[reg + i][w] for i in range(nregs)], axis=-1)  # [n, 32, nregs]
+    return _fields(words, nregs, bits)
+
+
+def _fields(words: np.ndarray, nregs: int, bits: int) -> np.ndarray:
+    """The ``bits``-wide fields of uint32 ``words`` [n, 32, nregs], low to high."""
     per = 32 // bits
     shifts = (np.arange(per, dtype=np.uint32) * np.uint32(bits))
     f = (words[..., None] >> shifts) & np.uint32((1 << bits) - 1)  # [n, 32, nregs, per]
@@ -66,9 +79,39 @@ def _values(raw: np.ndarray, kind: str, bits: int, signed: bool) -> np.ndarray:
     return v
 
 
+def _matrix_fast(st: WaveState, w: Sel, reg: int, gen: int, kind: str, bits: int, K: int,
+                 signed: bool) -> np.ndarray:
+    """``_matrix_slow`` for 16-bit and 8-bit elements: the packed VGPRs reinterpreted in
+    place (little-endian: element 0 is the low half / byte), the same values in the same
+    C-contiguous [n, 16, K] layout."""
+    nregs = K * bits // (32 if gen == 11 else 64)
+    words = vread_regs(st, w, reg, nregs)  # [n, 32, nregs]
+    if gen == 11:
+        words = words[:, :16, :]
+    narrow = np.ascontiguousarray(words).view(np.uint16 if bits == 16 else
+                                              (np.int8 if signed else np.uint8))
+    if kind == "f16":
+        v = narrow.view(np.float16).astype(np.float64)
+    elif kind == "bf16":
+        v = (narrow.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    else:
+        v = narrow.astype(np.int64)
+    if gen == 11:
+        return v
+    return np.concatenate([v[:, :16, :], v[:, 16:, :]], axis=2)
+
+
 def _matrix(st: WaveState, w: Sel, reg: int, gen: int, kind: str, bits: int, K: int,
             signed: bool) -> np.ndarray:
     """A (rows) or B (columns) as [n, 16, K]."""
+    if bits in (8, 16):
+        return _matrix_fast(st, w, reg, gen, kind, bits, K, signed)
+    return _matrix_slow(st, w, reg, gen, kind, bits, K, signed)
+
+
+def _matrix_slow(st: WaveState, w: Sel, reg: int, gen: int, kind: str, bits: int, K: int,
+                 signed: bool) -> np.ndarray:
+    """A (rows) or B (columns) as [n, 16, K], field by field (every element width)."""
     if gen == 11:
         nregs = K * bits // 32
         return _values(_elements(st, w, reg, nregs, bits)[:, :16, :], kind, bits, signed)
@@ -120,7 +163,7 @@ def translate_wmma(name: str, ins: Instruction, cx: Ctx) -> Fn:
     def read_c(st: WaveState, w: Sel) -> np.ndarray:
         """C in the D layout: [n, 32, 8] (f64 or int64)."""
         if out in ("f32", "i32"):
-            words = np.stack([st.V[c.reg + i][w] for i in range(8)], axis=-1)
+            words = vread_regs(st, w, c.reg, 8)
             return (words.view(np.float32).astype(np.float64) if out == "f32"
                     else words.view(np.int32).astype(np.int64))
         if gen == 11:
@@ -157,8 +200,7 @@ def translate_wmma(name: str, ins: Instruction, cx: Ctx) -> Fn:
                 vwrite(st, w, d.reg + i, h16[:, :, 2 * i] | (h16[:, :, 2 * i + 1]
                                                              << np.uint32(16)))
             return
-        for i in range(8):
-            vwrite(st, w, d.reg + i, bits32[:, :, i])
+        vwrite_regs(st, w, d.reg, bits32)
 
     def wmma(st: WaveState, w: Sel) -> None:
         A = _matrix(st, w, a.reg, gen, kind, bits, K, bool(neg_lo[0]))

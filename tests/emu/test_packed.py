@@ -101,3 +101,90 @@ def test_int_dot_random_against_python(bits: int) -> None:
         want = int(c[k]) + sum(field(int(a[k]), i, True) * field(int(b[k]), i, False)
                                for i in range(32 // bits))
         assert int(got[k]) == want & 0xFFFFFFFF
+
+
+# Special f16 and f32 bit patterns: zeros, denormals, limits, infinities, quiet and
+# signalling NaNs with payloads, ones.
+_F16_SPECIAL = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x7C00,
+                0xFC00, 0x7E00, 0xFE01, 0x7D01, 0xFC01, 0x3C00, 0xBC00, 0x3555]
+_F32_SPECIAL = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF,
+                0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00123, 0x7FA00000,
+                0x7F800001, 0x3F800000, 0xBF800000, 0x33800000, 0x47800000]
+
+
+def _mix_operand_slow(x: np.ndarray, sel: int, is_f16: int, nlo: int, nhi: int) -> np.ndarray:
+    """The v_fma_mix source as the generic path reads it (f16 widened to f32)."""
+    with np.errstate(all="ignore"):
+        v = (((x >> np.uint32(16)) if sel else x) & np.uint32(0xFFFF)).astype(np.uint16) \
+            .view(np.float16).astype(np.float32) if is_f16 else x.view(np.float32)
+        if nhi:
+            v = np.abs(v)
+        if nlo:
+            v = -v
+    return v
+
+
+@pytest.mark.parametrize("name", ["v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"])
+@pytest.mark.parametrize("mods", ["", " op_sel_hi:[1,1,1]", " op_sel:[1,0,1] op_sel_hi:[1,1,0]",
+                                  " op_sel:[0,1,0] op_sel_hi:[0,1,1] neg_lo:[1,0,1]",
+                                  " op_sel_hi:[1,0,1] neg_hi:[1,1,0] neg_lo:[0,1,1]"])
+def test_fma_mix_register_fast_path_equals_the_generic_reading(name: str, mods: str) -> None:
+    """The mix ops read register halves in place and widen straight to f64; the result
+    must be the bits the generic reading (f16 -> f32 -> f64) gives, on special values."""
+    from hqval.emu.fparith import f32_to_f16
+    from hqval.emu.packed import _flags, fma_round
+
+    rng = np.random.default_rng(5)
+    halves = np.array(_F16_SPECIAL, np.uint32)
+    f32s = np.array(_F32_SPECIAL, np.uint32)
+    n = 32
+    srcs = []
+    for _ in range(3):
+        lo = rng.choice(halves, n)
+        hi = rng.choice(halves, n)
+        packed = lo | (hi << np.uint32(16))
+        whole = rng.choice(f32s, n)
+        srcs.append(np.where(rng.random(n) < 0.5, packed, whole).astype(np.uint32))
+    old_d = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    st = state()
+    for k, v in enumerate(srcs):
+        st.V[1 + k, 0] = v
+    st.V[0, 0] = old_d
+    execute(f"{name} v0, v1, v2, v3{mods}", st)
+    parsed = dict(m.split(":") for m in mods.split())
+    opsel, hi = _flags(parsed, "op_sel", 0), _flags(parsed, "op_sel_hi", 0)
+    nlo, nhi = _flags(parsed, "neg_lo", 0), _flags(parsed, "neg_hi", 0)
+    vals = [_mix_operand_slow(srcs[k], opsel[k], hi[k], nlo[k], nhi[k]) for k in range(3)]
+    with np.errstate(all="ignore"):
+        r = fma_round(*vals, np.float32)
+    if name == "v_fma_mix_f32":
+        want = r.view(np.uint32)
+    else:
+        bits = f32_to_f16(r).view(np.uint16).astype(np.uint32)
+        want = ((old_d & np.uint32(0xFFFF)) | (bits << np.uint32(16)) if name.endswith("hi_f16")
+                else (old_d & np.uint32(0xFFFF0000)) | bits)
+    np.testing.assert_array_equal(st.V[0, 0], want)
+
+
+@pytest.mark.parametrize("src", ["s4", "0.5", "-2.0", "0x3f800000", "1"])
+def test_fma_mix_scalar_and_constant_sources(src: str) -> None:
+    """SGPR halves are read in place like VGPRs; a constant goes through the generic
+    reading once, at translation.  Both must give the generic reading's result."""
+    from hqval.emu.operands import parse_operand
+    from hqval.emu.packed import fma_round
+
+    st = state()
+    st.V[1, 0] = np.array([0x3C00BC00, 0x7E00FC00, 0x00013555, 0x7D01FC01] * 8, np.uint32)
+    st.V[2, 0] = np.arange(32, dtype=np.uint32) * np.uint32(0x01010101)
+    st.S[4, 0] = 0x4000C200
+    op = parse_operand(src)
+    raw = np.uint32(st.S[4, 0] if src == "s4" else op.bits(32, op.kind == "float"))
+    for opsel, hi in (([0, 0, 0], [1, 1, 1]), ([1, 1, 1], [1, 0, 1]), ([0, 1, 0], [0, 1, 0])):
+        execute(f"v_fma_mix_f32 v0, v1, {src}, v2 op_sel:[{','.join(map(str, opsel))}] "
+                f"op_sel_hi:[{','.join(map(str, hi))}]", st)
+        b = np.full(32, raw, np.uint32)
+        vals = [_mix_operand_slow(x, opsel[k], hi[k], 0, 0)
+                for k, x in enumerate((st.V[1, 0], b, st.V[2, 0]))]
+        with np.errstate(all="ignore"):
+            want = fma_round(*vals, np.float32).view(np.uint32)
+        np.testing.assert_array_equal(st.V[0, 0], want, err_msg=f"{src} {opsel} {hi}")

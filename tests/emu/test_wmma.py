@@ -165,3 +165,35 @@ def test_unmodelled_wmma_variant_is_refused() -> None:
     with pytest.raises(UnsupportedInstruction, match="not modelled"):
         execute("v_wmma_f32_16x16x16_fp8_fp8 v[0:7], v[8:9], v[10:11], v[0:7]", state(),
                 arch="gfx1201")
+
+
+@pytest.mark.parametrize("gen", [11, 12])
+@pytest.mark.parametrize(("kind", "bits", "signed"), [("f16", 16, False), ("bf16", 16, False),
+                                                      ("int", 8, False), ("int", 8, True)])
+@pytest.mark.parametrize("selection", ["all", "some"])
+def test_wmma_operand_fast_path_equals_the_field_by_field_reading(
+        gen: int, kind: str, bits: int, signed: bool, selection: str) -> None:
+    """16- and 8-bit A/B operands are read by reinterpreting the VGPRs in place; the values
+    and their layout must equal the generic field extraction's, NaN/inf/denormal bit
+    patterns included, for a slice of every wave and for an index selection."""
+    from hqval.emu.operands import WaveState
+    from hqval.emu.wmma import _matrix_fast, _matrix_slow
+
+    rng = np.random.default_rng(gen * 100 + bits)
+    st = WaveState(3, 24)
+    special = np.array([0x0000, 0x8000, 0x0001, 0x7C00, 0xFC00, 0x7E00, 0x7D01, 0x7F80,
+                        0xFF81, 0x7FC0, 0x3C00, 0x00FF, 0x8080, 0xFFFF], np.uint32)
+    lo = rng.choice(special, st.V.shape)
+    hi = rng.choice(special, st.V.shape)
+    random = rng.integers(0, 2**32, st.V.shape, dtype=np.uint64).astype(np.uint32)
+    st.V[:] = np.where(rng.random(st.V.shape) < 0.5, lo | (hi << np.uint32(16)), random)
+    w = slice(None) if selection == "all" else np.array([2, 0])
+    for reg in (0, 8, 13):
+        with np.errstate(all="ignore"):
+            fast = _matrix_fast(st, w, reg, gen, kind, bits, 16, signed)
+            slow = _matrix_slow(st, w, reg, gen, kind, bits, 16, signed)
+        assert fast.dtype == slow.dtype and fast.shape == slow.shape
+        assert fast.flags.c_contiguous
+        np.testing.assert_array_equal(fast.view(np.uint64) if fast.dtype == np.float64
+                                      else fast, slow.view(np.uint64)
+                                      if slow.dtype == np.float64 else slow)
