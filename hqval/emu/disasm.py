@@ -44,8 +44,22 @@ def find_objdump() -> str:
                    "or point HQVAL_OBJDUMP at an llvm-objdump that knows AMDGPU")
 
 
+_NESTING = frozenset("[]()")
+
+
 def split_top(s: str, sep: str = ",") -> list[str]:
     """Split on ``sep`` outside brackets and parentheses."""
+    if _NESTING.isdisjoint(s):
+        # nothing nests: str.split, with the same pieces (each stripped; an empty last
+        # piece dropped) as the scan below
+        parts = s.split(sep)
+        out = [p.strip() for p in parts[:-1]]
+        last = parts[-1].strip()
+        return [*out, last] if last else out
+    return _split_nested(s, sep)
+
+
+def _split_nested(s: str, sep: str) -> list[str]:
     out: list[str] = []
     cur: list[str] = []
     depth = 0
@@ -95,9 +109,8 @@ def parse_text(text: str, addr: int = 0, words: list[int] | None = None) -> Inst
                        operands=operands, modifiers=modifiers)
 
 
-def disassemble(raw: bytes, arch: str, symbols: list[str] | None = None
-                ) -> dict[str, list[Instruction]]:
-    """Disassemble the function symbols (all, or ``symbols``): ``{symbol: [Instruction]}``."""
+def objdump_text(raw: bytes, arch: str, symbols: list[str] | None = None) -> str:
+    """llvm-objdump's disassembly of the function symbols (all, or ``symbols``)."""
     objdump = find_objdump()
     only = [f"--disassemble-symbols={','.join(symbols)}"] if symbols else []
     with tempfile.NamedTemporaryFile(suffix=".co") as f:
@@ -108,15 +121,28 @@ def disassemble(raw: bytes, arch: str, symbols: list[str] | None = None
     if proc.returncode != 0:
         raise EmuError(f"llvm-objdump failed on the code object for {arch}: "
                        f"{proc.stderr.strip()[:400]}")
-    out: dict[str, list[Instruction]] = {}
-    current: list[Instruction] | None = None
-    for line in proc.stdout.splitlines():
+    return proc.stdout
+
+
+def symbol_lines(text: str) -> dict[str, list[str]]:
+    """The disassembly's lines under each symbol header, unparsed."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
         m = _SYMBOL.match(line)
         if m:
             current = out.setdefault(m.group(2), [])
             continue
-        if current is None:
-            continue
+        if current is not None:
+            current.append(line)
+    return out
+
+
+def parse_lines(lines: list[str]) -> list[Instruction]:
+    """One symbol's disassembly lines as instructions (padding and non-code lines
+    dropped)."""
+    out: list[Instruction] = []
+    for line in lines:
         m = _LINE.match(line)
         if not m:
             continue
@@ -124,5 +150,12 @@ def disassemble(raw: bytes, arch: str, symbols: list[str] | None = None
         text = m.group("text").strip()
         if text.startswith("s_code_end") or not text:
             continue
-        current.append(parse_text(text, int(m.group("addr"), 16), words))
+        out.append(parse_text(text, int(m.group("addr"), 16), words))
     return out
+
+
+def disassemble(raw: bytes, arch: str, symbols: list[str] | None = None
+                ) -> dict[str, list[Instruction]]:
+    """Disassemble the function symbols (all, or ``symbols``): ``{symbol: [Instruction]}``."""
+    return {sym: parse_lines(lines)
+            for sym, lines in symbol_lines(objdump_text(raw, arch, symbols)).items()}

@@ -7,9 +7,12 @@ reconverges."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gc
 import hashlib
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +20,14 @@ import numpy as np
 
 from hqval.emu import memory, scalar, vector
 from hqval.emu.codeobject import CodeObject, KernelInfo
-from hqval.emu.disasm import Instruction, disassemble
+from hqval.emu.disasm import Instruction, objdump_text, parse_lines, symbol_lines
 from hqval.emu.errors import EmuError, UnknownArch, UnsupportedInstruction
 from hqval.emu.fparith import launch_fp
 from hqval.emu.memory import Memory
 from hqval.emu.operands import EXEC, TTMP0, Ctx, WaveState
+
+# launches remembered for replay per machine (oldest dropped first)
+REPLAY_LIMIT = 128
 
 CLASSES = ("SALU", "VALU", "SMEM", "VMEM", "LDS", "WMMA", "BRANCH", "other")
 
@@ -29,6 +35,29 @@ ARCH_GEN = {"gfx1010": 10, "gfx1011": 10, "gfx1012": 10, "gfx1030": 10, "gfx1031
             "gfx1032": 10, "gfx1034": 10, "gfx1035": 10, "gfx1036": 10,
             "gfx1100": 11, "gfx1101": 11, "gfx1102": 11, "gfx1103": 11, "gfx1150": 11,
             "gfx1151": 11, "gfx1152": 11, "gfx1200": 12, "gfx1201": 12}
+
+
+# Translation and execution allocate many short-lived objects (instructions, closures,
+# small arrays) while the process holds many long-lived ones (shared translations,
+# loaded modules); with the default generation-0 threshold (700) the collector walks
+# that heap often: 40% of a kernel's translation time and ~8% of its execution here.
+# Refcounting frees these objects anyway; the collector only matters for cycles.
+_GC_THRESHOLD0 = 50_000
+
+
+@contextlib.contextmanager
+def relaxed_gc() -> Iterator[None]:
+    """Within the block, collect generation 0 after ``_GC_THRESHOLD0`` allocations instead
+    of the process's setting; restored after (nesting keeps the outer setting)."""
+    old = gc.get_threshold()
+    if old[0] >= _GC_THRESHOLD0:
+        yield
+        return
+    gc.set_threshold(_GC_THRESHOLD0, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 @dataclass
@@ -72,7 +101,9 @@ class Module:
 
     code_object: CodeObject
     arch: str
+    digest: bytes = b""  # sha256 of the code object's bytes
     _programs: dict[str, Program] = field(default_factory=dict)
+    _lines: dict[str, list[str]] | None = None  # the disassembly's lines per symbol
 
     def symbols(self) -> list[str]:
         return sorted(self.code_object.kernels)
@@ -83,6 +114,12 @@ class Module:
         return list(self.program(symbol).unsupported)
 
     def program(self, symbol: str) -> Program:
+        if symbol in self._programs:
+            return self._programs[symbol]
+        with relaxed_gc():
+            return self._translate_program(symbol)
+
+    def _translate_program(self, symbol: str) -> Program:
         if symbol not in self._programs:
             if symbol not in self.code_object.kernels:
                 raise EmuError(f"kernel {symbol!r} not in module "
@@ -91,12 +128,15 @@ class Module:
             # the kernel first (entry = index 0), then the device functions it may call
             callees = [f for f in self.code_object.functions
                        if f != symbol and f not in self.code_object.kernels]
-            listing = disassemble(self.code_object.raw, self.arch, [symbol, *callees])
-            if symbol not in listing:
+            if self._lines is None:
+                # one llvm-objdump run for the whole code object (a translation unit holds
+                # many kernels; per-symbol runs each decode it all again), parsed per kernel
+                self._lines = symbol_lines(objdump_text(self.code_object.raw, self.arch))
+            if symbol not in self._lines:
                 raise EmuError(f"kernel {symbol!r} has no code in the disassembly")
-            code = list(listing[symbol])
+            code = parse_lines(self._lines[symbol])
             for f in callees:
-                code.extend(listing.get(f, []))
+                code.extend(parse_lines(self._lines.get(f, [])))
             self._programs[symbol] = translate_kernel(info, code, self.arch,
                                                       info.wavefront_size)
         return self._programs[symbol]
@@ -174,6 +214,11 @@ class Machine:
         self.mem = Memory()
         self._modules: dict[str, Module] = {}
         self._launch_allocs: list[int] = []  # kernarg segment, dispatch packet
+        # launch key -> (every live allocation's bytes after the launch, its stats): a
+        # launch identical in everything it depends on (``_launch_key``) to an earlier one
+        # leaves the same memory, so it is replayed instead of run again
+        self._replay: dict[bytes, tuple[list[np.ndarray], LaunchStats]] = {}
+        self.replayed = 0  # launches answered from ``_replay``
 
     # ---- memory
     def alloc(self, nbytes: int) -> int:
@@ -206,7 +251,7 @@ class Machine:
             if nl not in (32, 64):
                 raise EmuError(f"kernel {name!r} has wavefront size {nl}: RDNA runs wave32 "
                                f"or wave64")
-        mod = Module(code_object=co, arch=self.arch)
+        mod = Module(code_object=co, arch=self.arch, digest=hashlib.sha256(code_object).digest())
         self._modules[key] = mod
         return mod
 
@@ -224,6 +269,48 @@ class Machine:
         hanging."""
         import time
 
+        key = None
+        if trace is None:
+            key = self._launch_key(module, symbol, grid, block, args, dynamic_lds, max_steps)
+            hit = self._replay.get(key)
+            if hit is not None:
+                after, stats = hit
+                for (start, end), data in zip(zip(self.mem.starts, self.mem.ends, strict=True),
+                                              after, strict=True):
+                    self.mem.data[start:end] = data
+                self.replayed += 1
+                return dataclasses.replace(stats, counts=dict(stats.counts),
+                                           per_wave_counts={k: list(v) for k, v in
+                                                            stats.per_wave_counts.items()})
+        with relaxed_gc():
+            stats = self._launch(module, symbol, grid, block, args, dynamic_lds, trace,
+                                 max_steps, time.perf_counter)
+        if key is not None:
+            if len(self._replay) >= REPLAY_LIMIT:
+                self._replay.pop(next(iter(self._replay)))
+            self._replay[key] = ([self.mem.data[s:e].copy() for s, e in
+                                  zip(self.mem.starts, self.mem.ends, strict=True)], stats)
+        return stats
+
+    def _launch_key(self, module: Module, symbol: str, grid: Sequence[int],
+                    block: Sequence[int], args: Sequence[int], dynamic_lds: int,
+                    max_steps: int) -> bytes:
+        """Everything a launch's outcome depends on: the code object, kernel, grid, block,
+        arguments and step limit, and the layout, access windows and every byte of every
+        live allocation (the only memory a kernel can reach)."""
+        h = hashlib.sha256(module.digest)
+        h.update(repr((symbol, tuple(int(g) for g in grid), tuple(int(b) for b in block),
+                       tuple(int(a) for a in args), int(dynamic_lds), int(max_steps),
+                       self.mem.starts, self.mem.ends, sorted(self.mem._windows.items()))
+                      ).encode())
+        for start, end in zip(self.mem.starts, self.mem.ends, strict=True):
+            h.update(self.mem.data[start:end].tobytes())
+        return h.digest()
+
+    def _launch(self, module: Module, symbol: str, grid: Sequence[int], block: Sequence[int],
+                args: Sequence[int], dynamic_lds: int,
+                trace: Callable[[int, str, int], None] | None, max_steps: int,
+                clock: Callable[[], float]) -> LaunchStats:
         prog = module.program(symbol)
         info = prog.info
         gx, gy, gz = [*list(grid), 1, 1][:3]
@@ -276,7 +363,7 @@ class Machine:
             st.S[EXEC + 1] = words[:, 1]
         st.set_exec(slice(None))
 
-        t0 = time.perf_counter()
+        t0 = clock()
         counts = np.zeros((len(CLASSES), nw), np.int64)
         try:
             with launch_fp():
@@ -285,7 +372,7 @@ class Machine:
             for addr in self._launch_allocs:
                 self.mem.free(addr)
             self._launch_allocs.clear()
-        secs = time.perf_counter() - t0
+        secs = clock() - t0
         totals = {c: int(counts[k].sum()) for k, c in enumerate(CLASSES)}
         return LaunchStats(counts=totals, waves=nw, wave_instructions=int(counts.sum()),
                            seconds=secs,

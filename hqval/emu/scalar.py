@@ -75,49 +75,7 @@ def _sext16(v: int) -> int:
 
 # 32-bit two-source ops: (a: int64 unsigned view, b, scc) -> (result int64, scc or None)
 def _binop32(name: str) -> Callable[[Any, Any, Any], tuple[Any, Any]] | None:
-    table: dict[str, Callable[[Any, Any, Any], tuple[Any, Any]]] = {
-        "s_add_u32": lambda a, b, c: ((r := a + b), r >> 32),
-        "s_addc_u32": lambda a, b, c: ((r := a + b + c), r >> 32),
-        "s_sub_u32": lambda a, b, c: (a - b, a < b),
-        "s_subb_u32": lambda a, b, c: (a - b - c, a < b + c),
-        "s_add_i32": lambda a, b, c: _ovf(_s(a) + _s(b)),
-        "s_sub_i32": lambda a, b, c: _ovf(_s(a) - _s(b)),
-        "s_mul_i32": lambda a, b, c: (a * b, None),
-        "s_mul_hi_u32": lambda a, b, c: ((a * b) >> 32, None),
-        "s_mul_hi_i32": lambda a, b, c: ((_s(a) * _s(b)) >> 32, None),
-        "s_and_b32": lambda a, b, c: ((r := a & b), r != 0),
-        "s_or_b32": lambda a, b, c: ((r := a | b), r != 0),
-        "s_xor_b32": lambda a, b, c: ((r := a ^ b), r != 0),
-        "s_nand_b32": lambda a, b, c: ((r := ~(a & b) & M32), r != 0),
-        "s_nor_b32": lambda a, b, c: ((r := ~(a | b) & M32), r != 0),
-        "s_xnor_b32": lambda a, b, c: ((r := ~(a ^ b) & M32), r != 0),
-        "s_and_not1_b32": lambda a, b, c: ((r := a & ~b & M32), r != 0),
-        "s_or_not1_b32": lambda a, b, c: ((r := (a | ~b) & M32), r != 0),
-        "s_lshl_b32": lambda a, b, c: ((r := (a << (b & 31)) & M32), r != 0),
-        "s_lshr_b32": lambda a, b, c: ((r := a >> (b & 31)), r != 0),
-        "s_ashr_i32": lambda a, b, c: ((r := _s(a) >> (b & 31)), r != 0),
-        "s_lshl1_add_u32": lambda a, b, c: ((r := (a << 1) + b), (r >> 32) != 0),
-        "s_lshl2_add_u32": lambda a, b, c: ((r := (a << 2) + b), (r >> 32) != 0),
-        "s_lshl3_add_u32": lambda a, b, c: ((r := (a << 3) + b), (r >> 32) != 0),
-        "s_lshl4_add_u32": lambda a, b, c: ((r := (a << 4) + b), (r >> 32) != 0),
-        "s_bfm_b32": lambda a, b, c: ((((1 << (a & 31)) - 1) << (b & 31)) & M32, None),
-        "s_bfe_u32": lambda a, b, c: ((r := (a >> (b & 31)) & ((1 << ((b >> 16) & 0x7F)) - 1)),
-                                      r != 0),
-        "s_bfe_i32": lambda a, b, c: _bfe_i32(a, b),
-        "s_min_i32": lambda a, b, c: (np.minimum(_s(a), _s(b)), _s(a) < _s(b)),
-        "s_min_u32": lambda a, b, c: (np.minimum(a, b), a < b),
-        # S_MAX_I32: "SCC = S0.i32 >= S1.i32" (S_MIN_*: "<")
-        "s_max_i32": lambda a, b, c: (np.maximum(_s(a), _s(b)), _s(a) >= _s(b)),
-        "s_max_u32": lambda a, b, c: (np.maximum(a, b), a >= b),
-        "s_cselect_b32": lambda a, b, c: (np.where(c != 0, a, b), None),
-        # S_ABSDIFF_I32: "D0.i32 = S0.i32 - S1.i32" wraps to 32 bits before the abs
-        "s_absdiff_i32": lambda a, b, c: ((r := np.abs(_s((_s(a) - _s(b)) & M32))), r != 0),
-        "s_pack_ll_b32_b16": lambda a, b, c: ((a & 0xFFFF) | ((b & 0xFFFF) << 16), None),
-        "s_pack_lh_b32_b16": lambda a, b, c: ((a & 0xFFFF) | (b & 0xFFFF0000), None),
-        "s_pack_hh_b32_b16": lambda a, b, c: ((a >> 16) | (b & 0xFFFF0000), None),
-        "s_pack_hl_b32_b16": lambda a, b, c: ((a >> 16) | ((b & 0xFFFF) << 16), None),
-    }
-    return table.get(name)
+    return _BINOP32.get(name)
 
 
 def _s(a: Any) -> Any:
@@ -194,6 +152,51 @@ def _cond_branch(target: int, cond: Callable[[WaveState, Sel], Any]) -> Fn:
         return c  # the machine turns a mask into per-wave PCs
     run.branch_target = target  # type: ignore[attr-defined]
     return run
+
+
+
+_BINOP32: dict[str, Callable[[Any, Any, Any], tuple[Any, Any]]] = {
+    "s_add_u32": lambda a, b, c: ((r := a + b), r >> 32),
+    "s_addc_u32": lambda a, b, c: ((r := a + b + c), r >> 32),
+    "s_sub_u32": lambda a, b, c: (a - b, a < b),
+    "s_subb_u32": lambda a, b, c: (a - b - c, a < b + c),
+    "s_add_i32": lambda a, b, c: _ovf(_s(a) + _s(b)),
+    "s_sub_i32": lambda a, b, c: _ovf(_s(a) - _s(b)),
+    "s_mul_i32": lambda a, b, c: (a * b, None),
+    "s_mul_hi_u32": lambda a, b, c: ((a * b) >> 32, None),
+    "s_mul_hi_i32": lambda a, b, c: ((_s(a) * _s(b)) >> 32, None),
+    "s_and_b32": lambda a, b, c: ((r := a & b), r != 0),
+    "s_or_b32": lambda a, b, c: ((r := a | b), r != 0),
+    "s_xor_b32": lambda a, b, c: ((r := a ^ b), r != 0),
+    "s_nand_b32": lambda a, b, c: ((r := ~(a & b) & M32), r != 0),
+    "s_nor_b32": lambda a, b, c: ((r := ~(a | b) & M32), r != 0),
+    "s_xnor_b32": lambda a, b, c: ((r := ~(a ^ b) & M32), r != 0),
+    "s_and_not1_b32": lambda a, b, c: ((r := a & ~b & M32), r != 0),
+    "s_or_not1_b32": lambda a, b, c: ((r := (a | ~b) & M32), r != 0),
+    "s_lshl_b32": lambda a, b, c: ((r := (a << (b & 31)) & M32), r != 0),
+    "s_lshr_b32": lambda a, b, c: ((r := a >> (b & 31)), r != 0),
+    "s_ashr_i32": lambda a, b, c: ((r := _s(a) >> (b & 31)), r != 0),
+    "s_lshl1_add_u32": lambda a, b, c: ((r := (a << 1) + b), (r >> 32) != 0),
+    "s_lshl2_add_u32": lambda a, b, c: ((r := (a << 2) + b), (r >> 32) != 0),
+    "s_lshl3_add_u32": lambda a, b, c: ((r := (a << 3) + b), (r >> 32) != 0),
+    "s_lshl4_add_u32": lambda a, b, c: ((r := (a << 4) + b), (r >> 32) != 0),
+    "s_bfm_b32": lambda a, b, c: ((((1 << (a & 31)) - 1) << (b & 31)) & M32, None),
+    "s_bfe_u32": lambda a, b, c: ((r := (a >> (b & 31)) & ((1 << ((b >> 16) & 0x7F)) - 1)),
+                                  r != 0),
+    "s_bfe_i32": lambda a, b, c: _bfe_i32(a, b),
+    "s_min_i32": lambda a, b, c: (np.minimum(_s(a), _s(b)), _s(a) < _s(b)),
+    "s_min_u32": lambda a, b, c: (np.minimum(a, b), a < b),
+    # S_MAX_I32: "SCC = S0.i32 >= S1.i32" (S_MIN_*: "<")
+    "s_max_i32": lambda a, b, c: (np.maximum(_s(a), _s(b)), _s(a) >= _s(b)),
+    "s_max_u32": lambda a, b, c: (np.maximum(a, b), a >= b),
+    "s_cselect_b32": lambda a, b, c: (np.where(c != 0, a, b), None),
+    # S_ABSDIFF_I32: "D0.i32 = S0.i32 - S1.i32" wraps to 32 bits before the abs
+    "s_absdiff_i32": lambda a, b, c: ((r := np.abs(_s((_s(a) - _s(b)) & M32))), r != 0),
+    "s_pack_ll_b32_b16": lambda a, b, c: ((a & 0xFFFF) | ((b & 0xFFFF) << 16), None),
+    "s_pack_lh_b32_b16": lambda a, b, c: ((a & 0xFFFF) | (b & 0xFFFF0000), None),
+    "s_pack_hh_b32_b16": lambda a, b, c: ((a >> 16) | (b & 0xFFFF0000), None),
+    "s_pack_hl_b32_b16": lambda a, b, c: ((a >> 16) | ((b & 0xFFFF) << 16), None),
+}
 
 
 def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:

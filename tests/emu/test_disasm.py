@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+import pytest
+
 from hqval.emu.disasm import disassemble, parse_text, split_top
 
 
@@ -40,3 +42,34 @@ def test_disassembly_of_a_real_code_object(build: Callable[[str, str], bytes]) -
     # sizes come from the encoding words: consecutive instructions abut
     for a, b in itertools.pairwise(body):
         assert a.addr + a.size == b.addr
+
+
+def test_split_without_nesting_equals_the_bracket_aware_scan() -> None:
+    """split_top takes str.split when nothing nests; the pieces must be the scan's."""
+    import random
+
+    from hqval.emu.disasm import _split_nested, split_top
+
+    rng = random.Random(3)
+    alphabet = "v0s1, :[]()x"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        for sep in (",", " "):
+            assert split_top(text, sep) == _split_nested(text, sep), (text, sep)
+    assert split_top("v1, v[2:3],  s4 offset:8", ",") == ["v1", "v[2:3]", "s4 offset:8"]
+    assert split_top("a  b ", " ") == ["a", "", "b"]
+
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1201"])
+def test_one_whole_object_disassembly_equals_per_symbol_runs(
+        build: Callable[[str, str], bytes], arch: str) -> None:
+    """Module.program splits one llvm-objdump run of the whole code object by symbol;
+    each symbol's instructions must be those of a run restricted to that symbol."""
+    from hqval.emu.codeobject import CodeObject
+
+    raw = build("ops", arch)
+    whole = disassemble(raw, arch)
+    for sym in CodeObject.parse(raw).functions:
+        alone = disassemble(raw, arch, [sym])[sym]
+        assert [(i.addr, i.words, i.text) for i in whole[sym]] == \
+            [(i.addr, i.words, i.text) for i in alone], sym

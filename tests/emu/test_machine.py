@@ -257,3 +257,87 @@ def test_calls_to_device_functions_with_a_scratch_stack(build: Callable[..., byt
     want = (a * (t & 15) + 1) * 2 + (a * ((t + 3) & 15) + 2) * 2
     np.testing.assert_array_equal(m.read(out, 128).view(np.float32), want)
     assert stats.counts["BRANCH"] >= 4  # two calls, two returns
+
+
+def test_an_identical_launch_is_replayed_with_the_memory_it_left(ops: Ops) -> None:
+    """A launch equal in code object, kernel, grid, block, arguments and every live
+    byte to an earlier one is answered from it: the same output bytes (written back into
+    memory, so read-back and guards see them) and the same counts."""
+    m, mod = ops("gfx1100")
+    a = buf(m, np.arange(64, dtype=np.float32))
+    out = buf(m, np.full(32, -1, np.float32))
+    first = m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 3])
+    assert m.replayed == 0
+    np.testing.assert_array_equal(m.read(out, 128).view(np.float32), np.arange(3, 35))
+    m.write(out, np.full(32, -1, np.float32))  # the same state as before the first launch
+    again = m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 3])
+    assert m.replayed == 1
+    np.testing.assert_array_equal(m.read(out, 128).view(np.float32), np.arange(3, 35))
+    assert again.counts == first.counts and again.per_wave_counts == first.per_wave_counts
+
+
+@pytest.mark.parametrize("change", ["input byte", "output byte", "argument", "grid",
+                                    "window", "new allocation", "freed allocation"])
+def test_a_launch_that_differs_in_anything_runs(ops: Ops, change: str) -> None:
+    m, mod = ops("gfx1100")
+    a = buf(m, np.arange(128, dtype=np.float32))
+    out = buf(m, np.full(64, -1, np.float32))
+    spare = m.alloc(16)
+    m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 3])
+    m.write(out, np.full(64, -1, np.float32))
+    args, grid = [a, out, 3], (1, 1, 1)
+    if change == "input byte":
+        m.write(a + 4 * 10, np.array([7.5], np.float32))  # out[7] = a[10]
+    elif change == "output byte":
+        m.write(out + 4 * 50, np.array([2.0], np.float32))  # never written by the kernel
+    elif change == "argument":
+        args = [a, out, 4]
+    elif change == "grid":
+        grid = (2, 1, 1)
+    elif change == "new allocation":
+        m.alloc(8)
+    elif change == "freed allocation":
+        m.free(spare)
+    if change == "window":
+        with m.mem.windows([(a, 256)]):
+            m.launch(mod, "copy_off", grid, (32, 1, 1), args)
+    else:
+        m.launch(mod, "copy_off", grid, (32, 1, 1), args)
+    assert m.replayed == 0, change
+    got = m.read(out, 256).view(np.float32)
+    if change == "input byte":
+        assert got[7] == 7.5
+    if change == "output byte":
+        assert got[50] == 2.0
+
+
+def test_failed_and_traced_launches_are_not_remembered(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    a = buf(m, np.zeros(32, np.float32))
+    out = m.alloc(128)
+    for _ in range(2):
+        with pytest.raises(OutOfBounds):
+            m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 1])
+    seen: list[str] = []
+    for _ in range(2):
+        m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a, out, 0],
+                 trace=lambda addr, text, n: seen.append(text))
+    assert m.replayed == 0
+    assert len(seen) > 0 and len(seen) % 2 == 0
+
+
+def test_relaxed_gc_restores_the_threshold_and_nests() -> None:
+    import gc
+
+    from hqval.emu.machine import _GC_THRESHOLD0, relaxed_gc
+
+    before = gc.get_threshold()
+    with relaxed_gc():
+        assert gc.get_threshold()[0] == max(before[0], _GC_THRESHOLD0)
+        with relaxed_gc():
+            assert gc.get_threshold()[0] == max(before[0], _GC_THRESHOLD0)
+        assert gc.get_threshold()[0] == max(before[0], _GC_THRESHOLD0)
+    assert gc.get_threshold() == before
+    with pytest.raises(ValueError), relaxed_gc():
+        raise ValueError
+    assert gc.get_threshold() == before
