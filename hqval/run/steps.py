@@ -310,6 +310,11 @@ def report(ctx: RunContext) -> StepResult:
     out = ctx.writer.path / "report"
     for p in [out, *(out.rglob("*") if out.is_dir() and not out.is_symlink() else [])]:
         store.not_a_link(p)  # the report writes follow links: never outside --out
+    # an earlier attempt's verdict files go first: a step cut short leaves none of them
+    # saying what the rows no longer say (admission.json is written last)
+    for stale in (ctx.writer.path / "admission.json", out / "admission.json",
+                  out / "checkpoint.md", out / "report.html"):
+        stale.unlink(missing_ok=True)
     run = store.load(ctx.writer.path)
     baseline = [store.load(p) for p in ctx.config.baseline]
     adm, cmp = admit_runs([run], baseline=baseline)

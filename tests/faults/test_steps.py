@@ -6,11 +6,13 @@ collects nothing; a crashed xdist worker."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,26 @@ def test_report_step_that_cannot_write_fails_the_run(tree: Path, tmp_path: Path)
     assert res.code == 2, res.out[-2000:]
     assert "step report did not finish: report step crashed" in res.out
     assert hqval_process(["admit", str(out)]).code == 0  # the evidence itself is complete
+
+
+@pytest.mark.slow
+def test_an_interrupted_report_step_leaves_no_stale_verdict(tree: Path,
+                                                            copy_of: Callable[[], Path]) -> None:
+    """A complete run whose rows now say rejected (a failing row after a cell's pass),
+    resumed and killed inside the report step: the earlier attempt's admission.json and
+    checkpoint.md (exit 0) must not survive to contradict the rows (once they did)."""
+    run = copy_of()
+    assert json.loads((run / "admission.json").read_text())["exit_code"] == 0
+    ident = f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"
+    row = next(r for r in rows(run) if r["identity"] == ident)
+    row["status"] = "fail"
+    with (run / "rows.jsonl").open("a") as f:
+        f.write(json.dumps(row) + "\n")
+    killed = hqval_process(run_args(tree, run, "--resume"),
+                           launcher=[LAUNCH, "kill-inside", "report"])
+    assert killed.code == -signal.SIGKILL, killed.err[-2000:]
+    assert not (run / "admission.json").exists()
+    assert not (run / "report" / "checkpoint.md").exists()
+    assert hqval_process(["admit", str(run)]).code == 1
+    assert hqval_process(run_args(tree, run, "--resume")).code == 1
+    assert json.loads((run / "admission.json").read_text())["exit_code"] == 1
