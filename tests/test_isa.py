@@ -554,3 +554,26 @@ def test_rules_identity_covers_the_source_of_every_module_the_audit_imports(
     finally:
         sys.modules.pop("rulepkg", None)
         isa.rules_identity.cache_clear()
+
+
+def test_audit_arches_in_worker_processes_gives_the_rows_of_one_process(
+        tmp_path: Path, cache: Path) -> None:
+    """The misses spread over forked workers (by arch, or by object when arches are
+    fewer than workers) give the same rows, in the same order, as one process."""
+    from hqval.isa import audit_arches
+
+    names = ["gemv_hfq4g256_r1", "gemv_mq4g256v2_r1", "gemv_mq4c_r2", "gemm_hfq4g256_wmma_gfx11",
+             "gemm_mq4g256v2_wmma_gfx11"]
+    per_arch = []
+    for arch in ("gfx1030", "gfx1100"):
+        specs = [REAL.by_name(n) for n in names if REAL.by_name(n).applies_to(ARCHES[arch])]
+        per_arch.append((ARCHES[arch], [(s, compile_kernel(s, arch, cache)) for s in specs]))
+
+    def dicts(rows: list[list[Row]]) -> list[list[dict[str, Any]]]:
+        return [[r.to_dict() for r in a] for a in rows]
+
+    one = dicts(audit_arches(per_arch, tmp_path / "one", jobs=1))
+    assert sum(map(len, one)) >= 6 * 4
+    assert dicts(audit_arches(per_arch, tmp_path / "by-arch", jobs=2)) == one
+    assert dicts(audit_arches(per_arch[1:], tmp_path / "by-object", jobs=2)) == one[1:]
+    assert dicts(audit_arches(per_arch, tmp_path / "by-arch", jobs=2)) == one  # from the cache
