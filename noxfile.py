@@ -159,5 +159,5 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff and mypy (strict, configured in pyproject.toml)."""
     install_suite(session, "dev")
-    session.run("ruff", "check", "hqval", "tests", "noxfile.py")
+    session.run("ruff", "check", "hqval", "tests", "noxfile.py", "setup.py")
     session.run("mypy", *session.posargs)
