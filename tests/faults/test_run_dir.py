@@ -194,6 +194,22 @@ def test_row_with_an_unknown_status_is_exit_2(copy_of: Callable[[], Path], hqval
     _one_line(res, f"rows.jsonl: row {i + 1} is not a valid result row", "'passed'")
 
 
+def test_row_of_an_unknown_kind_is_not_evidence(copy_of: Callable[[], Path], hqval: Hq) -> None:
+    """A required check's row with its kind misspelt keeps its identity (kind is not part
+    of it) but is no check row: the path's kernel lacks that check, incomplete, exit 2."""
+    run = copy_of()
+    lines = (run / "rows.jsonl").read_text().splitlines(keepends=True)
+    ident = "reference_parity[gemv_mq4g256v2_r1|gfx1010|emu]"
+    i = next(k for k, x in enumerate(lines) if json.loads(x)["identity"] == ident)
+    row = json.loads(lines[i])
+    row["kind"] = "chekc"
+    lines[i] = json.dumps(row) + "\n"
+    (run / "rows.jsonl").write_text("".join(lines))
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert "reference_parity of gemv_mq4g256v2_r1" in res.out + res.err
+
+
 def test_envelope_of_another_run_is_exit_2(tree: Path, copy_of: Callable[[], Path],
                                            tmp_path: Path, hqval: Hq) -> None:
     """envelope.json swapped with one from a run of other options (--no-mutants), both
