@@ -443,10 +443,11 @@ def _with_runs(cfg: TimingConfig, runs: int) -> TimingConfig:
 
 
 def mode_config(cfg: TimingConfig, mode: Mode) -> TimingConfig:
-    """``cfg`` with the mode's primer launches (hqval.timing.schedule.primes)."""
+    """``cfg`` with the mode's primer launches (hqval.timing.schedule.primes) and, hot,
+    one weight copy per run."""
     import dataclasses
 
-    return dataclasses.replace(cfg, prime=primes(mode))
+    return dataclasses.replace(cfg, prime=primes(mode), copy_per_run=mode == "hot")
 
 
 def _mutant_row(

@@ -73,6 +73,9 @@ class TimingConfig:
     max_fill_retries: int = 3
     # Untimed launches of the same arm and copy before each timed sample (hot mode: 1).
     prime: int = 0
+    # Every sample of run r reads copy r (mod copies) instead of rotating per launch (hot
+    # mode: each run is hot on one copy; the runs average over the copies' placements).
+    copy_per_run: bool = False
 
     def __post_init__(self) -> None:
         if self.warmup < 0 or self.runs < 1:
@@ -114,8 +117,11 @@ def time_pair(
     # One rotation counter per distinct arm: an arm timed against itself (a baseline)
     # shares it, so consecutive samples never re-read the copy just read.
     counters: dict[int, int] = {id(a): 0, id(b): 0}
+    current_run = [0]
 
     def next_copy(i: int) -> int:
+        if config.copy_per_run:
+            return current_run[0] % len(arms[i].launchers)
         key = id(arms[i])
         c = counters[key] % len(arms[i].launchers)
         counters[key] += 1
@@ -138,6 +144,7 @@ def time_pair(
     # Spin for twice the host's measured enqueue time of one run, at least 2 ms.
     fill_us = max(2000, int(2.0 * host_per_pair * config.iterations * 1e6))
     for run in range(config.runs):
+        current_run[0] = run
         for attempt in range(config.max_fill_retries + 1):
             token = filler.start(fill_us) if filler is not None else None
             events: list[tuple[int, Any, Any]] = []

@@ -41,6 +41,11 @@ def abba_order(iterations: int) -> list[tuple[int, int]]:
     return [(0, 1) if i % 2 == 0 else (1, 0) for i in range(iterations)]
 
 
+# Hot mode's weight copies: run r reads copy r (mod HOT_COPIES), primed, so a run is hot on
+# one buffer and the runs average over where the buffers landed (on the H200 two buffers
+# of one kernel sat up to 0.7% apart hot at 47 MB, the same from re-run to re-run).
+HOT_COPIES = 3
+
 # Untimed launches of the same arm and copy before each timed sample, per mode.
 PRIMES: dict[Mode, int] = {"hot": 1, "cold": 0}
 
@@ -56,13 +61,14 @@ def primes(mode: Mode) -> int:
 def rotation_copies(weight_bytes: int, llc_bytes: int, mode: Mode) -> int:
     """How many copies of one arm's weights to rotate through.
 
-    Hot: 1 (the same buffer every launch; the weights stay as cached as they can be).
+    Hot: HOT_COPIES, one per run (hqval.timing.harness.TimingConfig.copy_per_run): within
+    a run the same buffer every launch, the weights as cached as they can be.
     Cold: the smallest n >= 2 with (n - 1) * weight_bytes >= COLD_EVICTION_FACTOR * llc.
     """
     if weight_bytes <= 0:
         raise ValueError(f"weight_bytes {weight_bytes} must be positive")
     if mode == "hot":
-        return 1
+        return HOT_COPIES
     if mode != "cold":
         raise ValueError(f"mode {mode!r}: choose hot or cold")
     if llc_bytes <= 0:

@@ -115,7 +115,8 @@ def _aa_after_self_vs_other(prime: int) -> float:
     a = setup_gemv(dev, spec, Shape(64, 1024), "hot", 1 << 20)
     b = setup_gemv(dev, spec, Shape(64, 1024), "hot", 1 << 20)
     out = time_pair(dev, a.arm, b.arm, TimingConfig(warmup=2, iterations=40, runs=1,
-                                                    prime=prime), dev.queue_filler())
+                                                    prime=prime, copy_per_run=True),
+                    dev.queue_filler())
     s = np.asarray(out.runs_a[0])
     return float(np.median(s[1::2]) / np.median(s[0::2]))
 
@@ -129,8 +130,10 @@ def test_hot_primer_puts_every_sample_in_one_cache_state() -> None:
 def test_bench_hot_cells_are_primed_and_cold_cells_are_not() -> None:
     from hqval.timing.harness import TimingConfig
 
-    assert bench.mode_config(TimingConfig(), "hot").prime == 1
-    assert bench.mode_config(TimingConfig(prime=1), "cold").prime == 0
+    hot = bench.mode_config(TimingConfig(), "hot")
+    cold = bench.mode_config(TimingConfig(prime=1, copy_per_run=True), "cold")
+    assert hot.prime == 1 and hot.copy_per_run
+    assert cold.prime == 0 and not cold.copy_per_run
 
 
 def test_chain_mutant_small_amount_survives_large_is_killed() -> None:

@@ -171,3 +171,20 @@ def test_prime_precedes_every_timed_sample_with_its_own_arm_and_copy() -> None:
 def test_prime_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="prime"):
         TimingConfig(prime=-1)
+
+
+def test_copy_per_run_reads_one_copy_per_run() -> None:
+    be = HostClock()
+    a, b = _arm(be, "A", 3, 10.0), _arm(be, "B", 3, 12.0)
+    cfg = TimingConfig(warmup=2, iterations=4, runs=4, prime=1, copy_per_run=True)
+    time_pair(be, a, b, cfg)
+    timed = be.log[2 * 2 * cfg.warmup:]
+    per_run = 2 * 2 * cfg.iterations  # primer + sample, both arms
+    for r in range(cfg.runs):
+        copies = {e.split(":")[1] for e in timed[r * per_run:(r + 1) * per_run]}
+        assert copies == {str(r % 3)}, (r, copies)
+    # without it, consecutive launches of an arm rotate through the copies
+    be2 = HostClock()
+    a2, b2 = _arm(be2, "A", 3, 10.0), _arm(be2, "B", 3, 12.0)
+    time_pair(be2, a2, b2, TimingConfig(warmup=2, iterations=4, runs=1))
+    assert {e.split(":")[1] for e in be2.log[4:]} == {"0", "1", "2"}

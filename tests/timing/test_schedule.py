@@ -29,8 +29,10 @@ def test_abba_rejects_odd_or_tiny(n: int) -> None:
         abba_order(n)
 
 
-def test_hot_is_one_copy() -> None:
-    assert rotation_copies(11 * MB, 50 * MB, "hot") == 1
+def test_hot_is_one_copy_per_run() -> None:
+    from hqval.timing.schedule import HOT_COPIES
+
+    assert rotation_copies(11 * MB, 50 * MB, "hot") == HOT_COPIES == 3
 
 
 def test_cold_copies_exceed_llc_with_margin() -> None:
