@@ -232,7 +232,8 @@ def placement(args: argparse.Namespace) -> int:
                 try:
                     primes = (0, 1) if mode == "hot" else (0,)
                     for prime in primes:
-                        cfg = dataclasses.replace(base, prime=prime)
+                        cfg = dataclasses.replace(base, prime=prime,
+                                                  copy_per_run=mode == "hot")
                         for what, (x, y) in (("aa", (sets[0], sets[1])),
                                              ("v2", (sets[0], sets[2]))):
                             pair = time_pair(backend, x.arm, y.arm, cfg, filler)
