@@ -1301,14 +1301,16 @@ def _store_rows(cache_dir: str | Path | None, key: str, rows: list[Row]) -> None
 
     data = [r.to_dict() for r in rows]
     path = _cache_file(cache_dir, key)
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".json.tmp", dir=path.parent)
         with os.fdopen(fd, "w") as fh:
             json.dump({"key": key, "sha256": _rows_digest(data), "rows": data}, fh)
         os.replace(tmp, path)
-    except OSError:
-        pass  # an unwritable cache only costs the next run the audit
+    except OSError:  # an unwritable or full cache only costs the next run the audit
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def _audit_job(job: _Job) -> list[Row]:

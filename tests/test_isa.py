@@ -577,3 +577,18 @@ def test_audit_arches_in_worker_processes_gives_the_rows_of_one_process(
     assert dicts(audit_arches(per_arch, tmp_path / "by-arch", jobs=2)) == one
     assert dicts(audit_arches(per_arch[1:], tmp_path / "by-object", jobs=2)) == one[1:]
     assert dicts(audit_arches(per_arch, tmp_path / "by-arch", jobs=2)) == one  # from the cache
+
+
+def test_an_unwritable_audit_cache_costs_time_not_verdicts(tmp_path: Path, cache: Path) -> None:
+    spec = MUTANTS.by_name("gemv_mut_lane_header_address_r1")
+    base = REAL.by_name("gemv_hfq4g256_r1")
+    cells = [(s, compile_kernel(s, "gfx1030", cache)) for s in (base, spec)]
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory would be")
+    rows = audit_matrix(cells, ARCHES["gfx1030"], cache_dir=blocker, jobs=1)
+    by = {r.identity: r.status for r in rows}
+    assert by[f"audit_header_scalar[{spec.name}|gfx1030|isa]"] is Status.FAIL
+    assert [r.to_dict() for r in rows] == [
+        r.to_dict() for r in audit_matrix(cells, ARCHES["gfx1030"], cache_dir=tmp_path / "c",
+                                          jobs=1)]
+    assert blocker.read_text().startswith("a file")
