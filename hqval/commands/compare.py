@@ -4,8 +4,10 @@ flips, new) for a review.
 
 A timing cell is compared by its ratio to its own interleaved baseline in each run (drift
 cancels), judged on the policy's ``change_max`` (matrices/policy.yaml, ``--policy``);
-absolute time only beyond the measured noise floor (the runs' A/A controls, or the spread
-over ``--history`` runs when at least 3 hold the cell).  See hqval.results.compare.
+absolute time only beyond the measured noise floor (each run's baseline spread: the same
+baseline kernel's absolute time over the A/A control and the cells of that run; or the
+spread over ``--history`` runs when at least 3 hold the cell).  See
+hqval.results.compare.
 
 Exit 0 with no regression, 1 with at least one, 2 on bad input.
 """

@@ -14,8 +14,12 @@ each run** (v2/v1, where drift cancels), with its bootstrap CI:
   slower is still worse.
 - A change in **absolute** time (the candidate's fastest per-run median) is flagged
   only beyond the measured run-to-run noise floor: the spread of that cell over at least
-  3 history runs when given, else the drift of the runs' A/A controls (the same qt=6
-  kernel timed in both runs) plus their own A/A error.  Never a pooled-sample test alone.
+  3 history runs when given, else the sum of both runs' **baseline spreads** -- how far
+  the same baseline kernel's absolute time wandered between the cells of each run (both
+  arms of the A/A control and the baseline arm of every cell of that mode and shape,
+  ``baseline_spreads``).  Not the A/A control's move between the runs: when every kernel
+  got slower, the baseline with them, that move *is* the change.  Never a pooled-sample
+  test alone.
 - Status flips (a cell ok in one run and failed or errored in the other, after both runs
   are re-judged under the same gate), cells missing from the new run and new cells are
   sections of their own, as asv prints them.
@@ -157,17 +161,54 @@ def _abs_time(runs: Sequence[Sequence[float]]) -> float:
     return min(float(np.median(np.asarray(r, dtype=np.float64))) for r in runs)
 
 
-def _control_floor(base: Row | None, new: Row | None) -> tuple[float | None, str]:
-    """Run-to-run noise floor from the A/A controls of both runs: how far the same qt=6
-    kernel's time moved between the runs, plus how far each run's A/A missed 1.00."""
-    if base is None or new is None:
-        return None, "no A/A control in both runs"
-    pb, pn = stored_samples(base), stored_samples(new)
-    assert pb is not None and pn is not None
-    drift = _abs_time(pn[0]) / _abs_time(pb[0])
-    aa = max(abs(stats.ratio_of_medians(np.concatenate(p[0]), np.concatenate(p[1])) - 1.0)
-             for p in (pb, pn))
-    return abs(drift - 1.0) + aa, f"A/A drift {drift - 1:+.2%}, A/A error {aa:.2%}"
+BandKey = tuple[str, str, str, str, str]  # mode, shape, arch, backend, baseline kernel
+
+
+def _baseline_of(r: Row) -> str | None:
+    """The baseline kernel a timing row's first arm timed: the A/A control's own kernel,
+    a gated cell's ``baseline``; None for other rows (a timing mutant's first arm is its
+    unslowed twin, not the baseline)."""
+    if r.kind != "timing":
+        return None
+    if r.check.startswith("timing_aa_"):
+        return r.kernel.split("@")[0]
+    if is_gated(r):
+        b = r.details.get("baseline")
+        return str(b) if b else None
+    return None
+
+
+def band_key(r: Row) -> BandKey | None:
+    b = _baseline_of(r)
+    return None if b is None else (*control_key(r), b)
+
+
+def baseline_times(rows: Iterable[Row]) -> dict[BandKey, list[tuple[str, float]]]:
+    """Per (mode, shape, arch, backend, baseline kernel) of one run: the baseline kernel's
+    absolute time (fastest per-run median) in every cell that timed it, as (cell, time):
+    both arms of the A/A control and the first arm of every gated cell."""
+    out: dict[BandKey, list[tuple[str, float]]] = {}
+    for r in rows:
+        key = band_key(r)
+        p = stored_samples(r) if key is not None else None
+        if key is None or p is None:
+            continue
+        arms = (p[0], p[1]) if r.check.startswith("timing_aa_") else (p[0],)
+        out.setdefault(key, []).extend((r.identity, _abs_time(a)) for a in arms)
+    return out
+
+
+def baseline_spreads(rows: Iterable[Row]) -> dict[BandKey, float]:
+    """The measured between-cell drift of one run: per band key, how far the same
+    baseline kernel's absolute time spread over the cells of the run (max / min - 1).
+    Measured only where at least two cells timed it (one cell's two arms are interleaved
+    and would not see the drift between cells)."""
+    out = {}
+    for key, times in baseline_times(rows).items():
+        if len({c for c, _ in times}) >= 2:
+            ts = [t for _, t in times]
+            out[key] = max(ts) / min(ts) - 1.0
+    return out
 
 
 def _aa_error(control: Row | None, cache: CellCache | None = None) -> float | None:
@@ -217,11 +258,15 @@ def _cached_cell(row: Row, seed: int, cache: CellCache | None) -> _Cell | None:
 def compare_timing(
     base: Row, new: Row, gate: Gate | None, *,
     control_base: Row | None = None, control_new: Row | None = None,
+    spread_base: float | None = None, spread_new: float | None = None,
     history: Sequence[Mapping[str, Row]] = (), seed: int = 0, cache: CellCache | None = None,
 ) -> Change:
-    """One timing cell present in both runs (see the module docstring).  ``cache``
-    (keyed by ``id(row)``; the caller keeps the rows alive) reuses bootstrap replicates
-    when one run is compared with many."""
+    """One timing cell present in both runs (see the module docstring).  ``control_*``:
+    each run's A/A control of the cell's group (its error widens the ratio's CI);
+    ``spread_*``: each run's baseline spread for the cell (``baseline_spreads``), the
+    absolute time's noise floor without history.  ``cache`` (keyed by ``id(row)``; the
+    caller keeps the rows alive) reuses bootstrap replicates when one run is compared
+    with many."""
     ident = new.identity
     flip = base.status.ok and not new.status.ok
     texts = (_status_text(base), _status_text(new))
@@ -265,9 +310,16 @@ def compare_timing(
     floor = _history_floor(ident, history)
     if floor is not None:
         notes.append(f"noise floor from {len(history)} history runs")
+    elif spread_base is not None and spread_new is not None:
+        # the cell's time in each run lies within that run's measured wander of one
+        # kernel's absolute time, and so does the device's own speed: the two runs'
+        # times of an unchanged cell differ by at most the sum of the two spreads
+        floor = spread_base + spread_new
+        notes.append(f"noise floor: baseline spread {spread_base:.2%} (base) + "
+                     f"{spread_new:.2%} (new)")
     else:
-        floor, why = _control_floor(control_base, control_new)
-        notes.append(why)
+        notes.append("absolute time not judged: no baseline spread measured in both runs "
+                     "(needs the baseline in two cells of each run, e.g. the A/A control)")
     if floor is not None and abs(absolute - 1.0) > floor + (tol - 1.0):
         if section in (Section.UNCHANGED, Section.NOISY, Section.BETTER) and absolute > 1.0:
             section = Section.WORSE
@@ -314,6 +366,7 @@ def compare_rows(
 
     base_by, new_by = judged(base), judged(new)
     ctrl_b, ctrl_n = controls_of(base_by.values()), controls_of(new_by.values())
+    spread_b, spread_n = baseline_spreads(base_by.values()), baseline_spreads(new_by.values())
     hist = [{r.identity: r for r in run} for run in history]
     gates: set[str] = set()
     changes: list[Change] = []
@@ -335,9 +388,12 @@ def compare_rows(
             if g is not None:
                 gates.add(g.describe())
             key = control_key(n)
-            changes.append(compare_timing(b, n, g, control_base=ctrl_b.get(key),
-                                          control_new=ctrl_n.get(key), history=hist,
-                                          cache=cache))
+            bk = band_key(n)
+            changes.append(compare_timing(
+                b, n, g, control_base=ctrl_b.get(key), control_new=ctrl_n.get(key),
+                spread_base=spread_b.get(bk) if bk is not None else None,
+                spread_new=spread_n.get(bk) if bk is not None else None,
+                history=hist, cache=cache))
             continue
         if b.status.ok != n.status.ok:
             # a timing mutant's kill verdict says how sharp the gate is, not whether a

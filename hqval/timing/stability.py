@@ -36,6 +36,8 @@ from hqval.result import Row
 from hqval.results.compare import (
     CellCache,
     Section,
+    band_key,
+    baseline_spreads,
     compare_rows,
     compare_timing,
     control_key,
@@ -59,6 +61,7 @@ class Study:
     aa: list[dict[str, Any]] = field(default_factory=list)
     old_rules: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    uniform: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -76,8 +79,14 @@ class Study:
         for d in self.detection:
             lines.append(f"mutant {d['target']} {d['mode']}/{d['shape']} k={d['k']} "
                          f"(true {d['true_slowdown_median']:+.2%}): compare "
-                         f"{d['compare_detected']}/{d['compare_pairs']}, gate "
+                         f"{d['compare_detected']}/{d['compare_pairs']} (trusted "
+                         f"{d.get('compare_detected_trusted')}/"
+                         f"{d.get('compare_pairs_trusted')}), gate "
                          f"{d['gate_flagged']}/{d['runs']}")
+        for u in self.uniform:
+            lines.append(f"uniform x{u['factor']:.2f} (every sample of the new run) "
+                         f"{u['cell']}: compare flagged {u['flagged']}/{u['pairs']} "
+                         f"(trusted {u['flagged_trusted']}/{u['pairs_trusted']})")
         return "\n".join(lines)
 
 
@@ -113,6 +122,7 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     study = Study(directory, pol.source, len(runs), str(runs[0].envelope.get("device")), cal)
     cache: CellCache = {}
     controls = [controls_of(rs) for rs in clean]
+    spreads = [baseline_spreads(rs) for rs in clean]
 
     # ---- within-run verdict stability of every clean gated cell
     gated_ids = sorted({r.identity for r in clean[0] if is_gated(r)})
@@ -179,11 +189,15 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
                 continue
             true = [float(k_[0].measured) - 1.0 for k_ in kill_rows
                     if k_[0].measured is not None]
-            detected, worse, total = 0, 0, 0
+            detected, worse, total, detected_t, total_t = 0, 0, 0, 0, 0
             for j, (mrow,) in enumerate(twin_rows):
                 # the mutant's cell under its twin's identity: run j as if qt=44 had slowed
                 as_twin = dataclasses.replace(mrow, kernel=mrow.kernel.replace(f"+{k}@", "@"))
                 twin_ident = as_twin.identity
+                # run j's baseline spread with the mutant's cell in place of its twin's
+                spread_j = baseline_spreads([as_twin if r.identity == twin_ident else r
+                                             for r in clean[j]])
+                bk = band_key(as_twin)
                 for i in range(len(runs)):
                     if i == j:
                         continue
@@ -191,15 +205,21 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
                     c = compare_timing(base, as_twin, None,
                                        control_base=controls[i].get(control_key(base)),
                                        control_new=controls[j].get(control_key(mrow)),
+                                       spread_base=spreads[i].get(bk) if bk else None,
+                                       spread_new=spread_j.get(bk) if bk else None,
                                        cache=cache)
                     total += 1
                     detected += c.regression
                     worse += c.section is Section.WORSE
+                    if not (base.details.get("untrusted") or as_twin.details.get("untrusted")):
+                        total_t += 1
+                        detected_t += c.regression
             study.detection.append({
                 "target": target, "mode": mode, "shape": shape, "k": k,
                 "true_slowdown_median": float(np.median(true)),
                 "true_slowdown_min": float(min(true)), "true_slowdown_max": float(max(true)),
                 "compare_detected": detected, "compare_worse": worse, "compare_pairs": total,
+                "compare_detected_trusted": detected_t, "compare_pairs_trusted": total_t,
                 "gate_flagged": sum(k_[0].status.value == "pass" for k_ in kill_rows),
                 "gate_noisy": sum(k_[0].status.value in ("error", "skipped")
                                   for k_ in kill_rows),
@@ -207,7 +227,45 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
 
     study.old_rules = _old_rules(clean, pairs)
     study.history = _history(clean, judged, cal)
+    study.uniform = _uniform(clean, cache)
     return study
+
+
+def scaled(row: Row, factor: float) -> Row:
+    """The row with every stored sample (both arms) multiplied by ``factor``."""
+    d = dict(row.details)
+    for arm in ("samples_a", "samples_b"):
+        if isinstance(d.get(arm), list):
+            d[arm] = [[float(v) * factor for v in run] for run in d[arm]]
+    return dataclasses.replace(row, details=d)
+
+
+def _uniform(clean: Sequence[Sequence[Row]], cache: CellCache,
+             factors: Sequence[float] = (1.03, 1.05)) -> list[dict[str, Any]]:
+    """A uniform slowdown of every kernel, the baseline and the A/A control included
+    (every sample of re-run j times ``factor``): no ratio moves, so only the absolute
+    time can see it.  Per gated cell, how many of the ordered pairs (i, j), i != j,
+    compare calls a regression."""
+    out = []
+    n = len(clean)
+    for f in factors:
+        slowed = [[scaled(r, f) for r in rs] for rs in clean]
+        counts: dict[str, list[int]] = {}
+        for i, j in itertools.permutations(range(n), 2):
+            cmp = compare_rows(clean[i], slowed[j], gate_for=None, cache=cache)
+            for c in cmp.changes:
+                if c.kind != "timing" or c.change is None:
+                    continue
+                trusted = "run not trusted" not in c.note
+                k = counts.setdefault(c.identity, [0, 0, 0, 0])
+                k[0] += c.regression
+                k[1] += 1
+                k[2] += c.regression and trusted
+                k[3] += trusted
+        for ident, (hit, tot, hit_t, tot_t) in sorted(counts.items()):
+            out.append({"factor": f, "cell": ident, "flagged": hit, "pairs": tot,
+                        "flagged_trusted": hit_t, "pairs_trusted": tot_t})
+    return out
 
 
 def _old_rules(clean: Sequence[Sequence[Row]], pairs: Sequence[tuple[int, int]]

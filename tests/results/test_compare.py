@@ -1,5 +1,5 @@
-"""Drift-cancelled comparison: the ratio to the in-run baseline, the A/A noise floor,
-asv-style sections, escaping."""
+"""Drift-cancelled comparison: the ratio to the in-run baseline, the absolute time's
+measured noise floor (each run's baseline spread), asv-style sections, escaping."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def _cell(seed: int, ratio: float, drift: float = 1.0, status: Status = Status.P
     rng = np.random.default_rng(seed)
     return Row("timing", "timing_cold", kernel, "sm_90", "cuda", status, measured=ratio,
                details={"mode": "cold", "shape": "17408x5120", "qt": 44, "kind": "gemv",
+                        "baseline": "gemv_hfq4g256_r8",
                         "samples_a": _runs(rng, drift), "samples_b": _runs(rng, drift * ratio),
                         "gate": GATE.to_dict(), **extra})
 
@@ -52,13 +53,29 @@ def _one(base: list[Row], new: list[Row]) -> Any:
     return next(c for c in cmp.changes if c.identity.startswith("timing_cold[")), cmp
 
 
-def test_clock_drift_is_not_a_regression() -> None:
-    # the whole second run is 1.5% slower (the clock), the ratio is the same: unchanged,
-    # although a pooled-sample test of the candidate's times would call it significant
-    c, cmp = _one([_aa(1), _cell(2, 1.0)], [_aa(3, drift=1.015), _cell(4, 1.0, drift=1.015)])
+def test_drift_within_the_runs_own_baseline_spread_is_not_a_regression() -> None:
+    # every kernel of the second run is 2.5% slower, and each run's baseline wandered 1%
+    # between its own cells (A/A control and the cell's baseline arm): within the floor
+    # (1% + 1% + change_max), so unchanged, although a pooled-sample test of the
+    # candidate's times would call it significant
+    c, cmp = _one([_aa(1, drift=1.01), _cell(2, 1.0)],
+                  [_aa(3, drift=1.015), _cell(4, 1.0, drift=1.025)])
     assert c.section is Section.UNCHANGED, c
-    assert c.absolute is not None and c.absolute > 1.01
-    assert cmp.regressions == ()
+    assert c.absolute is not None and c.absolute > 1.02
+    assert c.noise_floor is not None and c.noise_floor > 0.018
+    assert "baseline spread" in c.note and cmp.regressions == ()
+
+
+def test_a_uniform_slowdown_of_every_kernel_is_worse() -> None:
+    # the same 2.5% (and 3%) on every kernel, the baseline and the A/A control included,
+    # in runs whose baseline held steady between cells: beyond the floor, worse.  The
+    # A/A control's move between the runs is this change itself, so it is no floor
+    for slow in (1.025, 1.03):
+        c, cmp = _one([_aa(1), _cell(2, 1.0)], [_aa(3, drift=slow), _cell(4, 1.0, drift=slow)])
+        assert c.section is Section.WORSE and "absolute time" in c.note, c
+        assert c.change is not None and abs(c.change.value - 1.0) < 0.005  # ratio unmoved
+        assert c.noise_floor is not None and c.noise_floor < 0.005
+        assert cmp.regressions == (c,)
 
 
 def test_a_three_percent_slower_ratio_is_worse_even_when_both_runs_failed() -> None:
@@ -85,14 +102,40 @@ def test_a_noisy_aa_widens_the_change_so_a_small_shift_is_noisy_not_worse() -> N
     assert "A/A error" in c.note
 
 
-def test_absolute_time_beyond_the_aa_drift_is_worse() -> None:
-    # the baseline arm (and the A/A control) did not move, the candidate and its baseline
-    # in this cell both got 5% slower: the ratio hides it, the absolute time does not
+def test_a_baseline_that_wandered_between_cells_raises_the_floor() -> None:
+    # in the new run the baseline kernel measured 1.00 in the A/A control and 1.05 in the
+    # cell: the run itself shows its absolute times 5% apart, so the cell's +5% absolute
+    # move is within the measured floor (the ratio, unmoved, is what judges it) ...
     base = [_aa(1), _cell(2, 1.0)]
-    new = [_aa(3), _cell(4, 1.0, drift=1.05)]
-    c, cmp = _one(base, new)
-    assert c.section is Section.WORSE and "absolute time" in c.note
-    assert cmp.regressions
+    c, cmp = _one(base, [_aa(3), _cell(4, 1.0, drift=1.05)])
+    assert c.section is Section.UNCHANGED and not cmp.regressions, c
+    assert c.noise_floor is not None and c.noise_floor > 0.045
+    # ... while the same cell with the A/A control moved along is beyond it
+    c, cmp = _one(base, [_aa(3, drift=1.05), _cell(4, 1.0, drift=1.05)])
+    assert c.section is Section.WORSE and cmp.regressions
+
+
+def test_without_a_measured_spread_the_absolute_time_is_not_judged() -> None:
+    # no A/A control and one cell: the baseline was timed in one cell of each run, so no
+    # between-cell spread is measured and no floor is assumed
+    c, cmp = _one([_cell(2, 1.0)], [_cell(4, 1.0, drift=1.05)])
+    assert c.noise_floor is None and "not judged" in c.note
+    assert c.section is Section.UNCHANGED and not cmp.regressions
+
+
+def test_the_baseline_spread_counts_the_baseline_only() -> None:
+    from hqval.results.compare import baseline_spreads
+
+    # a timing mutant's first arm is its unslowed twin, not the baseline: not counted
+    twin = Row("timing", "timing_mutant_cold", "gemv_mq4g256v2_r8+chain8@17408x5120",
+               "sm_90", "cuda", Status.PASS, measured=1.03,
+               details={"mode": "cold", "shape": "17408x5120",
+                        "samples_a": _runs(np.random.default_rng(9), 1.2),
+                        "samples_b": _runs(np.random.default_rng(8), 1.2)})
+    (spread,) = baseline_spreads([_aa(1), _cell(2, 1.0), twin]).values()
+    assert spread < 0.005
+    (spread,) = baseline_spreads([_aa(1), _cell(2, 1.0, drift=1.02)]).values()
+    assert 0.015 < spread < 0.025
 
 
 def test_history_sets_the_absolute_noise_floor() -> None:
@@ -188,6 +231,7 @@ def _rows_two_level(seed: int, levels: tuple[float, ...], cell_levels: tuple[flo
     cell = Row("timing", "timing_cold", "gemv_mq4g256v2_r8@17408x5120", "sm_90", "cuda",
                Status.PASS, measured=cand,
                details={"mode": "cold", "shape": "17408x5120", "qt": 44, "kind": "gemv",
+                        "baseline": "gemv_hfq4g256_r8",
                         "samples_a": _two_level(seed + 2, cell_levels),
                         "samples_b": _two_level(seed + 3, cell_levels, cand),
                         "gate": GATE.to_dict()})
@@ -210,8 +254,10 @@ def test_runs_at_two_levels_move_a_pooled_absolute_time_without_a_regression() -
 
 
 def test_steady_runs_keep_the_absolute_floor_tight() -> None:
-    # steady controls: a 3% both-arm slowdown of the cell is beyond the floor: worse
+    # steady runs: a 3% slowdown of every kernel (A/A control and both arms of the cell)
+    # is beyond the floor: worse
     base = _rows_two_level(30, (1.0, 1.0, 1.0), (1.0, 1.0, 1.0))
-    new = _rows_two_level(40, (1.0, 1.0, 1.0), (1.03, 1.03, 1.03))
+    new = _rows_two_level(40, (1.03, 1.03, 1.03), (1.03, 1.03, 1.03))
     c, cmp = _one(base, new)
     assert c.section is Section.WORSE and "absolute time" in c.note and cmp.regressions
+    assert c.noise_floor is not None and c.noise_floor < 0.005

@@ -40,6 +40,12 @@ def test_error_rates_come_out_of_the_stored_samples(study: Path, tmp_path: Path)
     # the model makes slow48 ~ +19%: every comparison must flag it, and the gate too
     assert big["compare_detected"] == big["compare_pairs"] == 6
     assert big["gate_flagged"] == 3
+    # every kernel 5% slower, the baseline and the A/A control included (no ratio moves):
+    # beyond the runs' own baseline spreads (the model's run-to-run offset is up to 2%),
+    # so every ordered pair of every cell is flagged on absolute time alone
+    five = [u for u in s.uniform if u["factor"] == 1.05]
+    assert len(five) == 2 and all(u["flagged"] == u["pairs"] == 6 for u in five)
+    assert {u["factor"] for u in s.uniform} == {1.03, 1.05}
     write_checkpoint(s, tmp_path)
     assert json.loads((tmp_path / "stability.json").read_text())["reruns"] == 3
 
