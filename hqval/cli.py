@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
 
 import hqval
@@ -78,6 +79,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    # hqval's own warnings (a dropped torn row, ...) print as one line each, like its
+    # errors; any other warning is passed on as Python would show it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.filterwarnings("always", module=r"hqval(\.|$)")
+        try:
+            return _main(args)
+        finally:
+            for w in caught:
+                if w.category.__module__.startswith("hqval"):
+                    text = " ".join(str(w.message).split())
+                    print(f"hqval {args.command}: warning: {text}", file=sys.stderr)
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _main(args: argparse.Namespace) -> int:
     from hqval.schema import SchemaError
 
     try:
