@@ -72,7 +72,8 @@ class Study:
         fr = self.false_regressions
         lines = [f"{self.reruns} clean re-runs on {self.device}; policy {self.policy_source}",
                  f"compare false regressions: {fr.get('pairs_with_regression')} of "
-                 f"{fr.get('pairs')} pairs"]
+                 f"{fr.get('pairs')} pairs (with 3 history runs: "
+                 f"{fr.get('pairs_with_regression_history3')})"]
         for s in self.stability:
             lines.append(f"verdict {s['cell']}: {s['identical']} of {s['runs']} identical "
                          f"({s['verdicts']})")
@@ -86,7 +87,8 @@ class Study:
         for u in self.uniform:
             lines.append(f"uniform x{u['factor']:.2f} (every sample of the new run) "
                          f"{u['cell']}: compare flagged {u['flagged']}/{u['pairs']} "
-                         f"(trusted {u['flagged_trusted']}/{u['pairs_trusted']})")
+                         f"(trusted {u['flagged_trusted']}/{u['pairs_trusted']}; "
+                         f"with 3 history runs {u.get('flagged_trusted_history3')})")
         return "\n".join(lines)
 
 
@@ -170,8 +172,15 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
             flagged.append({"base": i, "new": j,
                             "cells": [f"{c.identity} {c.section} {c.note}"
                                       for c in cmp.regressions]})
+    # the same pairs with --history: the 3 clean re-runs after j (cyclic, not i or j)
+    flagged_h = 0
+    for i, j in pairs:
+        cmp = compare_rows(clean[i], clean[j], gate_for=None, cache=cache,
+                           history=[clean[h] for h in _history_runs(len(runs), i, j)])
+        flagged_h += bool(cmp.regressions)
     study.false_regressions = {"pairs": len(pairs), "pairs_with_regression": len(flagged),
-                               "flagged": flagged, "timing_cell_sections": sections}
+                               "flagged": flagged, "timing_cell_sections": sections,
+                               "pairs_with_regression_history3": flagged_h}
 
     # ---- detection of timing mutants
     for key, cell in sorted(cal["cells"].items()):
@@ -231,6 +240,12 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     return study
 
 
+def _history_runs(n: int, i: int, j: int, count: int = 3) -> list[int]:
+    """``count`` other re-runs as ``--history`` for the pair (i, j): those after j,
+    cyclic, neither i nor j (fewer when the study has too few)."""
+    return [h for h in ((j + d) % n for d in range(1, n)) if h not in (i, j)][:count]
+
+
 def scaled(row: Row, factor: float) -> Row:
     """The row with every stored sample (both arms) multiplied by ``factor``."""
     d = dict(row.details)
@@ -253,18 +268,25 @@ def _uniform(clean: Sequence[Sequence[Row]], cache: CellCache,
         counts: dict[str, list[int]] = {}
         for i, j in itertools.permutations(range(n), 2):
             cmp = compare_rows(clean[i], slowed[j], gate_for=None, cache=cache)
+            hist = compare_rows(clean[i], slowed[j], gate_for=None, cache=cache,
+                                history=[clean[h] for h in _history_runs(n, i, j)]
+                                ) if n >= 5 else None
+            by_hist = {c.identity: c for c in hist.changes} if hist is not None else {}
             for c in cmp.changes:
                 if c.kind != "timing" or c.change is None:
                     continue
                 trusted = "run not trusted" not in c.note
-                k = counts.setdefault(c.identity, [0, 0, 0, 0])
+                k = counts.setdefault(c.identity, [0, 0, 0, 0, 0])
                 k[0] += c.regression
                 k[1] += 1
                 k[2] += c.regression and trusted
                 k[3] += trusted
-        for ident, (hit, tot, hit_t, tot_t) in sorted(counts.items()):
+                ch = by_hist.get(c.identity)
+                k[4] += bool(ch is not None and ch.regression and trusted)
+        for ident, (hit, tot, hit_t, tot_t, hit_h) in sorted(counts.items()):
             out.append({"factor": f, "cell": ident, "flagged": hit, "pairs": tot,
-                        "flagged_trusted": hit_t, "pairs_trusted": tot_t})
+                        "flagged_trusted": hit_t, "pairs_trusted": tot_t,
+                        "flagged_trusted_history3": hit_h if n >= 5 else None})
     return out
 
 

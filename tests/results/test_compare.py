@@ -139,12 +139,33 @@ def test_the_baseline_spread_counts_the_baseline_only() -> None:
 
 
 def test_history_sets_the_absolute_noise_floor() -> None:
-    # the same 5% absolute move is within the spread of 3 history runs that moved 6%
+    # every kernel 5% slower: worse between the two runs alone (steady baselines) ...
+    base, new = [_aa(1), _cell(2, 1.0)], [_aa(3, drift=1.05), _cell(4, 1.0, drift=1.05)]
+    c, _ = _one(base, new)
+    assert c.section is Section.WORSE
+    # ... but within the spread of 3 history runs whose cell moved 6%
     hist = [[_cell(10 + i, 1.0, drift=d)] for i, d in enumerate((1.0, 1.06, 1.02))]
-    cmp = compare_rows([_aa(1), _cell(2, 1.0)], [_aa(3), _cell(4, 1.0, drift=1.05)],
-                       history=hist)
+    cmp = compare_rows(base, new, history=hist)
     c = next(c for c in cmp.changes if c.identity.startswith("timing_cold["))
-    assert c.section is Section.UNCHANGED and "history" in c.note
+    assert c.section is Section.UNCHANGED and "history spread 5.9" in c.note
+    assert not cmp.regressions
+    # steady history: the 5% is beyond it, worse
+    hist = [[_cell(10 + i, 1.0)] for i in range(3)]
+    cmp = compare_rows(base, new, history=hist)
+    c = next(c for c in cmp.changes if c.identity.startswith("timing_cold["))
+    assert c.section is Section.WORSE and cmp.regressions
+
+
+def test_a_steady_history_does_not_narrow_the_runs_own_baseline_spread() -> None:
+    # three steady history runs (a range of ~0.1%), but each compared run's baseline
+    # wandered 1% between its own cells: the floor is the larger, the runs' 2%, so the
+    # cell's +2.5% is not worse
+    hist = [[_cell(10 + i, 1.0)] for i in range(3)]
+    cmp = compare_rows([_aa(1, drift=1.01), _cell(2, 1.0)],
+                       [_aa(3, drift=1.015), _cell(4, 1.0, drift=1.025)], history=hist)
+    c = next(c for c in cmp.changes if c.identity.startswith("timing_cold["))
+    assert c.section is Section.UNCHANGED and not cmp.regressions, c
+    assert c.noise_floor is not None and c.noise_floor > 0.018
 
 
 def test_untrusted_run_is_noisy_not_a_regression() -> None:
