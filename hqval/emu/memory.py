@@ -6,6 +6,7 @@ an access outside raises OutOfBounds naming address, instruction, kernel and arc
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -47,6 +48,8 @@ class Memory:
         self._windows: dict[int, tuple[int, int]] = {}
         self._lo = self._starts
         self._hi = self._ends
+        self._lo_list: list[int] = []
+        self._hi_list: list[int] = []
 
     def _index(self) -> None:
         self._starts = np.array(self.starts, np.int64)
@@ -55,6 +58,8 @@ class Memory:
                                                              strict=True)]
         self._lo = np.array([a for a, _ in spans], np.int64)
         self._hi = np.array([b for _, b in spans], np.int64)
+        self._lo_list = [a for a, _ in spans]
+        self._hi_list = [b for _, b in spans]
 
     @contextlib.contextmanager
     def windows(self, ranges: Iterable[tuple[int, int]]) -> Iterator[None]:
@@ -121,8 +126,8 @@ class Memory:
         if off.size == 0:
             return
         lo, hi = int(off.min()), int(off.max()) + nbytes
-        k = int(np.searchsorted(self._starts, lo, "right")) - 1
-        if k >= 0 and self._lo[k] <= lo and hi <= self._hi[k]:
+        k = bisect.bisect_right(self.starts, lo) - 1
+        if k >= 0 and self._lo_list[k] <= lo and hi <= self._hi_list[k]:
             return
         ks = np.searchsorted(self._starts, off, "right") - 1
         kk = np.maximum(ks, 0)

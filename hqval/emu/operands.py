@@ -173,18 +173,18 @@ def vread_regs(st: WaveState, w: Sel, reg: int, count: int) -> np.ndarray:
     """VGPRs ``reg .. reg + count - 1`` as uint32 [n, lanes, count] (a view for a slice)."""
     if reg + count > st.V.shape[0]:
         return np.stack([st.V[reg + i][w] for i in range(count)], axis=-1)
-    return np.moveaxis(st.V[reg:reg + count][:, w], 0, -1)
+    return st.V[reg:reg + count][:, w].transpose(1, 2, 0)
 
 
 def vwrite_regs(st: WaveState, w: Sel, reg: int, vals: np.ndarray) -> None:
     """``vwrite`` of VGPRs ``reg .. reg + count - 1`` from ``vals`` [n, lanes, count] on the
     active lanes, in one copy."""
     count = vals.shape[-1]
-    if reg + count > st.V.shape[0]:  # past the last VGPR: vwrite names the register
+    if count == 1 or reg + count > st.V.shape[0]:  # past the last VGPR: vwrite raises
         for i in range(count):
             vwrite(st, w, reg + i, vals[..., i])
         return
-    src = np.moveaxis(vals, -1, 0)
+    src = vals.transpose(2, 0, 1)
     if isinstance(w, slice):
         if st.full:
             np.copyto(st.V[reg:reg + count, w], src, casting="unsafe")

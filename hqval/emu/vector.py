@@ -996,6 +996,9 @@ def _translate_valu(name: str, ins: Instruction, cx: Ctx, nl: int) -> Fn | None:
     if name.startswith(("v_pk_", "v_fma_mix", "v_dot2_", "v_dot4_", "v_dot8_")):
         from hqval.emu.packed import translate_packed
         return translate_packed(name, ops, mods, cx)
+    fast = None if sdwa or dpp else _fast_b32(name, ins.mnemonic, ops, mods)
+    if fast is not None:
+        return fast
     spec = OPS.get(name)
     if spec is None:
         return None
@@ -1004,6 +1007,54 @@ def _translate_valu(name: str, ins: Instruction, cx: Ctx, nl: int) -> Fn | None:
         return lambda st, w: write(st, w, compute(st, w), None)
     lf = lanes_fn
     return lambda st, w: write(st, w, compute(st, w), lf(st, w))
+
+
+# Integer ops on plain 32-bit operands, computed on the raw uint32 registers (wrapping
+# like the generic int64 path's final & 0xffffffff); the same bits as OPS' definitions
+# (test_vector compares them on random and edge operands).
+_U32 = np.uint32
+_FAST_B32: dict[str, Callable[..., Any]] = {
+    "v_mov_b32": lambda a: a,
+    "v_and_b32": lambda a, b: a & b,
+    "v_or_b32": lambda a, b: a | b,
+    "v_xor_b32": lambda a, b: a ^ b,
+    "v_lshlrev_b32": lambda a, b: b << (a & _U32(31)),
+    "v_lshrrev_b32": lambda a, b: b >> (a & _U32(31)),
+    "v_bfe_u32": lambda a, b, c: (a >> (b & _U32(31))) & ((_U32(1) << (c & _U32(31)))
+                                                         - _U32(1)),
+    "v_cvt_f32_ubyte0": lambda a: (a & _U32(0xFF)).astype(F32).view(_U32),
+    "v_cvt_f32_ubyte1": lambda a: ((a >> _U32(8)) & _U32(0xFF)).astype(F32).view(_U32),
+    "v_cvt_f32_ubyte2": lambda a: ((a >> _U32(16)) & _U32(0xFF)).astype(F32).view(_U32),
+    "v_cvt_f32_ubyte3": lambda a: (a >> _U32(24)).astype(F32).view(_U32),
+}
+
+
+def _fast_b32(name: str, mnemonic: str, ops: list[Operand], mods: dict[str, str]
+              ) -> Fn | None:
+    """The _FAST_B32 form of an instruction with no modifiers, a plain VGPR destination
+    and plain 32-bit sources (VGPR, SGPR, constant), or None for the generic path."""
+    fn = _FAST_B32.get(name)
+    if fn is None or mods or mnemonic not in (name, name + "_e32", name + "_e64"):
+        return None
+    dst, srcs = ops[0], ops[1:]
+    if dst.kind != "v" or dst.high or len(srcs) != fn.__code__.co_argcount:
+        return None
+    if any(o.neg or o.abs or o.high or o.kind not in ("v", "s", "int", "float", "lit")
+           for o in srcs):
+        return None
+    getters = [_vsrc32(o) for o in srcs]
+    r = dst.reg
+    if len(getters) == 1:
+        (g0,) = getters
+        return lambda st, w: vwrite(st, w, r, fn(np.asarray(g0(st, w), _U32)))
+    if len(getters) == 2:
+        g0, g1 = getters
+        return lambda st, w: vwrite(st, w, r, fn(np.asarray(g0(st, w), _U32),
+                                                 np.asarray(g1(st, w), _U32)))
+    g0, g1, g2 = getters
+    return lambda st, w: vwrite(st, w, r, fn(np.asarray(g0(st, w), _U32),
+                                             np.asarray(g1(st, w), _U32),
+                                             np.asarray(g2(st, w), _U32)))
 
 
 _FCMP: dict[str, Callable[[Any, Any], Any]] = {

@@ -121,6 +121,27 @@ def _matrix_slow(st: WaveState, w: Sel, reg: int, gen: int, kind: str, bits: int
     return np.concatenate([v[:, :16, :], v[:, 16:, :]], axis=2)
 
 
+def _d_layout(D: np.ndarray, gen: int) -> np.ndarray:
+    """D [n, 16 rows, 16 columns] in the C/D register layout [n, 32 lanes, 8 VGPRs]:
+    gfx11: VGPR i of lane l is row 2i + l // 16, gfx12: row i + 8 (l // 16); column l % 16.
+    (Rows split as (i, h) or (h, i), then lanes are (h, column).)"""
+    n = D.shape[0]
+    if gen == 11:
+        return D.reshape(n, 8, 2, 16).transpose(0, 2, 3, 1).reshape(n, 32, 8)
+    return D.reshape(n, 2, 8, 16).transpose(0, 1, 3, 2).reshape(n, 32, 8)
+
+
+def _d_layout_gather(D: np.ndarray, gen: int) -> np.ndarray:
+    """``_d_layout`` written as the index rule itself (the test compares the two)."""
+    lane = np.arange(32)
+    if gen == 11:
+        row_of = np.array([[2 * i + (ln // 16) for i in range(8)] for ln in lane])
+    else:
+        row_of = np.array([[i + 8 * (ln // 16) for i in range(8)] for ln in lane])
+    col_of = np.broadcast_to((lane % 16)[:, None], (32, 8))
+    return np.asarray(D[:, row_of, col_of])
+
+
 def translate_wmma(name: str, ins: Instruction, cx: Ctx) -> Fn:
     ops = [parse_operand(o) for o in ins.operands]
     if name not in KINDS:
@@ -153,12 +174,6 @@ def translate_wmma(name: str, ins: Instruction, cx: Ctx) -> Fn:
     c_abs = bool(neg_hi[2]) and gen == 12 and not is_int
     clamp = "clamp" in mods
     hi_half = bool(op_sel[2]) and gen == 11
-    lane = np.arange(32)
-    if gen == 11:
-        row_of = np.array([[2 * i + (ln // 16) for i in range(8)] for ln in lane])
-    else:
-        row_of = np.array([[i + 8 * (ln // 16) for i in range(8)] for ln in lane])
-    col_of = np.broadcast_to((lane % 16)[:, None], (32, 8))
 
     def read_c(st: WaveState, w: Sel) -> np.ndarray:
         """C in the D layout: [n, 32, 8] (f64 or int64)."""
@@ -208,13 +223,15 @@ def translate_wmma(name: str, ins: Instruction, cx: Ctx) -> Fn:
         if is_int:
             D = np.einsum("nmk,nck->nmc", A, B)  # exact in int64
         else:
-            D = np.einsum("nmk,nck->nmc", A * sign_a, B * sign_b)  # exact products
+            # exact products; a sign of +1 leaves the operand as it is (x * 1.0 == x)
+            D = np.einsum("nmk,nck->nmc", A if sign_a == 1.0 else A * sign_a,
+                          B if sign_b == 1.0 else B * sign_b)
         Cv = read_c(st, w)
         if c_abs:
             Cv = np.abs(Cv)
         if c_neg:
             Cv = -Cv
-        res = D[:, row_of, col_of] + Cv  # [n, 32, 8]
+        res = _d_layout(D, gen) + Cv  # [n, 32, 8]
         if is_int and clamp:
             res = np.clip(res, -(2**31), 2**31 - 1)
         write_d(st, w, res)

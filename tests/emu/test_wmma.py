@@ -197,3 +197,11 @@ def test_wmma_operand_fast_path_equals_the_field_by_field_reading(
         np.testing.assert_array_equal(fast.view(np.uint64) if fast.dtype == np.float64
                                       else fast, slow.view(np.uint64)
                                       if slow.dtype == np.float64 else slow)
+
+
+@pytest.mark.parametrize("gen", [11, 12])
+def test_d_layout_by_reshape_equals_the_index_rule(gen: int) -> None:
+    from hqval.emu.wmma import _d_layout, _d_layout_gather
+
+    D = np.arange(3 * 256, dtype=np.float64).reshape(3, 16, 16)
+    np.testing.assert_array_equal(_d_layout(D, gen), _d_layout_gather(D, gen))
