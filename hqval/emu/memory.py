@@ -480,7 +480,8 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         def gload(st: WaveState, w: Sel) -> None:
             addr = _lane_addresses(st, w, vaddr, saddr, imm)
             em = st.em[w]
-            off = addr[em] - BASE
+            # every lane active: the masked selection is all of them, in order
+            off = (addr.reshape(-1) if st.full and isinstance(w, slice) else addr[em]) - BASE
             st.mem.check(off, nbytes, what)
             _write_loaded(st, w, em, dst.reg, kind, st.mem.gather(off, nbytes), nbytes)
         return gload

@@ -216,6 +216,7 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
         getters = [_mix_source(srcs[k], raws[k], k, val, opsel[k], opsel_hi[k], neg_lo[k],
                                neg_hi[k]) for k in range(3)]
         g0, g1, g2 = getters
+        half_index = 1 if name == "v_fma_mixhi_f16" else 0
 
         def mix(st: WaveState, w: Sel) -> None:
             # ISA pseudocode: f32 fma, then (mixlo/mixhi) f32_to_f16
@@ -226,6 +227,15 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
                 r = np.clip(r, 0, 1).astype(out)
             if out == F32:
                 vwrite(st, w, d, np.asarray(r, F32).view(np.uint32))
+                return
+            if isinstance(w, slice):
+                # the destination half in place (little-endian: element 1 of each pair
+                # of uint16 is the high half); the other half is left as it is
+                half = st.V[d][w].view(np.uint16)[..., half_index::2]
+                if st.full:
+                    np.copyto(half, np.asarray(r, F16).view(np.uint16))
+                else:
+                    np.copyto(half, np.asarray(r, F16).view(np.uint16), where=st.em[w])
                 return
             bits = np.asarray(r, F16).view(np.uint16).astype(np.uint32)
             old = st.V[d][w]

@@ -188,3 +188,27 @@ def test_fma_mix_scalar_and_constant_sources(src: str) -> None:
         with np.errstate(all="ignore"):
             want = fma_round(*vals, np.float32).view(np.uint32)
         np.testing.assert_array_equal(st.V[0, 0], want, err_msg=f"{src} {opsel} {hi}")
+
+
+@pytest.mark.parametrize("name", ["v_fma_mixlo_f16", "v_fma_mixhi_f16"])
+@pytest.mark.parametrize("exec_mask", [0xFFFFFFFF, 0x0F0F00F1])
+def test_fma_mix_half_write_keeps_the_other_half_and_inactive_lanes(
+        name: str, exec_mask: int) -> None:
+    """mixlo/mixhi write their f16 half in place: the other half of every lane and the
+    whole register of an inactive lane stay as they were."""
+    st = state(exec_mask=exec_mask)
+    st.V[1, 0] = np.arange(32, dtype=np.uint32) * np.uint32(0x00010001) + np.uint32(0x3C003C00)
+    st.V[2, 0] = 0x40004000
+    st.V[3, 0] = np.arange(32, dtype=np.uint32) * np.uint32(0x3F800000 // 64)
+    before = np.arange(32, dtype=np.uint32) * np.uint32(0x01234567)
+    st.V[0, 0] = before
+    execute(f"{name} v0, v1, v2, v3 op_sel_hi:[1,1,0]", st)
+    got = st.V[0, 0]
+    with np.errstate(all="ignore"):
+        want16 = (st.V[1, 0] & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64) \
+            * 2.0 + st.V[3, 0].view(np.float32).astype(np.float64)
+    bits = want16.astype(np.float32).astype(np.float16).view(np.uint16).astype(np.uint32)
+    merged = ((before & np.uint32(0xFFFF)) | (bits << np.uint32(16)) if name.endswith("hi_f16")
+              else (before & np.uint32(0xFFFF0000)) | bits)
+    active = ((exec_mask >> np.arange(32)) & 1) == 1
+    np.testing.assert_array_equal(got, np.where(active, merged, before))
