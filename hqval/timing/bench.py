@@ -160,6 +160,15 @@ def _cell_name(kernel: str, shape: Shape) -> str:
     return f"{kernel}@{shape.name}"
 
 
+def _kernels_for(manifest: Any, plan: BenchPlan, R: int) -> tuple[Any, list[Any]]:
+    """The qt=6 baseline and the candidate kernels the bench times at R rows per block
+    (what ``_run_bench`` runs and ``planned_cells`` expects)."""
+    v1_spec = find_kernels(manifest, HFQ4G256_QT, R)
+    if v1_spec is None:
+        raise NotImplementedError(f"need a qt=6 GEMV kernel with rows_per_block {R}")
+    return v1_spec, [s for s in (find_kernels(manifest, qt, R) for qt in plan.candidates) if s]
+
+
 def planned_cells(manifest: Any, plan: BenchPlan, backend: str) -> list[str]:
     """The identity of every row ``run_bench`` writes for ``plan`` on a backend named
     ``backend``, known before anything runs (``hqval.run.expected``): the run is complete
@@ -173,10 +182,7 @@ def planned_cells(manifest: Any, plan: BenchPlan, backend: str) -> list[str]:
     out = [ident("copy_bandwidth", "device_copy")] if plan.copy else []
     ceilings: set[tuple[str, str, str]] = set()
     for R in plan.rows:
-        v1_spec = find_kernels(manifest, HFQ4G256_QT, R)
-        if v1_spec is None:
-            raise NotImplementedError(f"need a qt=6 GEMV kernel with rows_per_block {R}")
-        cands = [s for s in (find_kernels(manifest, qt, R) for qt in plan.candidates) if s]
+        v1_spec, cands = _kernels_for(manifest, plan, R)
         for mode in plan.modes:
             for shape in plan.shapes:
                 out.append(ident(f"timing_aa_{mode}", _cell_name(v1_spec.name, shape)))
@@ -241,10 +247,7 @@ def _run_bench(
     # shape and mode, then reused by every R of a --sweep-rows run.
     ceilings: dict[tuple[str, str, Mode], Baseline] = {}
     for R in plan.rows:
-        v1_spec = find_kernels(manifest, HFQ4G256_QT, R)
-        if v1_spec is None:
-            raise NotImplementedError(f"need a qt=6 GEMV kernel with rows_per_block {R}")
-        cands = [s for s in (find_kernels(manifest, qt, R) for qt in plan.candidates) if s]
+        v1_spec, cands = _kernels_for(manifest, plan, R)
         for mode in plan.modes:
             for shape in plan.shapes:
                 add(*_shape_cells(backend, plan, facts, rates, filler, copy, ceilings, v1_spec,
