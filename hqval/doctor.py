@@ -14,6 +14,7 @@ import importlib.metadata
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -192,6 +193,25 @@ def chromium() -> Finding:
                    disables)
 
 
+def _entries(root: Path) -> tuple[int, int]:
+    """Files and bytes under the cache, counted while other runs may be writing it: an
+    in-flight ``*.tmp`` (a compile or record being written, renamed into place when done)
+    is not an entry, and a file renamed or removed between the listing and its ``stat``
+    is simply not counted."""
+    files = size = 0
+    for p in root.rglob("*"):
+        if p.name.endswith(".tmp") or ".tmp" in p.suffix:
+            continue
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            files += 1
+            size += st.st_size
+    return files, size
+
+
 def cache(cache_dir: str | None = None) -> Finding:
     from hqval.toolchain import cache_root
 
@@ -199,10 +219,9 @@ def cache(cache_dir: str | None = None) -> Finding:
     disables = "nothing (every code object is rebuilt each time: slower)"
     if not root.is_dir():
         return Finding("code object cache", True, f"{root} (empty: not created yet)", disables)
-    files = [p for p in root.rglob("*") if p.is_file()]
-    size = sum(p.stat().st_size for p in files)
+    files, size = _entries(root)
     writable = os.access(root, os.W_OK)
-    detail = f"{root} ({len(files)} files, {size / 2**20:.1f} MiB)"
+    detail = f"{root} ({files} files, {size / 2**20:.1f} MiB)"
     if not writable:
         detail += "; not writable: set HQVAL_CACHE or --cache-dir to a writable directory"
     return Finding("code object cache", writable, detail, disables)
