@@ -326,8 +326,10 @@ def vgpr_granule(arch: Any) -> int:
 
 
 def max_waves_per_simd(arch: Any) -> int:
+    """Wave slots per SIMD: 20 on RDNA1 (gfx101x), 16 from RDNA2 on (clang-19's
+    kernel-resource-usage remark on a 32-VGPR kernel: 20 on gfx1010, 16 on gfx1030)."""
     name = getattr(arch, "name", str(arch))
-    return 20 if name.startswith("gfx10") else 16
+    return 20 if name.startswith("gfx101") else 16
 
 
 def occupancy(arch: Any, vgprs: int) -> int:
