@@ -164,3 +164,56 @@ def test_vgpr_file_matches_compiler_occupancy(arch: str, tmp_path: Path) -> None
     assert vgprs and int(vgprs.group(1)) == 96
     file_size = matrix.load_arches()[arch].vgprs_per_simd
     assert occ == min(16, file_size // 96)
+
+
+SLOTS_PROBE = ('extern "C" __attribute__((global, amdgpu_flat_work_group_size(1, 32))) '
+               'void k(float* p) '
+               '{ p[__builtin_amdgcn_workitem_id_x()] = 1.0f; }\n')
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None,
+                    reason="needs clang-19 (apt-get install clang-19 lld-19)")
+@pytest.mark.parametrize("arch", ARCHES)
+def test_wave_slots_match_compiler_occupancy(arch: str, tmp_path: Path) -> None:
+    """A kernel too small for its VGPRs to limit it gets the SIMD's wave slots: the
+    compiler's occupancy remark is what hqval.isa.max_waves_per_simd says (20 on RDNA1,
+    16 from RDNA2 on)."""
+    from hqval.isa import max_waves_per_simd
+
+    src = tmp_path / "k.hip"
+    src.write_text(SLOTS_PROBE)
+    res = subprocess.run(
+        ["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib", "-nogpuinc",
+         "--cuda-device-only", "--no-gpu-bundle-output", "-O3", str(src), "-o",
+         str(tmp_path / "k.co"), "-Rpass-analysis=kernel-resource-usage"],
+        capture_output=True, text=True, timeout=120, check=True)
+    occ = int(re.search(r"Occupancy \[waves/SIMD\]: (\d+)", res.stderr).group(1))  # type: ignore[union-attr]
+    assert occ == max_waves_per_simd(matrix.load_arches()[arch])
+
+
+MCA_PROBE = {  # latency class -> one instruction of it (gfx10 and gfx11/12 spellings)
+    "valu": ("v_fma_f32 v1, v2, v3, v4", "v_fma_f32 v1, v2, v3, v4"),
+    "trans": ("v_exp_f32 v1, v2", "v_exp_f32 v1, v2"),
+    "salu": ("s_and_b32 s0, s1, s2", "s_and_b32 s0, s1, s2"),
+    "smem": ("s_load_dword s0, s[2:3], 0x0", "s_load_b32 s0, s[2:3], 0x0"),
+    "lds": ("ds_read_b32 v1, v2", "ds_load_b32 v1, v2"),
+    "vmem": ("global_load_dword v1, v[2:3], off", "global_load_b32 v1, v[2:3], off"),
+}
+
+
+@pytest.mark.skipif(shutil.which("llvm-mca-19") is None, reason="needs llvm-mca-19 (llvm-19)")
+@pytest.mark.parametrize("arch", ARCHES)
+def test_latencies_are_llvm_mca_figures(arch: str, tmp_path: Path) -> None:
+    """arches.yaml's [mca] latencies are what LLVM 19's scheduling model says for one
+    instruction of each class on the family's targets."""
+    a = matrix.load_arches()[arch]
+    lat = matrix.load_latencies()[a.family]
+    gfx10 = a.gfx_major == 10
+    src = tmp_path / "p.s"
+    src.write_text("".join(v[0 if gfx10 else 1] + "\n" for v in MCA_PROBE.values()))
+    out = subprocess.run(["llvm-mca-19", "-mtriple=amdgcn", f"-mcpu={arch}", "-iterations=1",
+                          str(src)], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    table = out[out.index("[6]    Instructions:"):]  # the instruction-info table
+    got = [int(line.split()[1]) for line in table.splitlines()[1:len(MCA_PROBE) + 1]]
+    assert got == [getattr(lat, c) for c in MCA_PROBE]
