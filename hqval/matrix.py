@@ -132,6 +132,23 @@ class Device:
 
 
 @dataclass(frozen=True)
+class Latencies:
+    """One family's instruction latencies in shader-clock cycles (arches.yaml
+    ``latencies``): issue to the issue of an instruction that uses the result."""
+
+    family: str
+    valu: float
+    trans: float
+    salu: float
+    smem: float
+    lds: float
+    vmem: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Shape:
     name: str
     M: int
@@ -199,9 +216,16 @@ DEVICE_SPEC = Spec.mapping({
     "memory_gib": _positive(float, "device memory in GiB"),
 })
 
+LATENCY_CLASSES = ("valu", "trans", "salu", "smem", "lds", "vmem")
+LATENCY_SPEC = Spec.mapping({
+    c: Spec.scalar(float, minimum=1,
+                   fix=f"cycles from a {c} instruction's issue to a dependent issue, with its "
+                       "source in a comment") for c in LATENCY_CLASSES})
+
 ARCHES_SPEC = Spec.mapping({
     "schema_version": _VERSION,
     "arches": Spec.map_of(ARCH_SPEC),
+    "latencies": Spec.map_of(LATENCY_SPEC, required=False),
     "devices": Spec.map_of(DEVICE_SPEC, required=False),
 })
 
@@ -277,6 +301,18 @@ def load_arches(path: str | Path | None = None) -> dict[str, Arch]:
     if extra:
         raise SchemaError(extra)
     return {name: Arch(name=name, **fields) for name, fields in doc.data["arches"].items()}
+
+
+def load_latencies(path: str | Path | None = None) -> dict[str, Latencies]:
+    """Per-family latencies (arches.yaml ``latencies``; a family may be absent)."""
+    doc = _checked(_path(path, "arches.yaml"), ARCHES_SPEC)
+    table = doc.data.get("latencies") or {}
+    bad = [problem(doc, ("latencies", fam), f"{fam!r} is not an RDNA family",
+                   f"use one of {', '.join(FAMILIES)}") for fam in table if fam not in FAMILIES]
+    if bad:
+        raise SchemaError(bad)
+    return {fam: Latencies(family=fam, **{c: float(v[c]) for c in LATENCY_CLASSES})
+            for fam, v in table.items()}
 
 
 def load_devices(path: str | Path | None = None) -> dict[str, Device]:
