@@ -210,13 +210,19 @@ def predict_only(args: argparse.Namespace, arch: str) -> int:
         raise UsageError(f"--predict needs an RDNA arch from arches.yaml (got {arch}); NVIDIA "
                          "predictions come from a device run with --costs")
     manifest = load_manifest(Path(args.manifest) if args.manifest else None)
-    rates = ArchRates.from_arch(arches[arch])
+    try:
+        rates = ArchRates.from_arch(arches[arch])
+    except ValueError as exc:  # no latencies for the arch's family
+        raise UsageError(str(exc)) from None
     rows = _rows(args, arch)
     candidates = [int(v) for v in args.candidates.split(",") if v.strip()]
     modes = ["hot", "cold"] if args.mode == "both" else [args.mode]
     saved = []
+    # Per kernel: the three terms (us), the binding one, and the latency term's parts:
+    # main-loop chain cycles per iteration, waves per SIMD held at once / given by the launch.
     print(f"{'kernel':24} {'shape':12} {'mode':5} {'pred v2/v1':>10} {'us(v1)':>8} "
-          f"{'us(v2)':>8} {'bound':7} {'resident':8}")
+          f"{'us(v2)':>8} {'bound':7} {'resident':8} {'v1 mem/issue/lat us':>20} "
+          f"{'v2 mem/issue/lat us':>20} {'chain v1/v2':>11} {'waves':>9}")
     for R in rows:
         v1 = find_kernels(manifest, HFQ4G256_QT, R)
         if v1 is None:
@@ -234,10 +240,26 @@ def predict_only(args: argparse.Namespace, arch: str) -> int:
                     p = predict_ratio(c1, c2, shape, rates, mode, R)
                     print(f"{spec.name:24} {shape.name:12} {mode:5} {p.ratio:10.4f} "
                           f"{p.v1.t_us:8.2f} {p.v2.t_us:8.2f} {p.v2.bound:7} "
-                          f"{'yes' if p.v2.resident else 'no':8}")
+                          f"{'yes' if p.v2.resident else 'no':8} {_terms(p.v1):>20} "
+                          f"{_terms(p.v2):>20} {_chains(p):>11} {_waves(p.v2):>9}")
     if args.costs_out:
         save_costs(saved, args.costs_out)
     return 0
+
+
+def _terms(p: Any) -> str:
+    return f"{p.t_mem_us:.2f}/{p.t_issue_us:.2f}/{p.t_latency_us:.2f}"
+
+
+def _chains(p: Any) -> str:
+    if p.v1.latency is None or p.v2.latency is None:
+        return "-"
+    return f"{p.v1.latency.chain_cycles:.0f}/{p.v2.latency.chain_cycles:.0f}"
+
+
+def _waves(p: Any) -> str:
+    t = p.latency
+    return "-" if t is None else f"{t.concurrent:g}/{t.waves_per_simd:g}"
 
 
 def with_defines(manifest: Any, defines: list[str]) -> Any:

@@ -14,26 +14,39 @@ Inputs, none fitted to any measurement:
   each of the SM's four warp schedulers issues one instruction of any kind per clock
   (the classes share the slot: their sum).
 
-Time of one kernel = max(memory, issue):
+Time of one kernel = max(memory, issue, latency):
 
 - memory = bytes moved / VRAM bandwidth, unless the weights are cache-resident (hot mode
   and weights <= LLC), where the LLC bandwidth is unknown to the matrix and memory is
   taken as not binding: the kernel is then predicted compute-bound, section 6's gfx1030
   mechanism;
 - issue = (group-rows x the binding pipe's instructions per group-row + blocks x the same
-  per block) / issue rate.  Latency (too few waves to hide a dependency chain) is not
-  modelled: see reports/checkpoints/2026-12-01-h200-timing-stability for what that leaves
-  unexplained on gfx1030.
+  per block) / issue rate;
+- latency (RDNA only), Little's law over one SIMD: a wave runs its main loop in order, so
+  one iteration takes at least ``chain`` cycles, found by walking the code object's own
+  loop body (a few iterations back to back, steady state): each instruction issues one
+  cycle after the one before, or when its source registers are ready, or, at an
+  ``s_waitcnt``, when enough of the wave's loads have returned; a result is ready its
+  class's latency after issue (``latencies`` of arches.yaml, per family: dependent VALU,
+  transcendental, SALU, scalar-cache hit, LDS, vector memory; a scalar load of the
+  weights -- a header, read once -- misses the scalar cache and costs a vector-memory
+  latency).  Waves that a SIMD holds at once overlap their chains:
+  ``concurrent = min(occupancy, waves the launch gives a SIMD)``, occupancy from the code
+  object's VGPR count and the arch's VGPR file and wave slots (``hqval.isa.occupancy``),
+  and its LDS use; the launch gives ``ceil(M/R) x block/32`` waves to ``CUs x 2`` SIMDs.
+  latency = iterations per wave x chain x max(1, waves per SIMD / concurrent) / clock.
+  The loop's prologue and epilogue (setup, reduction, store) are left to the issue term.
 
 v2/v1 = time(v2) / time(v1).  A cell is flagged ``exposed`` when the prediction is
-issue-bound, i.e. v2's extra header VALU work shows in the time.  For NVIDIA devices the
+issue- or latency-bound, i.e. v2's extra header VALU work shows in the time.  For NVIDIA devices the
 counts are the RDNA ones (a proxy: the same source compiled for gfx1100), which the
 prediction records; the H200 checkpoint shows how far that proxy is off.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +74,12 @@ class KernelCost:
     arch: str
     per_group_row: dict[str, float]
     per_block: dict[str, float]
+    # What the latency term needs, from the code object (None/empty: not known, e.g. a
+    # costs file written before the term existed; the term is then reported missing).
+    loop: LoopBody | None = None
+    vgprs: int = 0
+    lds_bytes: int = 0
+    block: int = 32
 
     def issue_per_group_row(self, rule: str = SHARED) -> float:
         return issue_slots(self.per_group_row, rule)
@@ -80,6 +99,204 @@ def issue_slots(counts: dict[str, float], rule: str) -> float:
     raise ValueError(f"issue rule {rule!r}: {PIPES} or {SHARED}")
 
 
+# ---- the latency term: the kernel's own main loop, walked in order --------------------
+
+# Latency kinds of a loop instruction (keys of arches.yaml ``latencies``, plus "wait" for
+# an s_waitcnt and "store" for a store, which writes no register).
+_TRANS = re.compile(r"^v_(exp|log|rcp|rsq|sqrt|sin|cos)_")
+# Instructions that also read the register they write (accumulating forms).
+_READS_DST = re.compile(r"^v_(dual_)?(fmac_|mac_|dot\d+c_)")
+_WAIT = re.compile(r"(vmcnt|lgkmcnt)\((\d+)\)")
+# gfx12's split counters, and gfx10's one-counter forms, to the two counters walked here
+# (vector loads: "vm"; scalar loads and LDS: "lgkm").
+_WAIT_OPS = {"s_wait_loadcnt": "vm", "s_waitcnt_vmcnt": "vm", "s_wait_kmcnt": "lgkm",
+             "s_wait_dscnt": "lgkm", "s_waitcnt_lgkmcnt": "lgkm"}
+
+
+@dataclass(frozen=True)
+class LoopOp:
+    """One instruction of a main loop as the latency walk sees it."""
+
+    kind: str                       # valu trans salu smem lds vmem store wait
+    dst: tuple[str, ...] = ()
+    src: tuple[str, ...] = ()
+    waits: tuple[tuple[str, int], ...] = ()  # for kind "wait": (counter, count) pairs
+    text: str = ""                  # the disassembly line, for reports
+
+    def to_list(self) -> list[Any]:
+        return [self.kind, list(self.dst), list(self.src), [list(w) for w in self.waits],
+                self.text]
+
+    @classmethod
+    def from_list(cls, v: list[Any]) -> LoopOp:
+        return cls(str(v[0]), tuple(v[1]), tuple(v[2]), tuple((str(c), int(n)) for c, n in v[3]),
+                   str(v[4]))
+
+
+@dataclass(frozen=True)
+class LoopBody:
+    """A kernel's main loop and the group-rows one iteration covers."""
+
+    ops: tuple[LoopOp, ...]
+    group_rows_per_iter: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group_rows_per_iter": self.group_rows_per_iter,
+                "ops": [o.to_list() for o in self.ops]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LoopBody:
+        return cls(tuple(LoopOp.from_list(v) for v in d["ops"]), float(d["group_rows_per_iter"]))
+
+
+def loop_op(ins: Any, weight_loads: frozenset[int]) -> LoopOp | None:
+    """The walk's view of one ``hqval.isa.Instruction`` (None: not issued to a pipe --
+    s_clause, s_delay_alu, s_nop, branches and the other control instructions)."""
+    m, text = ins.mnemonic, f"{ins.mnemonic} {ins.operands}".strip()
+    if ins.klass == "control":
+        if m == "s_waitcnt":
+            waits = tuple(("vm" if c == "vmcnt" else "lgkm", int(n))
+                          for c, n in _WAIT.findall(ins.operands))
+            return LoopOp("wait", waits=waits, text=text) if waits else None
+        for prefix, counter in _WAIT_OPS.items():
+            if m == prefix or m.startswith(prefix + "_"):
+                last = ins.operands.split(",")[-1].strip()
+                try:
+                    return LoopOp("wait", waits=((counter, int(last, 0)),), text=text)
+                except ValueError:
+                    return None
+        return None
+    halves = [ins.operands]
+    if m.startswith("v_dual_") and "::" in ins.operands:
+        first, second = ins.operands.split("::", 1)
+        halves = [first, second.strip().split(None, 1)[1] if " " in second.strip() else ""]
+        mnems = [m, second.strip().split(None, 1)[0]]
+    else:
+        mnems = [m]
+    dst: list[str] = []
+    src: list[str] = []
+    from hqval.isa import Instruction
+
+    for mn, ops in zip(mnems, halves, strict=True):
+        d, s_ = Instruction(ins.addr, mn, ops.strip()).dst_src
+        dst += d
+        src += s_ + (d if _READS_DST.match(mn) else ())
+    klass = ins.klass
+    if klass == "valu":
+        kind = "trans" if _TRANS.match(m) else "valu"
+    elif klass == "vmem":
+        kind = "vmem" if ins.is_load else "store"
+    elif klass == "smem":
+        # a scalar load of the weights (a group header, read once) misses the scalar cache
+        kind = "vmem_scalar" if ins.addr in weight_loads else "smem"
+    elif klass == "lds":
+        kind = "lds"
+    else:
+        kind = "salu"
+    if kind == "store":
+        src, dst = src + dst, []
+    return LoopOp(kind, tuple(dst), tuple(src), text=text)
+
+
+def loop_body(code: Any, spec: Any, per_group_row: dict[str, float]) -> tuple[LoopBody | None,
+                                                                                str]:
+    """The main loop of ``code`` (an ``hqval.isa.KernelCode``) as LoopOps, and the group-rows
+    one iteration covers: its VALU instructions over the emulator's VALU per group-row
+    (``(None, why)`` when the loop is not a whole number of group-rows)."""
+    from hqval.isa import pointer_origins, weight_args
+
+    body = code.main_loop()
+    if not body:
+        return None, f"{spec.name}: no loop in the code object"
+    wargs = weight_args(spec)
+    origins = pointer_origins(code)
+    weight_loads = frozenset(a for a, tags in origins.items() if tags & wargs)
+    if not origins:  # no flow: a scalar load inside the group loop reads a header
+        weight_loads = frozenset(i.addr for i in body if i.klass == "smem")
+    ops = tuple(op for op in (loop_op(i, weight_loads) for i in body) if op is not None)
+    valu = sum(1 for i in body if i.klass == "valu")
+    per = per_group_row.get("VALU", 0.0)
+    if per <= 0 or valu == 0:
+        return None, f"{spec.name}: no VALU in the main loop or per group-row"
+    n = valu / per
+    if abs(n - round(n)) > 0.05 * n or round(n) < 1:
+        return None, (f"{spec.name}: the main loop's {valu} VALU are {n:.2f} group-rows of "
+                      f"{per:g} each: not the group loop")
+    return LoopBody(ops, float(round(n))), ""
+
+
+def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, iterations: int = 6) -> float:
+    """Cycles one wave takes per iteration of ``ops`` run back to back, alone on its SIMD:
+    in-order issue, one instruction a cycle at most, each waiting for its sources and, at
+    an s_waitcnt, for all but N of the counter's loads (vector loads return in order; the
+    lgkm counter's may not, so it waits for the earliest ones).  Steady state: the mean of
+    the last ``iterations - 2`` iterations."""
+    latency = {"valu": lat.valu, "trans": lat.trans, "salu": lat.salu, "smem": lat.smem,
+               "lds": lat.lds, "vmem": lat.vmem, "vmem_scalar": lat.vmem, "store": 1.0}
+    counter = {"vmem": "vm", "smem": "lgkm", "vmem_scalar": "lgkm", "lds": "lgkm"}
+    ready: dict[str, float] = {}
+    pending: dict[str, list[float]] = {"vm": [], "lgkm": []}
+    t = 0.0
+    ends = []
+    for _ in range(iterations):
+        for op in ops:
+            if op.kind == "wait":
+                for c, n in op.waits:
+                    q = sorted(pending[c])
+                    if len(q) > n:
+                        t = max(t, q[len(q) - n - 1])
+                        pending[c] = q[len(q) - n:]
+                continue
+            t0 = max([t, *(ready.get(r, 0.0) for r in op.src)])
+            done = t0 + latency[op.kind]
+            for r in op.dst:
+                ready[r] = done
+            ctr = counter.get(op.kind)
+            if ctr == "vm":  # in-order return: a later load completes no earlier
+                done = max([done, *pending["vm"]])
+                pending["vm"].append(done)
+            elif ctr is not None:
+                pending[ctr].append(done)
+            t = t0 + 1.0
+        ends.append(t)
+    keep = max(1, iterations - 2)
+    return (ends[-1] - ends[-1 - keep]) / keep
+
+
+def occupancy(cost: KernelCost, rates: ArchRates) -> int:
+    """Waves a SIMD can hold for ``cost``'s code object: the VGPR file and wave slots
+    (``hqval.isa.occupancy``), and LDS (a CU's ``lds_bytes`` over the blocks' use, their
+    waves split over its 2 SIMDs)."""
+    from hqval.isa import occupancy as vgpr_occupancy
+
+    occ = vgpr_occupancy(rates.arch, cost.vgprs)
+    if cost.lds_bytes > 0:
+        waves_per_block = -(-cost.block // 32)
+        blocks = int(rates.arch.lds_bytes) // cost.lds_bytes
+        occ = min(occ, max(1, blocks * waves_per_block // 2))
+    return int(occ)
+
+
+def latency_term(cost: KernelCost, shape: Shape, rates: ArchRates, rows_per_block: int
+                 ) -> tuple[LatencyTerm | None, str]:
+    """The latency bound (Little's law over one SIMD), or (None, why it is missing)."""
+    if rates.latencies is None:
+        return None, f"latency not modelled for {rates.name} (NVIDIA)"
+    if cost.loop is None or cost.vgprs <= 0:
+        return None, f"{cost.kernel}: no main loop or VGPR count in the costs"
+    chain = chain_cycles(cost.loop.ops, rates.latencies)
+    blocks = -(-shape.M // rows_per_block)
+    waves = blocks * -(-cost.block // 32)
+    group_rows_per_wave = shape.M * (shape.K // 256) / waves
+    iters = group_rows_per_wave / cost.loop.group_rows_per_iter
+    per_simd = waves / rates.simds
+    occ = occupancy(cost, rates)
+    concurrent = min(float(occ), per_simd)
+    cycles = iters * chain * max(1.0, per_simd / occ)
+    return LatencyTerm(cycles / rates.clock_hz * 1e6, chain, cost.loop.group_rows_per_iter,
+                       iters, per_simd, occ, concurrent), ""
+
+
 @dataclass(frozen=True)
 class ArchRates:
     name: str
@@ -88,14 +305,32 @@ class ArchRates:
     issue_per_s: float  # wave instructions per second, whole device
     source: str
     rule: str = SHARED  # issue rule (PIPES on RDNA, SHARED on NVIDIA)
+    # The latency term (RDNA): the arch (for hqval.isa.occupancy), SIMDs, clock and the
+    # family's latencies; None on NVIDIA, where the term is not modelled.
+    arch: Any = field(default=None, compare=False)
+    simds: int = 0
+    clock_hz: float = 0.0
+    latencies: Any = None
 
     @classmethod
-    def from_arch(cls, arch: Any) -> ArchRates:
-        """RDNA arch from arches.yaml: 2 SIMD32 per CU, one wave instruction per clock each."""
+    def from_arch(cls, arch: Any, latencies: dict[str, Any] | None = None) -> ArchRates:
+        """RDNA arch from arches.yaml: 2 SIMD32 per CU, one wave instruction per clock each;
+        ``latencies`` by family (default: arches.yaml's); the arch's family must be there."""
+        if latencies is None:
+            from hqval.matrix import load_latencies
+
+            latencies = load_latencies()
+        lat = latencies.get(arch.family)
+        if lat is None:
+            raise ValueError(f"matrices/arches.yaml has no latencies for family {arch.family} "
+                             f"({arch.name}): add latencies.{arch.family} with valu, trans, "
+                             "salu, smem, lds and vmem cycles, each with its source")
         return cls(arch.name, float(arch.vram_gbps), int(arch.last_level_cache_bytes),
                    arch.cu_count * 2 * arch.boost_mhz * 1e6,
                    f"arches.yaml {arch.name}: {arch.cu_count} CU x 2 SIMD x {arch.boost_mhz} "
-                   "MHz; per-pipe issue", PIPES)
+                   f"MHz; per-pipe issue; latencies.{arch.family}", PIPES,
+                   arch=arch, simds=arch.cu_count * 2, clock_hz=arch.boost_mhz * 1e6,
+                   latencies=lat)
 
     @classmethod
     def from_device(cls, device: Any, sm_clock_mhz: float) -> ArchRates:
@@ -107,18 +342,43 @@ class ArchRates:
 
 
 @dataclass(frozen=True)
+class LatencyTerm:
+    """The latency bound of one kernel at one shape, and what it was made of."""
+
+    t_us: float
+    chain_cycles: float      # one main-loop iteration of one wave, steady state
+    group_rows_per_iter: float
+    iterations_per_wave: float
+    waves_per_simd: float    # what the launch gives each SIMD
+    occupancy: int           # waves a SIMD can hold (VGPRs, wave slots, LDS)
+    concurrent: float        # min of the two
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Prediction:
     t_mem_us: float
     t_issue_us: float
     resident: bool
+    latency: LatencyTerm | None = None
+    latency_missing: str = ""  # why there is no latency term ("" when there is one)
+
+    @property
+    def t_latency_us(self) -> float:
+        return self.latency.t_us if self.latency is not None else 0.0
 
     @property
     def t_us(self) -> float:
-        return max(self.t_mem_us, self.t_issue_us)
+        return max(self.t_mem_us, self.t_issue_us, self.t_latency_us)
 
     @property
     def bound(self) -> str:
-        return "issue" if self.t_issue_us >= self.t_mem_us else "memory"
+        """The binding term; a tie goes to the earlier of latency, issue, memory."""
+        terms = (("latency", self.t_latency_us), ("issue", self.t_issue_us),
+                 ("memory", self.t_mem_us))
+        return max(terms, key=lambda t: t[1])[0]
 
 
 @dataclass(frozen=True)
@@ -133,12 +393,21 @@ class RatioPrediction:
 
     @property
     def exposed(self) -> bool:
-        """v2's extra VALU work shows: the candidate is predicted issue-bound."""
-        return self.v2.bound == "issue"
+        """v2's extra VALU work shows: the candidate is predicted issue- or latency-bound."""
+        return self.v2.bound in ("issue", "latency")
 
     def to_dict(self) -> dict[str, Any]:
+        def term(p: Prediction) -> dict[str, Any] | str:
+            return p.latency.to_dict() if p.latency is not None else p.latency_missing
+
         return {"predicted_ratio": self.ratio, "predicted_us_a": self.v1.t_us,
-                "predicted_us_b": self.v2.t_us, "predicted_bound_b": self.v2.bound,
+                "predicted_us_b": self.v2.t_us, "predicted_bound_a": self.v1.bound,
+                "predicted_bound_b": self.v2.bound,
+                "predicted_us_terms_a": {"memory": self.v1.t_mem_us, "issue": self.v1.t_issue_us,
+                                         "latency": self.v1.t_latency_us},
+                "predicted_us_terms_b": {"memory": self.v2.t_mem_us, "issue": self.v2.t_issue_us,
+                                         "latency": self.v2.t_latency_us},
+                "predicted_latency_a": term(self.v1), "predicted_latency_b": term(self.v2),
                 "predicted_resident": self.v2.resident, "predicted_exposed": self.exposed,
                 "counts_source": self.counts_source}
 
@@ -157,7 +426,8 @@ def predict(cost: KernelCost, shape: Shape, rates: ArchRates, mode: str,
     per_block = issue_slots(cost.per_block, rates.rule)
     instructions = group_rows * cost.issue_per_group_row(rates.rule) + blocks * per_block
     t_issue = instructions / rates.issue_per_s
-    return Prediction(t_mem * 1e6, t_issue * 1e6, is_resident)
+    term, missing = latency_term(cost, shape, rates, rows_per_block)
+    return Prediction(t_mem * 1e6, t_issue * 1e6, is_resident, term, missing)
 
 
 def predict_ratio(v1: KernelCost, v2: KernelCost, shape: Shape, rates: ArchRates, mode: str,
@@ -210,7 +480,15 @@ def measure_cost(spec: Any, arch: str = "gfx1100", seed: int = 0) -> KernelCost:
         for b in (bw, bx, by):
             be.free(b)
     per_gr, per_block = slope(counts[0], counts[1], SLOPE_K[0] // 256, SLOPE_K[1] // 256, R, 1)
-    cost = KernelCost(spec.name, arch, per_gr, per_block)
+    from hqval.isa import analyze
+
+    code = analyze(Path(program.provenance["code_object"]), arch)[spec.symbol]
+    body, why = loop_body(code, spec, per_gr)
+    if body is None:
+        raise RuntimeError(f"latency term: {why}")
+    cost = KernelCost(spec.name, arch, per_gr, per_block, body,
+                      int(code.notes.get(".vgpr_count", 0)),
+                      int(code.notes.get(".group_segment_fixed_size", 0)), spec.block)
     _CACHE[key] = cost
     return cost
 
@@ -219,8 +497,12 @@ def save_costs(costs: list[KernelCost], path: str) -> None:
     """Write measured costs as JSON (the device run reads them: no emulator there)."""
     import json
 
-    Path(path).write_text(json.dumps([asdict(c) for c in costs], indent=1, sort_keys=True)
-                          + "\n")
+    def one(c: KernelCost) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(c).items() if k != "loop"}
+        d["loop"] = c.loop.to_dict() if c.loop is not None else None
+        return d
+
+    Path(path).write_text(json.dumps([one(c) for c in costs], indent=1, sort_keys=True) + "\n")
 
 
 def load_costs(path: str) -> dict[str, KernelCost]:
@@ -229,7 +511,10 @@ def load_costs(path: str) -> dict[str, KernelCost]:
     try:
         data = json.loads(Path(path).read_text())
         costs = [KernelCost(d["kernel"], d["arch"], dict(d["per_group_row"]),
-                            dict(d["per_block"])) for d in data]
+                            dict(d["per_block"]),
+                            LoopBody.from_dict(d["loop"]) if d.get("loop") else None,
+                            int(d.get("vgprs", 0)), int(d.get("lds_bytes", 0)),
+                            int(d.get("block", 32))) for d in data]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a costs file written by `hqval bench --predict "
                          f"--costs-out` ({exc})") from None

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from hqval.matrix import load_arches, load_devices
+from hqval.matrix import Latencies, load_arches, load_devices, load_latencies
+from hqval.schema import SchemaError
 from hqval.timing import cost
 from hqval.timing.gemv import Shape, gemv_bytes
+
+LAT = Latencies("rdna2", valu=5.0, trans=10.0, salu=2.0, smem=20.0, lds=20.0, vmem=320.0)
 
 
 def _cost(name: str, valu: float, per_block: float = 0.0) -> cost.KernelCost:
@@ -91,9 +95,15 @@ def test_per_block_overhead_scales_with_blocks() -> None:
 
 def test_costs_round_trip_and_bad_file(tmp_path: Path) -> None:
     p = tmp_path / "c.json"
-    cost.save_costs([_cost("a", 1.0), _cost("b", 2.0)], str(p))
+    loop = cost.LoopBody((cost.LoopOp("vmem", ("v1",), ("v2", "v3")),
+                          cost.LoopOp("wait", waits=(("vm", 0),)),
+                          cost.LoopOp("valu", ("v4",), ("v1", "v4"))), 4.0)
+    with_loop = dataclasses.replace(_cost("b", 2.0), loop=loop, vgprs=61)
+    cost.save_costs([_cost("a", 1.0), with_loop], str(p))
     back = cost.load_costs(str(p))
     assert back["b"].per_group_row["VALU"] == 2.0
+    assert back["b"].loop == loop and back["b"].vgprs == 61
+    assert back["a"].loop is None  # a costs file without the loop: the term is missing
     p.write_text(json.dumps([{"kernel": "a"}]))
     with pytest.raises(ValueError, match="costs-out"):
         cost.load_costs(str(p))
@@ -112,3 +122,153 @@ def test_emulator_slope_on_real_kernels_shows_v2_header_work() -> None:
     # 8 header bytes are one scalar load (the audit's rule (a) in counts).
     assert v1.per_group_row["VMEM"] == 3.0
     assert v1.per_group_row["SMEM"] == 1.0
+
+
+def _op(kind: str, dst: str = "", *src: str) -> cost.LoopOp:
+    return cost.LoopOp(kind, (dst,) if dst else (), tuple(src))
+
+
+def test_chain_walk_waits_for_sources_and_counters() -> None:
+    # load -> s_waitcnt vmcnt(0) -> two dependent VALU: 320 + 5 + 1 cycles an iteration
+    # (the next iteration's load does not depend on them and issues one cycle later).
+    dependent = (_op("vmem", "v1", "v8"), cost.LoopOp("wait", waits=(("vm", 0),)),
+                 _op("valu", "v2", "v1"), _op("valu", "v3", "v2"))
+    assert cost.chain_cycles(dependent, LAT) == 320 + 5 + 1
+    # Must say no: the same four instructions with the second VALU independent of the
+    # first are shorter, and with no wait and no use of the load, one cycle each.
+    independent = (*dependent[:3], _op("valu", "v3", "v9"))
+    assert cost.chain_cycles(independent, LAT) == 320 + 1 + 1
+    free = (_op("vmem", "v1", "v8"), _op("valu", "v2", "v7"), _op("valu", "v3", "v9"))
+    assert cost.chain_cycles(free, LAT) == 3
+    # vmcnt(1) lets the newest load stay in flight: it waits for the older one only.
+    two = (_op("vmem", "v1", "v8"), _op("salu", "s1", "s1"), _op("vmem", "v4", "v8"),
+           cost.LoopOp("wait", waits=(("vm", 1),)), _op("valu", "v2", "v1"))
+    assert cost.chain_cycles(two, LAT) == pytest.approx(320 - 2 + 2 + 1)
+    # A scalar load of the weights costs a vector-memory latency, a scalar-cache hit 20.
+    hdr = (_op("vmem_scalar", "s4", "s2"), cost.LoopOp("wait", waits=(("lgkm", 0),)),
+           _op("valu", "v2", "s4"))
+    hit = (_op("smem", "s4", "s2"), *hdr[1:])
+    assert cost.chain_cycles(hdr, LAT) == 320 + 1 and cost.chain_cycles(hit, LAT) == 20 + 1
+
+
+def test_loop_op_reads_accumulators_and_waitcnt_forms() -> None:
+    from hqval.isa import Instruction
+
+    fmac = cost.loop_op(Instruction(0, "v_fmac_f32_e32", "v4, v6, v42"), frozenset())
+    assert fmac is not None and fmac.dst == ("v4",) and "v4" in fmac.src
+    fma = cost.loop_op(Instruction(0, "v_fma_f32", "v4, s18, v42, s19"), frozenset())
+    assert fma is not None and "v4" not in fma.src  # the 3-operand form does not read dst
+    w = cost.loop_op(Instruction(0, "s_waitcnt", "vmcnt(3) lgkmcnt(0)"), frozenset())
+    assert w is not None and w.waits == (("vm", 3), ("lgkm", 0))
+    g12 = cost.loop_op(Instruction(0, "s_wait_loadcnt", "0x2"), frozenset())
+    assert g12 is not None and g12.waits == (("vm", 2),)
+    assert cost.loop_op(Instruction(0, "s_clause", "0x1"), frozenset()) is None
+    hdr = cost.loop_op(Instruction(8, "s_load_dwordx2", "s[18:19], s[4:5], null"),
+                       frozenset({8}))
+    assert hdr is not None and hdr.kind == "vmem_scalar" and hdr.dst == ("s18", "s19")
+    exp = cost.loop_op(Instruction(0, "v_exp_f32_e32", "v1, v2"), frozenset())
+    assert exp is not None and exp.kind == "trans"
+
+
+def test_missing_latencies_for_a_family_is_a_clear_error(tmp_path: Path) -> None:
+    arch = load_arches()["gfx1030"]
+    with pytest.raises(ValueError, match=r"no latencies for family rdna2 \(gfx1030\): add "
+                                         r"latencies.rdna2"):
+        cost.ArchRates.from_arch(arch, {})
+    # A latencies entry without one of its classes is refused by the schema, by name.
+    text = (Path(__file__).parents[2] / "matrices" / "arches.yaml").read_text()
+    start = text.index("  rdna2:\n    valu")
+    line = text.index("    vmem:", start)
+    bad = text[:line] + text[text.index("\n", line) + 1:]
+    (tmp_path / "arches.yaml").write_text(bad)
+    with pytest.raises(SchemaError, match="vmem"):
+        load_latencies(tmp_path / "arches.yaml")
+    # A family that is not one: refused too.
+    (tmp_path / "arches.yaml").write_text(text.replace("  rdna2:\n    valu", "  rdna9:\n    valu"))
+    with pytest.raises(SchemaError, match="rdna9"):
+        load_latencies(tmp_path / "arches.yaml")
+
+
+def test_predict_without_latencies_exits_2(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from hqval import matrix
+    from hqval.cli import main
+
+    monkeypatch.setattr(matrix, "load_latencies", lambda path=None: {})
+    assert main(["bench", "--predict", "--arch", "gfx1030", "--shape", "4096x5120"]) == 2
+    assert "no latencies for family rdna2" in capsys.readouterr().err
+
+
+def test_latency_term_is_littles_law_over_a_simd() -> None:
+    rates = cost.ArchRates.from_arch(load_arches()["gfx1030"], {"rdna2": LAT})
+    loop = cost.LoopBody((_op("vmem", "v1", "v8"), cost.LoopOp("wait", waits=(("vm", 0),)),
+                          _op("valu", "v2", "v1")), 4.0)
+    c = dataclasses.replace(_cost("k", 30.0), loop=loop, vgprs=64)  # 16 waves on gfx1030
+    chain = 320 + 1
+    # 160 rows = one wave per SIMD: nothing overlaps, latency = iterations x chain.
+    t = cost.predict(c, Shape(160, 4096), rates, "hot").latency
+    assert t is not None and t.concurrent == 1.0 and t.iterations_per_wave == 4.0
+    assert t.t_us == pytest.approx(4 * chain / rates.clock_hz * 1e6)
+    # 160 x 32 rows = 32 waves a SIMD, 16 held at once: two waves' chains in sequence.
+    t = cost.predict(c, Shape(160 * 32, 4096), rates, "hot").latency
+    assert t is not None and t.occupancy == 16 and t.concurrent == 16
+    assert t.t_us == pytest.approx(4 * chain * 2 / rates.clock_hz * 1e6)
+    # NVIDIA: not modelled, and the prediction says so.
+    rd = cost.ArchRates.from_device(next(iter(load_devices().values())), 1980.0)
+    p = cost.predict(c, Shape(160, 4096), rd, "hot")
+    assert p.latency is None and "not modelled" in p.latency_missing
+
+
+@pytest.fixture(scope="module")
+def real_costs() -> dict[str, cost.KernelCost]:
+    """The suite's qt=6 R=1 kernel, its qt=44 twin, and the qt=6 kernel with two extra
+    dependent fmas a group-row on the accumulator chain (the HQ_TIMING_EXTRA mutant), all
+    compiled for gfx1030 and counted on the emulator."""
+    from hqval.manifest import load_manifest
+
+    m = load_manifest(None)
+    v1 = m.by_name("gemv_hfq4g256_r1")
+    extra = dataclasses.replace(v1, name="gemv_hfq4g256_r1_extra2",
+                                defines=(*v1.defines, ("HQ_TIMING_EXTRA", "2")))
+    return {s.name: cost.measure_cost(s, "gfx1030")
+            for s in (v1, m.by_name("gemv_mq4g256v2_r1"), extra)}
+
+
+@pytest.mark.slow
+def test_longer_chain_is_slower_when_few_waves_hide_it(
+        real_costs: dict[str, cost.KernelCost]) -> None:
+    rates = cost.ArchRates.from_arch(load_arches()["gfx1030"])
+    v1, v2 = real_costs["gemv_hfq4g256_r1"], real_costs["gemv_mq4g256v2_r1"]
+    extra = real_costs["gemv_hfq4g256_r1_extra2"]
+    lat = rates.latencies
+    assert v1.loop is not None and extra.loop is not None and v2.loop is not None
+    assert v1.loop.group_rows_per_iter == 4.0  # HQ_GEMV_UNROLL groups an iteration
+    c1, ce = cost.chain_cycles(v1.loop.ops, lat), cost.chain_cycles(extra.loop.ops, lat)
+    # 2 dependent fmas x 4 groups on the one accumulator chain: at least 8 VALU latencies
+    # more an iteration; v2's header select and converts lengthen it too.
+    assert ce - c1 >= 8 * lat.valu
+    assert cost.chain_cycles(v2.loop.ops, lat) > c1
+    # 160 rows: one wave per SIMD, latency-bound, the longer chain predicted slower by it.
+    few = Shape(160, 5120)
+    p1, pe = cost.predict(v1, few, rates, "hot"), cost.predict(extra, few, rates, "hot")
+    assert p1.bound == "latency" and pe.bound == "latency"
+    assert pe.t_us / p1.t_us == pytest.approx(ce / c1)
+    r = cost.predict_ratio(v1, v2, few, rates, "hot")
+    assert r.exposed and r.v2.bound == "latency"
+
+
+@pytest.mark.slow
+def test_latency_does_not_bind_when_enough_waves_hide_it(
+        real_costs: dict[str, cost.KernelCost]) -> None:
+    # Section 6's 4096x5120 at R=1: 25.6 waves a SIMD, 16 held (46 VGPRs, RDNA2's 16
+    # slots): the chains overlap and the VALU issue binds, as before the term existed.
+    rates = cost.ArchRates.from_arch(load_arches()["gfx1030"])
+    v1, extra = real_costs["gemv_hfq4g256_r1"], real_costs["gemv_hfq4g256_r1_extra2"]
+    for c in (v1, extra):
+        p = cost.predict(c, Shape(4096, 5120), rates, "hot")
+        assert p.latency is not None and p.latency.concurrent == 16
+        assert p.bound == "issue" and p.t_latency_us < p.t_issue_us
+    d = cost.predict_ratio(v1, real_costs["gemv_mq4g256v2_r1"], Shape(4096, 5120), rates,
+                           "hot").to_dict()
+    assert d["predicted_bound_a"] == "issue" and d["predicted_latency_a"]["occupancy"] == 16
+    assert d["predicted_us_terms_b"]["latency"] < d["predicted_us_terms_b"]["issue"]
