@@ -143,6 +143,8 @@ class Latencies:
     smem: float
     lds: float
     vmem: float
+    llc_ns: float | None = None   # a load that hits the Infinity Cache/MALL, ns
+    vram_ns: float | None = None  # a load from VRAM, ns
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,10 +219,15 @@ DEVICE_SPEC = Spec.mapping({
 })
 
 LATENCY_CLASSES = ("valu", "trans", "salu", "smem", "lds", "vmem")
+# Optional, per level the weights are read from: a load's latency in ns (a clock of its own).
+LATENCY_LEVELS = ("llc_ns", "vram_ns")
 LATENCY_SPEC = Spec.mapping({
-    c: Spec.scalar(float, minimum=1,
-                   fix=f"cycles from a {c} instruction's issue to a dependent issue, with its "
-                       "source in a comment") for c in LATENCY_CLASSES})
+    **{c: Spec.scalar(float, minimum=1,
+                      fix=f"cycles from a {c} instruction's issue to a dependent issue, with "
+                          "its source in a comment") for c in LATENCY_CLASSES},
+    **{lv: Spec.scalar(float, required=False, minimum=1,
+                       fix=f"{lv.split('_')[0].upper()} load-to-use latency in ns, with its "
+                           "source; omit when there is none") for lv in LATENCY_LEVELS}})
 
 ARCHES_SPEC = Spec.mapping({
     "schema_version": _VERSION,
@@ -311,7 +318,8 @@ def load_latencies(path: str | Path | None = None) -> dict[str, Latencies]:
                    f"use one of {', '.join(FAMILIES)}") for fam in table if fam not in FAMILIES]
     if bad:
         raise SchemaError(bad)
-    return {fam: Latencies(family=fam, **{c: float(v[c]) for c in LATENCY_CLASSES})
+    return {fam: Latencies(family=fam, **{c: float(v[c]) for c in LATENCY_CLASSES},
+                           **{lv: float(v[lv]) for lv in LATENCY_LEVELS if lv in v})
             for fam, v in table.items()}
 
 

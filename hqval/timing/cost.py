@@ -28,18 +28,21 @@ Time of one kernel = max(memory, issue, latency):
   cycle after the one before, or when its source registers are ready, or, at an
   ``s_waitcnt``, when enough of the wave's loads have returned; a result is ready its
   class's latency after issue (``latencies`` of arches.yaml, per family: dependent VALU,
-  transcendental, SALU, scalar-cache hit, LDS, vector memory; a scalar load of the
-  weights -- a header, read once -- misses the scalar cache and costs a vector-memory
-  latency).  Waves that a SIMD holds at once overlap their chains:
-  ``concurrent = min(occupancy, waves the launch gives a SIMD)``, occupancy from the code
-  object's VGPR count and the arch's VGPR file and wave slots (``hqval.isa.occupancy``),
-  and its LDS use; the launch gives ``ceil(M/R) x block/32`` waves to ``CUs x 2`` SIMDs.
+  transcendental, SALU, scalar-cache hit, LDS, vector memory).  Loads of the weights
+  (vector, and scalar: a header is read once, so it misses the scalar cache) take the
+  latency of where the weights are read from, the family's ``llc_ns`` when resident,
+  ``vram_ns`` otherwise, at the arch's clock; a family without that figure, and every
+  other load (x, re-read from L0/L1), takes ``vmem``.  Waves that a SIMD holds at once
+  overlap their chains: ``concurrent = min(occupancy, waves the launch gives a SIMD)``,
+  occupancy from the code object's VGPR count, the arch's VGPR file and wave slots
+  (``hqval.isa.occupancy``) and its LDS use; the launch gives ``ceil(M/R) x block/32``
+  waves to ``CUs x 2`` SIMDs.
   latency = iterations per wave x chain x max(1, waves per SIMD / concurrent) / clock.
   The loop's prologue and epilogue (setup, reduction, store) are left to the issue term.
 
 v2/v1 = time(v2) / time(v1).  A cell is flagged ``exposed`` when the prediction is
-issue- or latency-bound, i.e. v2's extra header VALU work shows in the time.  For NVIDIA devices the
-counts are the RDNA ones (a proxy: the same source compiled for gfx1100), which the
+issue- or latency-bound, i.e. v2's extra header VALU work shows in the time.  For NVIDIA
+devices the counts are the RDNA ones (a proxy: the same source compiled for gfx1100), which the
 prediction records; the H200 checkpoint shows how far that proxy is off.
 """
 
@@ -117,7 +120,7 @@ _WAIT_OPS = {"s_wait_loadcnt": "vm", "s_waitcnt_vmcnt": "vm", "s_wait_kmcnt": "l
 class LoopOp:
     """One instruction of a main loop as the latency walk sees it."""
 
-    kind: str                       # valu trans salu smem lds vmem store wait
+    kind: str  # valu trans salu lds store wait; vmem/smem: a vector/scalar load, _w: of W
     dst: tuple[str, ...] = ()
     src: tuple[str, ...] = ()
     waits: tuple[tuple[str, int], ...] = ()  # for kind "wait": (counter, count) pairs
@@ -185,10 +188,10 @@ def loop_op(ins: Any, weight_loads: frozenset[int]) -> LoopOp | None:
     if klass == "valu":
         kind = "trans" if _TRANS.match(m) else "valu"
     elif klass == "vmem":
-        kind = "vmem" if ins.is_load else "store"
+        kind = ("vmem_w" if ins.addr in weight_loads else "vmem") if ins.is_load else "store"
     elif klass == "smem":
         # a scalar load of the weights (a group header, read once) misses the scalar cache
-        kind = "vmem_scalar" if ins.addr in weight_loads else "smem"
+        kind = "smem_w" if ins.addr in weight_loads else "smem"
     elif klass == "lds":
         kind = "lds"
     else:
@@ -225,15 +228,18 @@ def loop_body(code: Any, spec: Any, per_group_row: dict[str, float]) -> tuple[Lo
     return LoopBody(ops, float(round(n))), ""
 
 
-def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, iterations: int = 6) -> float:
+def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = None,
+                 iterations: int = 6) -> float:
     """Cycles one wave takes per iteration of ``ops`` run back to back, alone on its SIMD:
     in-order issue, one instruction a cycle at most, each waiting for its sources and, at
     an s_waitcnt, for all but N of the counter's loads (vector loads return in order; the
-    lgkm counter's may not, so it waits for the earliest ones).  Steady state: the mean of
-    the last ``iterations - 2`` iterations."""
+    lgkm counter's may not, so it waits for the earliest ones).  Loads of the weights take
+    ``w_cycles`` (default: the family's ``vmem``), other vector loads ``vmem``, other scalar
+    loads ``smem``.  Steady state: the mean of the last ``iterations - 2`` iterations."""
+    w = lat.vmem if w_cycles is None else w_cycles
     latency = {"valu": lat.valu, "trans": lat.trans, "salu": lat.salu, "smem": lat.smem,
-               "lds": lat.lds, "vmem": lat.vmem, "vmem_scalar": lat.vmem, "store": 1.0}
-    counter = {"vmem": "vm", "smem": "lgkm", "vmem_scalar": "lgkm", "lds": "lgkm"}
+               "lds": lat.lds, "vmem": lat.vmem, "vmem_w": w, "smem_w": w, "store": 1.0}
+    counter = {"vmem": "vm", "vmem_w": "vm", "smem": "lgkm", "smem_w": "lgkm", "lds": "lgkm"}
     ready: dict[str, float] = {}
     pending: dict[str, list[float]] = {"vm": [], "lgkm": []}
     t = 0.0
@@ -277,14 +283,25 @@ def occupancy(cost: KernelCost, rates: ArchRates) -> int:
     return int(occ)
 
 
-def latency_term(cost: KernelCost, shape: Shape, rates: ArchRates, rows_per_block: int
-                 ) -> tuple[LatencyTerm | None, str]:
+def weights_latency(rates: ArchRates, is_resident: bool) -> tuple[float, str]:
+    """Cycles a load of the weights takes: the family's Infinity Cache (resident) or VRAM
+    latency in ns at the arch's clock where arches.yaml has it, else its ``vmem``."""
+    lat = rates.latencies
+    level, ns = ("llc_ns", lat.llc_ns) if is_resident else ("vram_ns", lat.vram_ns)
+    if ns is None:
+        return float(lat.vmem), f"vmem (no {level} for {lat.family})"
+    return ns * rates.clock_hz / 1e9, f"{level} {ns:g} ns"
+
+
+def latency_term(cost: KernelCost, shape: Shape, rates: ArchRates, rows_per_block: int,
+                 is_resident: bool = False) -> tuple[LatencyTerm | None, str]:
     """The latency bound (Little's law over one SIMD), or (None, why it is missing)."""
     if rates.latencies is None:
         return None, f"latency not modelled for {rates.name} (NVIDIA)"
     if cost.loop is None or cost.vgprs <= 0:
         return None, f"{cost.kernel}: no main loop or VGPR count in the costs"
-    chain = chain_cycles(cost.loop.ops, rates.latencies)
+    w_cycles, w_source = weights_latency(rates, is_resident)
+    chain = chain_cycles(cost.loop.ops, rates.latencies, w_cycles)
     blocks = -(-shape.M // rows_per_block)
     waves = blocks * -(-cost.block // 32)
     group_rows_per_wave = shape.M * (shape.K // 256) / waves
@@ -294,7 +311,7 @@ def latency_term(cost: KernelCost, shape: Shape, rates: ArchRates, rows_per_bloc
     concurrent = min(float(occ), per_simd)
     cycles = iters * chain * max(1.0, per_simd / occ)
     return LatencyTerm(cycles / rates.clock_hz * 1e6, chain, cost.loop.group_rows_per_iter,
-                       iters, per_simd, occ, concurrent), ""
+                       iters, per_simd, occ, concurrent, w_cycles, w_source), ""
 
 
 @dataclass(frozen=True)
@@ -352,6 +369,8 @@ class LatencyTerm:
     waves_per_simd: float    # what the launch gives each SIMD
     occupancy: int           # waves a SIMD can hold (VGPRs, wave slots, LDS)
     concurrent: float        # min of the two
+    weights_cycles: float = 0.0  # latency of a load of W
+    weights_source: str = ""     # where that figure came from
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -426,7 +445,7 @@ def predict(cost: KernelCost, shape: Shape, rates: ArchRates, mode: str,
     per_block = issue_slots(cost.per_block, rates.rule)
     instructions = group_rows * cost.issue_per_group_row(rates.rule) + blocks * per_block
     t_issue = instructions / rates.issue_per_s
-    term, missing = latency_term(cost, shape, rates, rows_per_block)
+    term, missing = latency_term(cost, shape, rates, rows_per_block, is_resident)
     return Prediction(t_mem * 1e6, t_issue * 1e6, is_resident, term, missing)
 
 

@@ -145,10 +145,28 @@ def test_chain_walk_waits_for_sources_and_counters() -> None:
            cost.LoopOp("wait", waits=(("vm", 1),)), _op("valu", "v2", "v1"))
     assert cost.chain_cycles(two, LAT) == pytest.approx(320 - 2 + 2 + 1)
     # A scalar load of the weights costs a vector-memory latency, a scalar-cache hit 20.
-    hdr = (_op("vmem_scalar", "s4", "s2"), cost.LoopOp("wait", waits=(("lgkm", 0),)),
+    hdr = (_op("smem_w", "s4", "s2"), cost.LoopOp("wait", waits=(("lgkm", 0),)),
            _op("valu", "v2", "s4"))
     hit = (_op("smem", "s4", "s2"), *hdr[1:])
     assert cost.chain_cycles(hdr, LAT) == 320 + 1 and cost.chain_cycles(hit, LAT) == 20 + 1
+    # The weights' own latency applies to loads of W only (x keeps vmem).
+    assert cost.chain_cycles(hdr, LAT, w_cycles=500) == 500 + 1
+    assert cost.chain_cycles(dependent, LAT, w_cycles=500) == 320 + 5 + 1
+
+
+def test_weights_latency_follows_where_they_are_read_from() -> None:
+    arch = load_arches()["gfx1030"]
+    lat = dataclasses.replace(LAT, llc_ns=100.0, vram_ns=200.0)
+    rates = cost.ArchRates.from_arch(arch, {"rdna2": lat})
+    clk = arch.boost_mhz / 1000.0  # cycles per ns
+    assert cost.weights_latency(rates, True) == (pytest.approx(100 * clk), "llc_ns 100 ns")
+    assert cost.weights_latency(rates, False) == (pytest.approx(200 * clk), "vram_ns 200 ns")
+    # Must say no: without the level's figure the family's vmem applies, and says so.
+    bare = cost.ArchRates.from_arch(arch, {"rdna2": LAT})
+    assert cost.weights_latency(bare, True) == (320.0, "vmem (no llc_ns for rdna2)")
+    # arches.yaml as shipped: RDNA2 has a VRAM figure ([cnc21]) and no Infinity Cache one.
+    shipped = load_latencies()["rdna2"]
+    assert shipped.vram_ns is not None and shipped.llc_ns is None
 
 
 def test_loop_op_reads_accumulators_and_waitcnt_forms() -> None:
@@ -165,7 +183,7 @@ def test_loop_op_reads_accumulators_and_waitcnt_forms() -> None:
     assert cost.loop_op(Instruction(0, "s_clause", "0x1"), frozenset()) is None
     hdr = cost.loop_op(Instruction(8, "s_load_dwordx2", "s[18:19], s[4:5], null"),
                        frozenset({8}))
-    assert hdr is not None and hdr.kind == "vmem_scalar" and hdr.dst == ("s18", "s19")
+    assert hdr is not None and hdr.kind == "smem_w" and hdr.dst == ("s18", "s19")
     exp = cost.loop_op(Instruction(0, "v_exp_f32_e32", "v1, v2"), frozenset())
     assert exp is not None and exp.kind == "trans"
 
