@@ -7,9 +7,10 @@
 #   study      the stability study in STUDY: calibration ladder + 20 clean re-runs in one
 #              process (OUT/study.tgz, OUT/measure.log)
 #   procs      20 clean re-runs, one process each, in STUDY-procs (OUT/procs.tgz, .log)
-#   mprocs     hot only, with timing mutants: the calibration ladder in one process, then
-#              up to 20 re-runs one process each (mutants included), stopping before
-#              MPROCS_S seconds (default 300) (OUT/mprocs.tgz, OUT/mprocs.log)
+#   mprocs     with timing mutants: the calibration ladder in one process, then up to 20
+#              re-runs one process each (mutants included), stopping before MPROCS_S
+#              seconds (default 300); modes MPROCS_MODES (default "hot"; "hot cold" for
+#              both) (OUT/mprocs.tgz, OUT/mprocs.log)
 # Usage (CUDA host with cuda-bindings, NVRTC, numpy, pyyaml):
 #   scripts/h200_timing_study.sh OUT STUDY part... [BUDGET_S=400 in the environment]
 set -uo pipefail
@@ -35,10 +36,11 @@ for part in "$@"; do
     procs) for i in $(seq 1 20); do
              python3 $py measure --out "$study-procs" --no-mutants --reruns "$i"
            done 2> "$out/procs.log"; tar czf "$out/procs.tgz" "$study-procs" ;;
-    mprocs) t0=$(date +%s); limit=${MPROCS_S:-300}
+    mprocs) t0=$(date +%s); limit=${MPROCS_S:-300}; modes=()
+            for m in ${MPROCS_MODES:-hot}; do modes+=(--mode "$m"); done
             for i in $(seq 1 20); do
               [ $(( $(date +%s) - t0 )) -lt "$limit" ] || { echo "mprocs: time, $((i-1)) re-runs"; break; }
-              python3 $py measure --out "$study-mprocs" --mode hot --ladder "$LADDER" --reruns "$i"
+              python3 $py measure --out "$study-mprocs" "${modes[@]}" --ladder "$LADDER" --reruns "$i"
             done 2> "$out/mprocs.log"; tar czf "$out/mprocs.tgz" "$study-mprocs" ;;
     *) echo "unknown part $part (placement, spacer, study, procs, mprocs)"; exit 2 ;;
   esac
