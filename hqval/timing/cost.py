@@ -178,12 +178,18 @@ def loop_op(ins: Any, weight_loads: frozenset[int]) -> LoopOp | None:
         mnems = [m]
     dst: list[str] = []
     src: list[str] = []
-    from hqval.isa import Instruction
+    from hqval.isa import _NO_DST, _TWO_DST, Instruction
 
     for mn, ops in zip(mnems, halves, strict=True):
         d, s_ = Instruction(ins.addr, mn, ops.strip()).dst_src
         dst += d
         src += s_ + (d if _READS_DST.match(mn) else ())
+        # vcc, which the register parser does not name: written as a compare's or a
+        # carry's destination operand, read where it is a source (cndmask, add_co_ci).
+        n_dst = 0 if mn.startswith(_NO_DST) else 2 if mn.startswith(_TWO_DST) else 1
+        for i, part in enumerate(p.strip() for p in ops.split(",")):
+            if part in ("vcc", "vcc_lo", "vcc_hi"):
+                (dst if i < n_dst else src).append("vcc")
     klass = ins.klass
     if klass == "valu":
         kind = "trans" if _TRANS.match(m) else "valu"

@@ -186,6 +186,16 @@ def test_loop_op_reads_accumulators_and_waitcnt_forms() -> None:
     assert hdr is not None and hdr.kind == "smem_w" and hdr.dst == ("s18", "s19")
     exp = cost.loop_op(Instruction(0, "v_exp_f32_e32", "v1, v2"), frozenset())
     assert exp is not None and exp.kind == "trans"
+    # vcc: a compare writes it, a select reads it, a carry chain does both.
+    cmp = cost.loop_op(Instruction(0, "v_cmp_gt_u32_e32", "vcc_lo, 16, v0"), frozenset())
+    sel = cost.loop_op(Instruction(0, "v_cndmask_b32_e32", "v1, v2, v3, vcc_lo"), frozenset())
+    add = cost.loop_op(Instruction(0, "v_add_co_u32", "v1, vcc_lo, 0x1000, v1"), frozenset())
+    adc = cost.loop_op(Instruction(0, "v_add_co_ci_u32_e32", "v2, vcc_lo, 0, v2, vcc_lo"),
+                       frozenset())
+    assert cmp is not None and cmp.dst == ("vcc",) and "vcc" not in cmp.src
+    assert sel is not None and sel.dst == ("v1",) and "vcc" in sel.src
+    assert add is not None and "vcc" in add.dst and "vcc" not in add.src
+    assert adc is not None and "vcc" in adc.dst and "vcc" in adc.src
 
 
 def test_missing_latencies_for_a_family_is_a_clear_error(tmp_path: Path) -> None:
