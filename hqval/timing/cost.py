@@ -278,7 +278,9 @@ def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = Non
 def occupancy(cost: KernelCost, rates: ArchRates) -> int:
     """Waves a SIMD can hold for ``cost``'s code object: the VGPR file and wave slots
     (``hqval.isa.occupancy``), and LDS (a CU's ``lds_bytes`` over the blocks' use, their
-    waves split over its 2 SIMDs)."""
+    waves split over its 2 SIMDs).  SGPRs do not limit it on gfx10+ (each wave has its
+    own fixed set; clang-19 reports the same occupancy for 102 SGPRs as for a few), and
+    tests/timing/test_cost.py checks the result against clang-19's occupancy remark."""
     from hqval.isa import occupancy as vgpr_occupancy
 
     occ = vgpr_occupancy(rates.arch, cost.vgprs)

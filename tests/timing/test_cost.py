@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -300,3 +303,41 @@ def test_latency_does_not_bind_when_enough_waves_hide_it(
                            "hot").to_dict()
     assert d["predicted_bound_a"] == "issue" and d["predicted_latency_a"]["occupancy"] == 16
     assert d["predicted_us_terms_b"]["latency"] < d["predicted_us_terms_b"]["issue"]
+
+
+_HEAD = 'extern "C" __attribute__((global, amdgpu_flat_work_group_size(1, 32))) void k(float* p)'
+OCC_PROBES = {  # what limits the kernel's waves per SIMD
+    "slots": _HEAD + " { p[__builtin_amdgcn_workitem_id_x()] = 1.0f; }",
+    "sgprs": _HEAD + ' { asm volatile("" ::: "s100", "s101"); '
+                     "p[__builtin_amdgcn_workitem_id_x()] = 1.0f; }",
+    "vgprs": _HEAD + ' { asm volatile("" ::: "v95"); p[__builtin_amdgcn_workitem_id_x()] = 1.0f; }',
+    "lds": _HEAD + " { __attribute__((shared)) float t[4096]; "
+                   "unsigned i = __builtin_amdgcn_workitem_id_x(); t[i] = p[i]; "
+                   "__builtin_amdgcn_s_barrier(); p[i] = t[(i + 1) & 4095]; }",
+}
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None, reason="needs clang-19")
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1030", "gfx1100"])
+@pytest.mark.parametrize("probe", OCC_PROBES)
+def test_occupancy_is_the_compilers(arch: str, probe: str, tmp_path: Path) -> None:
+    """The latency term's waves per SIMD, from a code object's metadata (VGPRs, LDS; SGPRs
+    do not limit on gfx10+), is clang-19's own occupancy remark for it."""
+    from hqval.isa import analyze
+
+    src = tmp_path / "k.hip"
+    src.write_text(OCC_PROBES[probe] + "\n")
+    co = tmp_path / "k.co"
+    res = subprocess.run(
+        ["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib", "-nogpuinc",
+         "--cuda-device-only", "--no-gpu-bundle-output", "-O3", str(src), "-o", str(co),
+         "-Rpass-analysis=kernel-resource-usage"],
+        capture_output=True, text=True, timeout=120, check=True)
+    want = int(re.search(r"Occupancy \[waves/SIMD\]: (\d+)", res.stderr).group(1))  # type: ignore[union-attr]
+    notes = analyze(co, arch)["k"].notes
+    c = dataclasses.replace(_cost("k", 1.0), vgprs=int(notes[".vgpr_count"]),
+                            lds_bytes=int(notes[".group_segment_fixed_size"]))
+    rates = cost.ArchRates.from_arch(load_arches()[arch])
+    assert cost.occupancy(c, rates) == want
+    if probe == "lds":  # must say no: without its LDS the same kernel holds more waves
+        assert cost.occupancy(dataclasses.replace(c, lds_bytes=0), rates) > want
