@@ -221,7 +221,7 @@ def predict_only(args: argparse.Namespace, arch: str) -> int:
     # Per kernel: the three terms (us), the binding one, and the latency term's parts:
     # main-loop chain cycles per iteration, waves per SIMD held at once / given by the launch.
     print(f"{'kernel':24} {'shape':12} {'mode':5} {'pred v2/v1':>10} {'us(v1)':>8} "
-          f"{'us(v2)':>8} {'bound':7} {'resident':8} {'v1 mem/issue/lat us':>20} "
+          f"{'us(v2)':>8} {'bound v1/v2':15} {'resident':8} {'v1 mem/issue/lat us':>20} "
           f"{'v2 mem/issue/lat us':>20} {'chain v1/v2':>11} {'waves':>9}")
     for R in rows:
         v1 = find_kernels(manifest, HFQ4G256_QT, R)
@@ -239,7 +239,8 @@ def predict_only(args: argparse.Namespace, arch: str) -> int:
                 for shape in _shapes(args):
                     p = predict_ratio(c1, c2, shape, rates, mode, R)
                     print(f"{spec.name:24} {shape.name:12} {mode:5} {p.ratio:10.4f} "
-                          f"{p.v1.t_us:8.2f} {p.v2.t_us:8.2f} {p.v2.bound:7} "
+                          f"{p.v1.t_us:8.2f} {p.v2.t_us:8.2f} "
+                          f"{p.v1.bound + '/' + p.v2.bound:15} "
                           f"{'yes' if p.v2.resident else 'no':8} {_terms(p.v1):>20} "
                           f"{_terms(p.v2):>20} {_chains(p):>11} {_waves(p.v2):>9}")
     if args.costs_out:

@@ -92,3 +92,17 @@ def test_table_prints_cells_and_messages() -> None:
     assert "1.0123" in lines[2] and "33.0" in lines[2] and "45.6" in lines[2]
     assert "1.002" in lines[2]
     assert lines[2].split()[1] == "fail"
+
+
+def test_predict_prints_the_binding_term_and_the_latency_parts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # 160 rows: one wave per SIMD on gfx1030, latency-bound; section 6's 4096x5120: 16 of
+    # 25.6 waves held, issue-bound.  The table says which, with the three terms.
+    assert main(["bench", "--predict", "--arch", "gfx1030", "--rows", "1", "--mode", "hot",
+                 "--candidates", "44", "--shape", "160x5120", "--shape", "4096x5120"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "bound v1/v2" in out[0] and "mem/issue/lat us" in out[0]
+    few = next(line for line in out if "160x5120" in line)
+    many = next(line for line in out if "4096x5120" in line)
+    assert "latency/latency" in few and few.split()[-1] == "1/1"
+    assert "issue/issue" in many and many.split()[-1] == "16/25.6"
