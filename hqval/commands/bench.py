@@ -143,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         costs=_load_costs(args.costs), gates=policy_gates(args.policy),
         timing_mutants=mutants,
     )
+    if plan.costs is not None:
+        _check_rates(arch)
     try:
         backend = get(args.backend, arch)
     except BackendUnavailable as exc:
@@ -195,6 +197,21 @@ def _load_costs(path: str | None) -> Any:
         return load_costs(path)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _check_rates(arch: str) -> None:
+    """Predictions beside a device run need the arch's rates: an RDNA arch whose family
+    has no latencies in arches.yaml is bad input, said before the device is touched."""
+    from hqval.cli import UsageError
+    from hqval.matrix import load_arches
+    from hqval.timing.cost import ArchRates
+
+    arches = load_arches()
+    if arch in arches:
+        try:
+            ArchRates.from_arch(arches[arch])
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def predict_only(args: argparse.Namespace, arch: str) -> int:

@@ -230,6 +230,20 @@ def test_predict_without_latencies_exits_2(monkeypatch: pytest.MonkeyPatch,
     assert "no latencies for family rdna2" in capsys.readouterr().err
 
 
+def test_device_run_with_costs_without_latencies_exits_2_before_the_device(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    from hqval import matrix
+    from hqval.cli import main
+
+    costs = tmp_path / "c.json"
+    cost.save_costs([_cost("a", 1.0)], str(costs))
+    monkeypatch.setattr(matrix, "load_latencies", lambda path=None: {})
+    assert main(["bench", "--backend", "hip", "--arch", "gfx1030", "--costs", str(costs)]) == 2
+    err = capsys.readouterr().err
+    assert "no latencies for family rdna2" in err and "backend" not in err
+
+
 def test_latency_term_is_littles_law_over_a_simd() -> None:
     rates = cost.ArchRates.from_arch(load_arches()["gfx1030"], {"rdna2": LAT})
     loop = cost.LoopBody((_op("vmem", "v1", "v8"), cost.LoopOp("wait", waits=(("vm", 0),)),
