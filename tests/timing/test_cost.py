@@ -201,6 +201,24 @@ def test_loop_op_reads_accumulators_and_waitcnt_forms() -> None:
     assert adc is not None and "vcc" in adc.dst and "vcc" in adc.src
 
 
+def test_loop_body_refuses_a_loop_that_is_not_the_group_loop() -> None:
+    from hqval.isa import Instruction, KernelCode
+    from hqval.manifest import KernelSpec
+
+    spec = KernelSpec(name="k", source=Path("k.hip"), symbol="k", qt=6, kind="gemv")
+    body = [Instruction(4 * i, "v_fma_f32", f"v{i}, v1, v2, v3") for i in range(12)]
+    loop = [*body, Instruction(48, "s_cbranch_scc1", "", target=0)]
+    code = KernelCode("k", "gfx1030", [*loop, Instruction(52, "s_endpgm", "")], {})
+    # 12 VALU at 3 per group-row: 4 group-rows an iteration.
+    lb, why = cost.loop_body(code, spec, {"VALU": 3.0})
+    assert lb is not None and lb.group_rows_per_iter == 4.0 and why == ""
+    # Must say no: at 5 per group-row the loop is 2.4 group-rows -- not the group loop.
+    lb, why = cost.loop_body(code, spec, {"VALU": 5.0})
+    assert lb is None and "not the group loop" in why
+    no_loop = KernelCode("k", "gfx1030", [*body, Instruction(48, "s_endpgm", "")], {})
+    assert cost.loop_body(no_loop, spec, {"VALU": 3.0}) == (None, "k: no loop in the code object")
+
+
 def test_missing_latencies_for_a_family_is_a_clear_error(tmp_path: Path) -> None:
     arch = load_arches()["gfx1030"]
     with pytest.raises(ValueError, match=r"no latencies for family rdna2 \(gfx1030\): add "
