@@ -142,3 +142,20 @@ def unwrap_status(fn: str, result: Any, describe: Callable[[Any], str]) -> Any:
     if not rest:
         return None
     return rest[0] if len(rest) == 1 else rest
+
+
+def format_uuid(raw: Any) -> str | None:
+    """A device UUID struct as cuda-bindings (``CUuuid``) and hip-python (``hipUUID``)
+    return it, its 16 bytes in ``.bytes`` (bytes, or a sequence of possibly signed
+    chars), as ``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`` (nvidia-smi's spelling);
+    None when it is not 16 bytes or all zero (no UUID to tell devices apart by)."""
+    data = getattr(raw, "bytes", raw)
+    try:
+        b = bytes(data) if isinstance(data, (bytes, bytearray)) else bytes(
+            (int(x) if not isinstance(x, (bytes, str)) else ord(x)) & 0xFF for x in data)
+    except (TypeError, ValueError):
+        return None
+    if len(b) != 16 or not any(b):
+        return None
+    h = b.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

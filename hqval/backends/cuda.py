@@ -30,6 +30,7 @@ from hqval.backends.base import (
     Buffer,
     LaunchInfo,
     Program,
+    format_uuid,
     unwrap_status,
 )
 
@@ -43,7 +44,7 @@ PRELUDE_DIR = suite_dir("kernels") / "include"
 # another taken at the same clocks.
 SMI_FIELDS = (
     "name", "driver_version", "pci.bus_id", "clocks.sm", "clocks.mem", "clocks.max.sm",
-    "clocks.max.mem", "power.limit", "temperature.gpu", "persistence_mode",
+    "clocks.max.mem", "power.limit", "temperature.gpu", "persistence_mode", "uuid",
 )
 
 
@@ -269,8 +270,17 @@ class CudaBackend(Backend):
             "arch": self.arch,
             **{k: str(v) for k, v in self.properties.items()},
         }
+        uuid = self._uuid()
+        if uuid is not None:
+            info["uuid"] = uuid  # which GPU: compare judges absolute time on one GPU only
         info.update(nvidia_smi())
         return info
+
+    def _uuid(self) -> str | None:
+        try:
+            return format_uuid(self._call("cuDeviceGetUuid", self.dev))
+        except Exception:  # an older binding without it: nvidia-smi's uuid still records it
+            return None
 
     # -- program ----------------------------------------------------------------------
     def load(self, spec: KernelSpec) -> Program:

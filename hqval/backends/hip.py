@@ -21,6 +21,7 @@ from hqval.backends.base import (
     Buffer,
     LaunchInfo,
     Program,
+    format_uuid,
     unwrap_status,
 )
 
@@ -142,7 +143,16 @@ class HipBackend(Backend):
             "hip_driver": str(self._call("hipDriverGetVersion")),
             "hip_runtime": str(self._call("hipRuntimeGetVersion")),
             "gcnArchName": self.gcn_arch_name,
+            **({"uuid": uuid} if (uuid := self._uuid()) is not None else {}),
         }
+
+    def _uuid(self) -> str | None:
+        """Which GPU (compare judges absolute time on one GPU only); None where the
+        runtime does not report one."""
+        try:
+            return format_uuid(self._call("hipDeviceGetUuid", self.device))
+        except Exception:  # a runtime or binding without it
+            return None
 
     def load(self, spec: KernelSpec) -> Program:
         from hqval.toolchain import compile_kernel

@@ -17,3 +17,21 @@ def test_unwrap_status_returns_values_and_names_the_failing_call() -> None:
     assert unwrap_status("f", (0, 7, 8), describe) == (7, 8)
     with pytest.raises(RuntimeError, match="cuFoo failed: E3"):
         unwrap_status("cuFoo", (3, 7), describe)
+
+
+def test_format_uuid_spells_a_device_uuid_as_nvidia_smi_does() -> None:
+    from hqval.backends.base import format_uuid
+
+    class Raw:  # cuda-bindings' CUuuid / hip-python's hipUUID: 16 bytes in .bytes
+        def __init__(self, data: object) -> None:
+            self.bytes = data
+
+    want = "GPU-254ca734-3820-cf96-02de-4d3b943e4c6b"
+    raw = bytes.fromhex("254ca7343820cf9602de4d3b943e4c6b")
+    assert format_uuid(Raw(raw)) == want
+    # as signed chars (a ctypes char array), the same device
+    assert format_uuid(Raw([b - 256 if b > 127 else b for b in raw])) == want
+    # no UUID to tell devices apart by: never a made-up identity
+    assert format_uuid(Raw(bytes(16))) is None
+    assert format_uuid(Raw(b"\x01" * 8)) is None
+    assert format_uuid(Raw(None)) is None
