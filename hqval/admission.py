@@ -844,7 +844,7 @@ def admit_runs(
 ) -> tuple[Admission, Any]:
     """Admission over loaded runs (``hqval.results.store.Run``), optionally against baseline
     runs.  Returns the admission and the comparison (None without a baseline)."""
-    from hqval.results.compare import compare_rows
+    from hqval.results.compare import compare_rows, same_device
 
     policy = policy or load_policy()
     if arches is None:
@@ -858,7 +858,8 @@ def admit_runs(
         cmp = compare_rows([r for b in baseline for r in b.rows], rows,
                            ", ".join(str(b.path) for b in baseline),
                            ", ".join(str(r.path) for r in runs),
-                           gate_for=gate_for_row(policy, kernels))
+                           gate_for=gate_for_row(policy, kernels),
+                           same_device=same_device(*(r.envelope for r in [*baseline, *runs])))
         regressed = [c.identity for c in cmp.regressions]
     if only_arches is None:  # every arch the runs were asked for, rows or not
         asked = [a for run in runs for a in run.envelope.get("arch") or []]
@@ -936,16 +937,21 @@ def evaluate(run_paths: Sequence[str | Path], baseline_paths: Sequence[str | Pat
 
 
 def compare_runs(base: object, new: object, *, policy: object = None,
-                 history: Sequence[object] = ()) -> Any:
+                 history: Sequence[object] = (), same_device: bool | None = None) -> Any:
     """Two loaded runs (``hqval.results.store.Run``) compared under ``policy``'s timing
-    gates (default matrices/policy.yaml); ``history``: earlier loaded runs.  Here, not in
+    gates (default matrices/policy.yaml); ``history``: earlier loaded runs;
+    ``same_device``: True when the caller knows both were timed on one GPU, for runs that
+    do not record its UUID (what the envelopes record takes precedence).  Here, not in
     ``hqval.results.compare``, which admission calls: the comparison needs the policy."""
     from hqval.results.compare import compare_rows
+    from hqval.results.compare import same_device as envelopes_same_device
     from hqval.results.store import Run
 
     assert isinstance(base, Run) and isinstance(new, Run)
     pol = policy if isinstance(policy, Policy) else load_policy()
     kernels = kernel_table(r.envelope for r in (base, new))
     runs = [h for h in history if isinstance(h, Run)]
+    recorded = envelopes_same_device(base.envelope, new.envelope)  # what they record wins
     return compare_rows(base.rows, new.rows, str(base.path), str(new.path),
-                        gate_for=gate_for_row(pol, kernels), history=[h.rows for h in runs])
+                        gate_for=gate_for_row(pol, kernels), history=[h.rows for h in runs],
+                        same_device=recorded if recorded is not None else same_device)

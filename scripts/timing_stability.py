@@ -314,6 +314,21 @@ def analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cross(args: argparse.Namespace) -> int:
+    from hqval.timing.stability import cross_device
+
+    rows = cross_device([Path(d) for d in args.dirs], policy=args.policy)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2) + "\n")
+    for r in rows:
+        print(f"{r['a']} vs {r['b']}: {r['flagged']}/{r['pairs']} ordered pairs with a "
+              f"regression ({r['flagged_if_one_device']} had absolute time been judged as "
+              f"on one GPU); largest change CI low {r['max_change_low']:.4f} "
+              f"({r['max_change_low_cell']})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -365,7 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("dir")
     a.add_argument("--out", required=True)
     a.add_argument("--policy", default=None)
+    x = sub.add_parser("cross", help="clean re-runs of studies on different GPUs, compared")
+    x.add_argument("dirs", nargs="+")
+    x.add_argument("--out", required=True, help="JSON file of the figures")
+    x.add_argument("--policy", default=None)
     args = p.parse_args(argv)
+    if args.cmd == "cross":
+        return cross(args)
     if args.cmd == "measure":
         args.mode = args.mode or ["hot", "cold"]
         if args.shape is None:

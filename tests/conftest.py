@@ -99,9 +99,11 @@ def make_run(tmp_path: Path) -> RunFactory:
     counter = iter(range(1000))
 
     def make(rows: Sequence[Row], *, arch: str = "gfx1100", backend: str = "emu",
-             name: str | None = None, host: str = "lab-1") -> Path:
+             name: str | None = None, host: str = "lab-1",
+             runtime: dict[str, str] | None = None) -> Path:
         env = store.make_envelope(backend=backend, arch=arch, device=f"{backend}:{arch}",
                                   compiler="clang-19", compiler_version="19.1.7",
+                                  runtime=runtime,
                                   argv=["hqval", "run", "--arch", arch], kernels=KERNELS)
         env["host"] = host
         w = store.RunWriter.create(tmp_path / (name or f"run{next(counter)}"), env)

@@ -6,7 +6,8 @@ A timing cell is compared by its ratio to its own interleaved baseline in each r
 cancels), judged on the policy's ``change_max`` (matrices/policy.yaml, ``--policy``);
 absolute time only beyond the measured noise floor (each run's baseline spread: the same
 baseline kernel's absolute time over the A/A control and the cells of that run; or the
-spread over ``--history`` runs when at least 3 hold the cell).  See
+spread over ``--history`` runs when at least 3 hold the cell), and only between runs timed
+on one device (both envelopes name the same GPU UUID, or ``--same-device``).  See
 hqval.results.compare.
 
 Exit 0 with no regression, 1 with at least one, 2 on bad input.
@@ -24,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="list unchanged cells too")
     parser.add_argument("--history", nargs="+", default=[], metavar="RUN",
                         help="earlier runs: the absolute-time noise floor of each cell")
+    parser.add_argument("--same-device", action="store_true",
+                        help="both runs were timed on one GPU (for runs whose envelopes do "
+                             "not record its UUID): absolute time is then judged too")
     parser.add_argument("--policy", default=None,
                         help="policy YAML whose timing gates judge the change "
                              "(default: matrices/policy.yaml)")
@@ -33,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from hqval.admission import PolicyError, compare_runs, load_policy
     from hqval.cli import UsageError
-    from hqval.results.compare import to_markdown
+    from hqval.results.compare import same_device, to_markdown
     from hqval.results.store import RunDirError, load_runs
 
     try:
@@ -42,7 +46,11 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.policy)
     except (RunDirError, PolicyError) as exc:
         raise UsageError(str(exc)) from None
-    cmp = compare_runs(base, new, policy=policy, history=history)
+    if args.same_device and same_device(base.envelope, new.envelope) is False:
+        raise UsageError(f"--same-device: {args.base} and {args.new} record different "
+                         "devices (GPU UUIDs) in their envelopes; leave --same-device out")
+    cmp = compare_runs(base, new, policy=policy, history=history,
+                       same_device=True if args.same_device else None)
     md = to_markdown(cmp, all_cells=args.all)
     print(md, end="")
     if args.output:

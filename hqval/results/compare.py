@@ -20,7 +20,12 @@ each run** (v2/v1, where drift cancels), with its bootstrap CI:
   arms of the A/A control and the baseline arm of every cell of that mode and shape,
   ``baseline_spreads``).  Not the A/A control's move between the runs: when every kernel
   got slower, the baseline with them, that move *is* the change.  Never a pooled-sample
-  test alone.
+  test alone.  And only between runs timed on **one device**: the baseline spreads and
+  the history measure one GPU's wander, not how far two GPUs of the same kind differ (on
+  three H200s the same build's absolute times differed by up to 1.9% beyond those floors,
+  checkpoint 2026-12-01-h200-timing-stability-3), so absolute time is judged only when
+  both runs name the same device (``device_identity``: the GPU's UUID, or the emulator)
+  or the caller says they are one (``same_device``); otherwise the ratio alone judges.
 - Status flips (a cell ok in one run and failed or errored in the other, after both runs
   are re-judged under the same gate), cells missing from the new run and new cells are
   sections of their own, as asv prints them.
@@ -95,6 +100,7 @@ class Comparison:
     new_label: str
     changes: tuple[Change, ...]
     gates: tuple[str, ...] = field(default=())  # the gates that judged the timing cells
+    same_device: bool | None = True  # both runs on one device: absolute time judged
 
     @property
     def regressions(self) -> tuple[Change, ...]:
@@ -212,6 +218,34 @@ def baseline_spreads(rows: Iterable[Row]) -> dict[BandKey, float]:
     return out
 
 
+def device_identity(envelope: Mapping[str, Any]) -> str | None:
+    """The device a run was timed on, where its envelope says: the GPU's UUID as the
+    backend recorded it (``runtime.uuid``, or nvidia-smi's ``runtime.smi.uuid``), the
+    simulated timing device or the emulator; None when the run does not record one (runs before
+    the UUID was recorded)."""
+    runtime = envelope.get("runtime")
+    runtime = runtime if isinstance(runtime, Mapping) else {}
+    for key in ("uuid", "smi.uuid"):
+        v = runtime.get(key)
+        if isinstance(v, str) and v.strip():
+            return v.strip()
+    if envelope.get("simulated") is True or runtime.get("simulated") == "true":
+        return "simulated timing device"  # hqval.timing.simulate: one model, everywhere
+    if "emulator" in runtime:
+        return f"{runtime['emulator']} {runtime.get('arch', '')}".strip()
+    return None
+
+
+def same_device(*envelopes: Mapping[str, Any]) -> bool | None:
+    """True when every envelope names one and the same device, False when two name
+    different devices, None otherwise (some do not say)."""
+    ids = [device_identity(e) for e in envelopes]
+    known = {i for i in ids if i is not None}
+    if len(known) > 1:
+        return False
+    return True if known and None not in ids else None
+
+
 def _aa_error(control: Row | None, cache: CellCache | None = None) -> float | None:
     """How far the run's A/A control (one kernel against a copy of itself) missed 1.00,
     plus its CI half-width: the error of an interleaved ratio in that run and group."""
@@ -260,12 +294,15 @@ def compare_timing(
     base: Row, new: Row, gate: Gate | None, *,
     control_base: Row | None = None, control_new: Row | None = None,
     spread_base: float | None = None, spread_new: float | None = None,
-    history: Sequence[Mapping[str, Row]] = (), seed: int = 0, cache: CellCache | None = None,
+    history: Sequence[Mapping[str, Row]] = (), same_device: bool | None = None,
+    seed: int = 0, cache: CellCache | None = None,
 ) -> Change:
     """One timing cell present in both runs (see the module docstring).  ``control_*``:
     each run's A/A control of the cell's group (its error widens the ratio's CI);
     ``spread_*``: each run's baseline spread for the cell (``baseline_spreads``), the
-    absolute time's noise floor without history.  ``cache`` (keyed by ``id(row)``; the
+    absolute time's noise floor without history.  ``same_device``: whether both runs
+    were timed on one device (``same_device(envelope, envelope)``); absolute time is
+    judged only when True.  ``cache`` (keyed by ``id(row)``; the
     caller keeps the rows alive) reuses bootstrap replicates when one run is compared
     with many."""
     ident = new.identity
@@ -324,7 +361,15 @@ def compare_timing(
         floors.append(spread_base + spread_new)
         notes.append(f"baseline spread {spread_base:.2%} (base) + {spread_new:.2%} (new)")
     floor = max(floors) if floors else None
-    if floor is None:
+    if same_device is not True:
+        # the floors measure one GPU's wander; two GPUs of one kind differ beyond them
+        floor = None
+        notes.append("absolute time not judged: " + (
+            "the runs were timed on different devices; the ratio judges the change"
+            if same_device is False else
+            "the runs do not both name their device (a GPU UUID); the ratio judges the "
+            "change (hqval compare --same-device if they were one GPU)"))
+    elif floor is None:
         notes.append("absolute time not judged: no baseline spread measured in both runs "
                      "(needs the baseline in two cells of each run, e.g. the A/A control) "
                      "and no 3 history runs")
@@ -358,12 +403,13 @@ def compare_timing(
 def compare_rows(
     base: Iterable[Row], new: Iterable[Row], base_label: str = "base", new_label: str = "new",
     *, gate_for: GateFor | None = None, history: Sequence[Iterable[Row]] = (),
-    cache: CellCache | None = None,
+    same_device: bool | None = None, cache: CellCache | None = None,
 ) -> Comparison:
     """Every cell of ``base`` against ``new``.  ``gate_for`` finds each timing row's gate
     (``hqval.admission.gate_for_row``; default: the gate the row stored); both runs' timing
     rows are re-judged under it first.  ``history``: earlier runs' rows, for the absolute
-    noise floor (used when at least 3 hold the cell)."""
+    noise floor (used when at least 3 hold the cell).  ``same_device``: both runs were
+    timed on one device (see ``compare_timing``); absolute time is judged only then."""
 
     def judged(rows: Iterable[Row]) -> dict[str, Row]:
         out = {}
@@ -401,7 +447,7 @@ def compare_rows(
                 b, n, g, control_base=ctrl_b.get(key), control_new=ctrl_n.get(key),
                 spread_base=spread_b.get(bk) if bk is not None else None,
                 spread_new=spread_n.get(bk) if bk is not None else None,
-                history=hist, cache=cache))
+                history=hist, same_device=same_device, cache=cache))
             continue
         if b.status.ok != n.status.ok:
             # a timing mutant's kill verdict says how sharp the gate is, not whether a
@@ -426,7 +472,8 @@ def compare_rows(
                                   Section.NEW, "absent", _status_text(n)))
     rank = {s: i for i, s in enumerate(ORDER)}
     changes.sort(key=lambda c: (rank[c.section], not c.regression, c.identity))
-    return Comparison(base_label, new_label, tuple(changes), tuple(sorted(gates)))
+    return Comparison(base_label, new_label, tuple(changes), tuple(sorted(gates)),
+                      same_device)
 
 
 def _num(s: str) -> md.Markdown:
@@ -448,6 +495,12 @@ def to_markdown(cmp: Comparison, *, all_cells: bool = False) -> str:
     ]
     for g in cmp.gates:
         lines.append(f"Gate: {md.text(g)}")
+    if cmp.same_device is not True and any(c.kind == "timing" for c in cmp.changes):
+        lines.append("Absolute time not judged: " + (
+            "the runs were timed on different devices (GPU UUIDs); "
+            if cmp.same_device is False else
+            "the runs do not both record their device (a GPU UUID); `--same-device` if "
+            "they were one GPU; ") + "the ratios judge every timing cell.")
     lines.append("")
     shown = [s for s in ORDER if s is not Section.UNCHANGED or all_cells]
     any_shown = False

@@ -42,6 +42,7 @@ from hqval.results.compare import (
     compare_timing,
     control_key,
     controls_of,
+    same_device,
 )
 from hqval.timing import stats
 from hqval.timing.gate import is_gated, stored_samples
@@ -62,18 +63,28 @@ class Study:
     old_rules: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     uniform: list[dict[str, Any]] = field(default_factory=list)
+    one_device: str = ""  # how the re-runs are known to share one GPU (absolute time judged)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["directory"] = str(self.directory)
         return d
 
+    def _coverage_line(self) -> str:
+        fr = self.false_regressions
+        misses: dict[str, int] = fr.get("ci_misses_one", {})
+        pairs: dict[str, int] = fr.get("ci_pairs", {})
+        worst = max((misses[k] / n for k, n in pairs.items() if n), default=0.0)
+        return (f"change CI missed a clean pair's 1.00: {sum(misses.values())} of "
+                f"{sum(pairs.values())} (worst cell {worst:.1%})")
+
     def summary(self) -> str:
         fr = self.false_regressions
         lines = [f"{self.reruns} clean re-runs on {self.device}; policy {self.policy_source}",
                  f"compare false regressions: {fr.get('pairs_with_regression')} of "
                  f"{fr.get('pairs')} pairs (with 3 history runs: "
-                 f"{fr.get('pairs_with_regression_history3')})"]
+                 f"{fr.get('pairs_with_regression_history3')})",
+                 self._coverage_line()]
         for s in self.stability:
             lines.append(f"verdict {s['cell']}: {s['identical']} of {s['runs']} identical "
                          f"({s['verdicts']})")
@@ -122,6 +133,14 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     judged = [rejudge_rows(r.rows, gate_for) for r in runs]
     clean = [[r for r in rows if not _is_mutant(r)] for rows in judged]
     study = Study(directory, pol.source, len(runs), str(runs[0].envelope.get("device")), cal)
+    # A study is one device call (scripts/h200_timing_study.sh): every re-run on one GPU,
+    # so absolute time is judged between them.  Runs that record the GPU's UUID must agree.
+    one = same_device(*(r.envelope for r in runs))
+    if one is False:
+        raise ValueError(f"{directory}: the re-runs record different devices (GPU UUIDs); a "
+                         "stability study is one GPU's re-runs")
+    study.one_device = ("recorded (one GPU UUID)" if one else
+                        "assumed: one device call; the envelopes record no GPU UUID")
     cache: CellCache = {}
     controls = [controls_of(rs) for rs in clean]
     spreads = [baseline_spreads(rs) for rs in clean]
@@ -162,12 +181,17 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     pairs = list(itertools.combinations(range(len(runs)), 2))
     flagged: list[dict[str, Any]] = []
     sections: dict[str, int] = {}
+    coverage: dict[str, list[int]] = {}
     for i, j in pairs:
         cmp = compare_rows(clean[i], clean[j], f"run {i:02d}", f"run {j:02d}",
-                           gate_for=None, cache=cache)
+                           gate_for=None, same_device=True, cache=cache)
         for c in cmp.changes:
             if c.kind == "timing" and c.change is not None:
                 sections[str(c.section)] = sections.get(str(c.section), 0) + 1
+                if "run not trusted" not in c.note:  # the CI's coverage of a clean 1.00
+                    cov = coverage.setdefault(c.identity, [0, 0])
+                    cov[0] += not (c.change.low <= 1.0 <= c.change.high)
+                    cov[1] += 1
         if cmp.regressions:
             flagged.append({"base": i, "new": j,
                             "cells": [f"{c.identity} {c.section} {c.note}"
@@ -175,12 +199,16 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     # the same pairs with --history: the 3 clean re-runs after j (cyclic, not i or j)
     flagged_h = 0
     for i, j in pairs:
-        cmp = compare_rows(clean[i], clean[j], gate_for=None, cache=cache,
+        cmp = compare_rows(clean[i], clean[j], gate_for=None, same_device=True, cache=cache,
                            history=[clean[h] for h in _history_runs(len(runs), i, j)])
         flagged_h += bool(cmp.regressions)
     study.false_regressions = {"pairs": len(pairs), "pairs_with_regression": len(flagged),
                                "flagged": flagged, "timing_cell_sections": sections,
-                               "pairs_with_regression_history3": flagged_h}
+                               "pairs_with_regression_history3": flagged_h,
+                               # how often the change's confidence CI missed the clean
+                               # pair's true 1.00 (nominal: 1 - confidence), per cell
+                               "ci_misses_one": {k: v[0] for k, v in sorted(coverage.items())},
+                               "ci_pairs": {k: v[1] for k, v in sorted(coverage.items())}}
 
     # ---- detection of timing mutants
     for key, cell in sorted(cal["cells"].items()):
@@ -216,7 +244,7 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
                                        control_new=controls[j].get(control_key(mrow)),
                                        spread_base=spreads[i].get(bk) if bk else None,
                                        spread_new=spread_j.get(bk) if bk else None,
-                                       cache=cache)
+                                       same_device=True, cache=cache)
                     total += 1
                     detected += c.regression
                     worse += c.section is Section.WORSE
@@ -267,8 +295,10 @@ def _uniform(clean: Sequence[Sequence[Row]], cache: CellCache,
         slowed = [[scaled(r, f) for r in rs] for rs in clean]
         counts: dict[str, list[int]] = {}
         for i, j in itertools.permutations(range(n), 2):
-            cmp = compare_rows(clean[i], slowed[j], gate_for=None, cache=cache)
-            hist = compare_rows(clean[i], slowed[j], gate_for=None, cache=cache,
+            cmp = compare_rows(clean[i], slowed[j], gate_for=None, same_device=True,
+                               cache=cache)
+            hist = compare_rows(clean[i], slowed[j], gate_for=None, same_device=True,
+                                cache=cache,
                                 history=[clean[h] for h in _history_runs(n, i, j)]
                                 ) if n >= 5 else None
             by_hist = {c.identity: c for c in hist.changes} if hist is not None else {}
@@ -361,6 +391,52 @@ def _history(clean: Sequence[Sequence[Row]], judged: Sequence[Sequence[Row]],
                         "steps": [{"night": s.night, "before": s.before, "after": s.after,
                                    "regression": s.regression, "recurring": s.recurring}
                                   for s in res.steps]})
+    return out
+
+
+def cross_device(directories: Sequence[Path], *, policy: str | None = None
+                 ) -> list[dict[str, Any]]:
+    """Clean re-runs of two studies made on two device calls (two GPUs of one kind, same
+    build and timing design) compared in both orders: every pair of studies, every run of
+    one against every run of the other.  ``flagged``: ordered pairs with a regression as
+    ``hqval compare`` judges them (absolute time only where the envelopes name one GPU);
+    ``flagged_if_one_device``: the same pairs had absolute time been judged as if on one
+    GPU; ``max_change_low``: the largest lower CI bound of a ratio change (a regression
+    needs it above ``change_max``).  Only the cells both studies timed are compared."""
+    from hqval.admission import gate_for_row, kernel_table, load_policy
+    from hqval.timing.gate import rejudge_rows
+
+    pol = load_policy(policy)
+    studies = []
+    for d in directories:
+        _, runs = load_study(d)
+        gate_for = gate_for_row(pol, kernel_table(r.envelope for r in runs))
+        studies.append((d, [(r.envelope, [x for x in rejudge_rows(r.rows, gate_for)
+                                          if not _is_mutant(x)]) for r in runs]))
+    cache: CellCache = {}
+    out = []
+    for (da, ra0), (db, rb0) in itertools.combinations(studies, 2):
+        # the cells both studies timed (one may have timed a mode the other did not)
+        common = {r.identity for r in ra0[0][1]} & {r.identity for r in rb0[0][1]}
+        ra = [(e, [r for r in rows if r.identity in common]) for e, rows in ra0]
+        rb = [(e, [r for r in rows if r.identity in common]) for e, rows in rb0]
+        flagged = flagged_one = pairs = 0
+        low, cells = 0.0, ""
+        for (ea, rows_a), (eb, rows_b) in itertools.product(ra, rb):
+            for (e1, base), (e2, new) in (((ea, rows_a), (eb, rows_b)),
+                                          ((eb, rows_b), (ea, rows_a))):
+                pairs += 1
+                cmp = compare_rows(base, new, gate_for=None, same_device=same_device(e1, e2),
+                                   cache=cache)
+                flagged += bool(cmp.regressions)
+                flagged_one += bool(compare_rows(base, new, gate_for=None, same_device=True,
+                                                 cache=cache).regressions)
+                for c in cmp.changes:
+                    if c.kind == "timing" and c.change is not None and c.change.low > low:
+                        low, cells = c.change.low, c.identity
+        out.append({"a": str(da), "b": str(db), "pairs": pairs, "flagged": flagged,
+                    "flagged_if_one_device": flagged_one, "max_change_low": low,
+                    "max_change_low_cell": cells})
     return out
 
 

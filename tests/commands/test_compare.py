@@ -35,3 +35,41 @@ def test_compare_identical_runs_exit_0(make_run: RunFactory,
 
 def test_compare_missing_run_exit_2(make_run: RunFactory, tmp_path: Path) -> None:
     assert main(["compare", str(make_run(evidence("gfx1100"))), str(tmp_path / "nope")]) == 2
+
+
+def _uniform_pair(make_run: RunFactory, uuids: tuple[str | None, str | None],
+                  ) -> tuple[Path, Path]:
+    """Two runs of an A/A control and a cell, the second with every kernel 3% slower."""
+    from ..results.test_compare import _aa, _cell  # type: ignore[import-not-found]
+
+    def rt(u: str | None) -> dict[str, str] | None:
+        return {"uuid": u} if u else None
+
+    base = make_run([_aa(1), _cell(2, 1.0)], backend="cuda", arch="sm_90",
+                    runtime=rt(uuids[0]))
+    new = make_run([_aa(3, drift=1.03), _cell(4, 1.0, drift=1.03)], backend="cuda",
+                   arch="sm_90", runtime=rt(uuids[1]))
+    return base, new
+
+
+def test_compare_judges_absolute_time_only_on_one_gpu(
+        make_run: RunFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = _uniform_pair(make_run, ("GPU-a", "GPU-a"))
+    assert main(["compare", str(base), str(new)]) == 1
+    assert "absolute time +3" in capsys.readouterr().out
+    base, new = _uniform_pair(make_run, ("GPU-a", "GPU-b"))
+    assert main(["compare", str(base), str(new)]) == 0
+    assert "different devices" in capsys.readouterr().out
+    # runs that do not record their GPU: not judged, unless the user says they are one
+    base, new = _uniform_pair(make_run, (None, None))
+    assert main(["compare", str(base), str(new)]) == 0
+    assert "--same-device" in capsys.readouterr().out
+    assert main(["compare", "--same-device", str(base), str(new)]) == 1
+
+
+def test_compare_same_device_refuses_runs_that_record_two_gpus(
+        make_run: RunFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = _uniform_pair(make_run, ("GPU-a", "GPU-b"))
+    assert main(["compare", "--same-device", str(base), str(new)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "record different devices" in err[0]

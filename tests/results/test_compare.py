@@ -48,8 +48,8 @@ def _aa(seed: int, drift: float = 1.0, error: float = 1.0) -> Row:
                         "samples_b": _runs(rng, drift * error)})
 
 
-def _one(base: list[Row], new: list[Row]) -> Any:
-    cmp = compare_rows(base, new)
+def _one(base: list[Row], new: list[Row], same_device: bool | None = True) -> Any:
+    cmp = compare_rows(base, new, same_device=same_device)
     return next(c for c in cmp.changes if c.identity.startswith("timing_cold[")), cmp
 
 
@@ -145,13 +145,13 @@ def test_history_sets_the_absolute_noise_floor() -> None:
     assert c.section is Section.WORSE
     # ... but within the spread of 3 history runs whose cell moved 6%
     hist = [[_cell(10 + i, 1.0, drift=d)] for i, d in enumerate((1.0, 1.06, 1.02))]
-    cmp = compare_rows(base, new, history=hist)
+    cmp = compare_rows(base, new, history=hist, same_device=True)
     c = next(c for c in cmp.changes if c.identity.startswith("timing_cold["))
     assert c.section is Section.UNCHANGED and "history spread 5.9" in c.note
     assert not cmp.regressions
     # steady history: the 5% is beyond it, worse
     hist = [[_cell(10 + i, 1.0)] for i in range(3)]
-    cmp = compare_rows(base, new, history=hist)
+    cmp = compare_rows(base, new, history=hist, same_device=True)
     c = next(c for c in cmp.changes if c.identity.startswith("timing_cold["))
     assert c.section is Section.WORSE and cmp.regressions
 
@@ -162,7 +162,8 @@ def test_a_steady_history_does_not_narrow_the_runs_own_baseline_spread() -> None
     # cell's +2.5% is not worse
     hist = [[_cell(10 + i, 1.0)] for i in range(3)]
     cmp = compare_rows([_aa(1, drift=1.01), _cell(2, 1.0)],
-                       [_aa(3, drift=1.015), _cell(4, 1.0, drift=1.025)], history=hist)
+                       [_aa(3, drift=1.015), _cell(4, 1.0, drift=1.025)], history=hist,
+                       same_device=True)
     c = next(c for c in cmp.changes if c.identity.startswith("timing_cold["))
     assert c.section is Section.UNCHANGED and not cmp.regressions, c
     assert c.noise_floor is not None and c.noise_floor > 0.018
@@ -282,3 +283,39 @@ def test_steady_runs_keep_the_absolute_floor_tight() -> None:
     c, cmp = _one(base, new)
     assert c.section is Section.WORSE and "absolute time" in c.note and cmp.regressions
     assert c.noise_floor is not None and c.noise_floor < 0.005
+
+
+def test_absolute_time_is_judged_between_runs_on_one_device_only() -> None:
+    # every kernel 3% slower: on one GPU that is beyond the floor (worse); between two GPUs
+    # of one kind, or runs that do not say which GPU, the floors (one GPU's wander) do not
+    # bound it, so the absolute time is not judged and the unmoved ratio says unchanged
+    base = [_aa(1), _cell(2, 1.0)]
+    new = [_aa(3, drift=1.03), _cell(4, 1.0, drift=1.03)]
+    c, cmp = _one(base, new, same_device=True)
+    assert c.section is Section.WORSE and cmp.regressions
+    for same, why in ((False, "different devices"), (None, "do not both name their device")):
+        c, cmp = _one(base, new, same_device=same)
+        assert c.section is Section.UNCHANGED and not cmp.regressions, c
+        assert c.noise_floor is None and why in c.note
+    # a slower ratio is worse whichever devices timed it
+    c, cmp = _one(base, [_aa(3), _cell(4, 1.03)], same_device=None)
+    assert c.section is Section.WORSE and cmp.regressions
+
+
+def test_device_identity_is_the_recorded_gpu_uuid() -> None:
+    from hqval.results.compare import device_identity, same_device
+
+    a = {"runtime": {"uuid": "GPU-aaaa"}}
+    a_smi = {"runtime": {"smi.uuid": "GPU-aaaa"}}
+    b = {"runtime": {"uuid": "GPU-bbbb", "smi.uuid": "GPU-bbbb"}}
+    old = {"runtime": {"device": "NVIDIA H200", "smi.name": "NVIDIA H200"}}  # no UUID
+    assert device_identity(a) == device_identity(a_smi) == "GPU-aaaa"
+    assert device_identity(old) is None and device_identity({}) is None
+    assert device_identity({"runtime": {"simulated": "true"}}) == "simulated timing device"
+    assert device_identity({"runtime": {"emulator": "hqval.emu 0.1", "arch": "gfx1100"}}) \
+        == "hqval.emu 0.1 gfx1100"
+    assert same_device(a, a_smi) is True
+    assert same_device(a, b) is False
+    assert same_device(a, old) is None and same_device(old, old) is None
+    assert same_device(a, a, b) is False  # a baseline set on two GPUs
+    assert same_device(a, old, b) is False  # two named GPUs differ, whatever the rest say
