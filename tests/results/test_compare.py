@@ -40,12 +40,13 @@ def _cell(seed: int, ratio: float, drift: float = 1.0, status: Status = Status.P
                         "gate": GATE.to_dict(), **extra})
 
 
-def _aa(seed: int, drift: float = 1.0, error: float = 1.0) -> Row:
+def _aa(seed: int, drift: float = 1.0, error: float = 1.0, jitter: float = 0.004) -> Row:
     rng = np.random.default_rng(seed)
     return Row("timing", "timing_aa_cold", "gemv_hfq4g256_r8@17408x5120", "sm_90", "cuda",
                Status.PASS, measured=error,
-               details={"mode": "cold", "shape": "17408x5120", "samples_a": _runs(rng, drift),
-                        "samples_b": _runs(rng, drift * error)})
+               details={"mode": "cold", "shape": "17408x5120",
+                        "samples_a": _runs(rng, drift, jitter),
+                        "samples_b": _runs(rng, drift * error, jitter)})
 
 
 def _one(base: list[Row], new: list[Row], same_device: bool | None = True) -> Any:
@@ -100,6 +101,19 @@ def test_a_noisy_aa_widens_the_change_so_a_small_shift_is_noisy_not_worse() -> N
     c, cmp = _one([_aa(1, error=1.008), _cell(2, 1.0)], [_aa(3, error=0.992), _cell(4, 1.016)])
     assert c.section is Section.NOISY and not cmp.regressions
     assert "A/A error" in c.note
+
+
+def test_an_aa_that_hit_1_widens_nothing_however_wide_its_own_ci() -> None:
+    # A/A controls centred on 1.00 but with a wide CI of their own (a jittery clock): the
+    # A/A's sampling error is its own, not the cells' (theirs is in their bootstrap), so
+    # a +2.5% ratio change is worse; counting the A/A's half-width too called it noisy
+    from hqval.results.compare import _aa_error
+
+    ctl = [_aa(2, jitter=0.05), _aa(8, jitter=0.05)]  # missed 1.00 by 0.36%, 0.24%
+    assert all((e := _aa_error(c)) is not None and e < 0.004 for c in ctl)  # CI +-1.3%
+    c, cmp = _one([ctl[0], _cell(2, 1.0)], [ctl[1], _cell(4, 1.025)])
+    assert c.section is Section.WORSE and cmp.regressions, c
+    assert c.change is not None and c.change.low > 1.01
 
 
 def test_a_baseline_that_wandered_between_cells_raises_the_floor() -> None:
