@@ -37,6 +37,7 @@ HIP_CALLS: dict[str, tuple[str, ...]] = {
     "hipDriverGetVersion": (),
     "hipRuntimeGetVersion": (),
     "hipGetErrorString": ("hipError",),
+    "hipDeviceGetUuid": ("device",),
     "hipModuleLoadData": ("image",),
     "hipModuleGetFunction": ("module", "kname"),
     "hipModuleLaunchKernel": (
@@ -150,7 +151,10 @@ class HipBackend(Backend):
         """Which GPU (compare judges absolute time on one GPU only); None where the
         runtime does not report one."""
         try:
-            return format_uuid(self._call("hipDeviceGetUuid", self.device))
+            raw = self._call("hipDeviceGetUuid", self.device)
+            # hip-python's ``.bytes`` reads the char array as a C string (it stops at a
+            # zero byte): read the struct's 16 bytes themselves
+            return format_uuid(ctypes.string_at(raw.as_c_void_p(), 16))
         except Exception:  # a runtime or binding without it
             return None
 

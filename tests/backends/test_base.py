@@ -35,3 +35,19 @@ def test_format_uuid_spells_a_device_uuid_as_nvidia_smi_does() -> None:
     assert format_uuid(Raw(bytes(16))) is None
     assert format_uuid(Raw(b"\x01" * 8)) is None
     assert format_uuid(Raw(None)) is None
+
+
+def test_format_uuid_reads_the_real_binding_structs() -> None:
+    """The structs the installed bindings return (zeroed here, as no GPU filled them):
+    read without error, and all-zero is no identity."""
+    import ctypes
+
+    from hqval.backends.base import format_uuid
+
+    assert format_uuid(bytes.fromhex("254ca7343820cf9602de4d3b943e4c6b")) \
+        == "GPU-254ca734-3820-cf96-02de-4d3b943e4c6b"
+    driver = pytest.importorskip("cuda.bindings.driver")
+    assert len(driver.CUuuid().bytes) == 16 and format_uuid(driver.CUuuid()) is None
+    hip = pytest.importorskip("hip.hip")
+    raw = hip.hipUUID_t()
+    assert format_uuid(ctypes.string_at(raw.as_c_void_p(), 16)) is None  # how hip.py reads it
