@@ -10,8 +10,9 @@ twin).  Everything here is recomputed from the raw samples under the policy's ga
   the earlier); a pair with any regression is a false alarm, since the build is the same;
 - **detection**: a mutant re-run is re-run *j* with its qt=44 cell's row replaced by the
   mutant's (same identity, the mutant's samples against qt=6); compare against every
-  other clean re-run must call it worse; and within the run the gate's ``change_max`` on
-  mutant against twin must flag it;
+  other clean re-run must call it worse -- as on one GPU (absolute time judged too) and
+  by the ratio alone (as between two GPUs, or runs that record none); and within the
+  run the gate's ``change_max`` on mutant against twin must flag it;
 - **history**: the per-cell ratio over the re-runs, with a mutant step injected half way
   (hqval.timing.history), must find the step at its first night and none in the clean
   series;
@@ -93,7 +94,8 @@ class Study:
                          f"(true {d['true_slowdown_median']:+.2%}): compare "
                          f"{d['compare_detected']}/{d['compare_pairs']} (trusted "
                          f"{d.get('compare_detected_trusted')}/"
-                         f"{d.get('compare_pairs_trusted')}), gate "
+                         f"{d.get('compare_pairs_trusted')}; ratio alone "
+                         f"{d.get('compare_detected_trusted_ratio_only')}), gate "
                          f"{d['gate_flagged']}/{d['runs']}")
         for u in self.uniform:
             lines.append(f"uniform x{u['factor']:.2f} (every sample of the new run) "
@@ -226,7 +228,7 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
                 continue
             true = [float(k_[0].measured) - 1.0 for k_ in kill_rows
                     if k_[0].measured is not None]
-            detected, worse, total, detected_t, total_t = 0, 0, 0, 0, 0
+            detected, worse, total, detected_t, total_t, ratio_t = 0, 0, 0, 0, 0, 0
             for j, (mrow,) in enumerate(twin_rows):
                 # the mutant's cell under its twin's identity: run j as if qt=44 had slowed
                 as_twin = dataclasses.replace(mrow, kernel=mrow.kernel.replace(f"+{k}@", "@"))
@@ -251,12 +253,19 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
                     if not (base.details.get("untrusted") or as_twin.details.get("untrusted")):
                         total_t += 1
                         detected_t += c.regression
+                        # as between two GPUs, or runs that record none: the ratio alone
+                        ratio_t += compare_timing(
+                            base, as_twin, None,
+                            control_base=controls[i].get(control_key(base)),
+                            control_new=controls[j].get(control_key(mrow)),
+                            same_device=None, cache=cache).regression
             study.detection.append({
                 "target": target, "mode": mode, "shape": shape, "k": k,
                 "true_slowdown_median": float(np.median(true)),
                 "true_slowdown_min": float(min(true)), "true_slowdown_max": float(max(true)),
                 "compare_detected": detected, "compare_worse": worse, "compare_pairs": total,
                 "compare_detected_trusted": detected_t, "compare_pairs_trusted": total_t,
+                "compare_detected_trusted_ratio_only": ratio_t,
                 "gate_flagged": sum(k_[0].status.value == "pass" for k_ in kill_rows),
                 "gate_noisy": sum(k_[0].status.value in ("error", "skipped")
                                   for k_ in kill_rows),
