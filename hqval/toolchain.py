@@ -543,7 +543,9 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                              time.perf_counter() - t0)
     except DependencyError as exc:
         return CompileResult(False, None, str(exc), False, time.perf_counter() - t0,
-                             command=compile_command(spec, arch, compiler))
+                             command=compile_command(spec, arch, compiler),
+                             details={"compiler": compiler.version,
+                                      "compiler_path": compiler.path})
     root = cache_root(cache_dir)
     co, meta = _entry(root, key)
     cmd = compile_command(spec, arch, compiler)
@@ -655,6 +657,22 @@ def _first_errors(stderr: str, limit: int = 12,
 
 # ---- the matrix --------------------------------------------------------------------------
 
+# clang's words for an --offload-arch it does not know (LLVM 15-20), the arch named in them
+_UNKNOWN_TARGET = ("invalid target ID '{a}'", "unsupported CUDA gpu architecture: {a}",
+                   "unsupported HIP gpu architecture: {a}", "unknown target CPU '{a}'",
+                   "'{a}' is not a recognized processor")
+
+
+def unknown_target(message: str, arch: str) -> str | None:
+    """The phrase of a compile error saying the compiler does not know ``arch`` at all (an
+    older LLVM: Debian 12's ROCm 5.2 hipcc has no gfx115x or gfx12), or None."""
+    for pattern in _UNKNOWN_TARGET:
+        phrase = pattern.format(a=arch)
+        if phrase in message:
+            return phrase
+    return None
+
+
 @dataclass(frozen=True)
 class CompileCell:
     spec: KernelSpec
@@ -667,10 +685,18 @@ class CompileCell:
                        backend="toolchain", status=Status.UNSUPPORTED,
                        message=f"requires {self.spec.requires}")
         r = self.result
+        status, message = Status.PASS if r.ok else Status.FAIL, r.message
+        if not r.ok and (why := unknown_target(r.message, self.arch)):
+            # the compiler, not the kernel: an error of this machine, with its fix
+            status = Status.ERROR
+            message = (f"{r.details.get('compiler') or 'the compiler'} does not target "
+                       f"{self.arch} ({why}); fix: build with LLVM 19 or newer "
+                       "(apt-get install clang-19 lld-19, then HQVAL_CLANG=clang-19) or "
+                       "a ROCm that knows the arch")
         return Row(
             kind="compile", check="compile", kernel=self.spec.name, arch=self.arch,
-            backend="toolchain", status=Status.PASS if r.ok else Status.FAIL,
-            measured=round(r.seconds, 4), message=r.message,
+            backend="toolchain", status=status,
+            measured=round(r.seconds, 4), message=message,
             details={"code_object": str(r.code_object) if r.code_object else None,
                      "cached": r.cached, "key": r.key, **r.details},
         )

@@ -167,6 +167,27 @@ def test_compile_error_is_a_failed_result_with_the_compiler_message(tmp_path: Pa
     assert not [p for p in leftovers if p.is_file() and "deps" not in p.parts]
 
 
+def test_a_target_the_compiler_does_not_know_is_an_error_of_the_machine(tmp_path: Path) -> None:
+    """clang-19 has no gfx1250 (as Debian 12's ROCm 5.2 hipcc has no gfx115x/gfx12): every
+    kernel would "fail", which reads as the kernels' fault.  It is an ERROR row naming
+    the compiler and the fix; a kernel's own compile error stays a FAIL."""
+    from hqval.toolchain import CompileCell, unknown_target
+
+    spec = tiny_spec(tmp_path)
+    r = compile_kernel(spec, "gfx1250", tmp_path / "cache")
+    assert not r.ok and "gfx1250" in r.message
+    row = CompileCell(spec, "gfx1250", r).row()
+    assert row.status is Status.ERROR, row
+    assert "does not target gfx1250" in row.message and "clang-19" in row.message
+    assert "\n" not in row.message
+    # must say no: a kernel's error, or the phrase about another arch, is the kernel's
+    bad = tiny_spec(tmp_path, source=TINY.replace("x[0] *", "undeclared_thing *"))
+    row = CompileCell(bad, "gfx1100", compile_kernel(bad, "gfx1100", tmp_path / "cache")).row()
+    assert row.status is Status.FAIL and "undeclared_thing" in row.message
+    assert unknown_target("error: invalid target ID 'gfx1250'", "gfx1200") is None
+    assert unknown_target("error: unsupported CUDA gpu architecture: gfx1151", "gfx1151")
+
+
 def test_missing_symbol_names_the_symbols_that_exist(tmp_path: Path) -> None:
     r = compile_kernel(tiny_spec(tmp_path, symbol="tinny"), "gfx1100", tmp_path / "cache")
     assert not r.ok and "'tinny'" in r.message and "tiny" in r.message

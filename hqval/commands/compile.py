@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [c.row() for c in cells]
     seconds = time.perf_counter() - t0
     print("\n".join(row_lines(rows, args.verbose, "compile")))
-    built = sum(1 for c in cells if c.result is not None and not c.result.cached)
+    built = sum(1 for c in cells if c.result is not None and c.result.ok and not c.result.cached)
     print(f"hqval compile: {compiler.version} ({compiler.found_by}); {len(arches)} arches, "
           f"{built} code objects built, {seconds:.2f} s")
     if args.json:
