@@ -22,7 +22,7 @@ each run** (v2/v1, where drift cancels), with its bootstrap CI:
   got slower, the baseline with them, that move *is* the change.  Never a pooled-sample
   test alone.  And only between runs timed on **one device**: the baseline spreads and
   the history measure one GPU's wander, not how far two GPUs of the same kind differ (on
-  three H200s the same build's absolute times differed by up to 1.9% beyond those floors,
+  three H200s the same build's absolute times differed by up to +2.3%, beyond those floors + 1%,
   checkpoint 2026-12-01-h200-timing-stability-3), so absolute time is judged only when
   both runs name the same device (``device_identity``: the GPU's UUID, or the emulator)
   or the caller says they are one (``same_device``); otherwise the ratio alone judges.
