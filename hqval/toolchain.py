@@ -39,6 +39,8 @@ EM_AMDGPU = 224
 DEFAULT_CACHE = Path.home() / ".cache" / "hqval"
 COMPILE_TIMEOUT_S = 300
 _CANDIDATES = ("clang-20", "clang-19")
+# The oldest LLVM that targets every arch of the matrix (gfx1150/1151 and gfx12 need 19).
+MIN_LLVM_MAJOR = 19
 # HIP compatibility headers (<hip/hip_runtime.h>, <hip/hip_fp16.h>) for builds without
 # ROCm's: on the include path only when the compiler does not bring ROCm's headers.
 HIPCOMPAT_DIR = suite_dir("kernels") / "include" / "hipcompat"
@@ -130,6 +132,25 @@ def _version_of(path: str, mtime_ns: int) -> str:
     return text.splitlines()[0]
 
 
+def _llvm_major(hipcc: str) -> int | None:
+    """The LLVM major version behind a hipcc (its ``--version`` names the clang it drives,
+    e.g. "Debian clang version 15.0.6"); None when it does not say."""
+    st = os.stat(hipcc)
+    return _llvm_major_of(os.path.realpath(hipcc), st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _llvm_major_of(path: str, mtime_ns: int) -> int | None:
+    env = {**os.environ, "HIP_PLATFORM": "amd"}  # else it describes nvcc where one is
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, env=env,
+                             timeout=60, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"clang version (\d+)\.", out)
+    return int(m.group(1)) if m else None
+
+
 def _search(hqval_clang: str | None, rocm_path: str | None,
                           path_env: str | None) -> Compiler:
     searched: list[str] = []
@@ -156,6 +177,16 @@ def _search(hqval_clang: str | None, rocm_path: str | None,
     hipcc = shutil.which("hipcc", path=path_env)
     searched.append("hipcc on PATH")
     if hipcc:
+        major = _llvm_major(hipcc)
+        newer = next(((n, e) for n in _CANDIDATES if (e := shutil.which(n, path=path_env))),
+                     None)
+        if major is not None and major < MIN_LLVM_MAJOR and newer is not None:
+            # a distribution's old hipcc (Debian 12's ROCm 5.2 is LLVM 15: no gfx115x, no
+            # gfx12) must not shadow the LLVM the suite asks for
+            name, exe = newer
+            return Compiler(exe, _version(exe), "clang",
+                            f"{name} on PATH (the hipcc on PATH is LLVM {major}, older than "
+                            f"{MIN_LLVM_MAJOR})")
         return Compiler(hipcc, _version(hipcc), "hipcc", "hipcc on PATH")
     for name in _CANDIDATES:
         searched.append(f"{name} on PATH")
@@ -170,7 +201,9 @@ def _search(hqval_clang: str | None, rocm_path: str | None,
 
 def find_compiler(env: Mapping[str, str] | None = None) -> Compiler:
     """The compiler the suite builds with: ``HQVAL_CLANG``, ROCm's clang or hipcc
-    (``ROCM_PATH`` or /opt/rocm, then hipcc on PATH), then clang-20 / clang-19 on PATH."""
+    (``ROCM_PATH`` or /opt/rocm, then hipcc on PATH unless its LLVM is older than
+    ``MIN_LLVM_MAJOR`` and a clang-20 / clang-19 is on PATH), then clang-20 / clang-19 on
+    PATH."""
     e = os.environ if env is None else env
     return _search(e.get("HQVAL_CLANG") or None, e.get("ROCM_PATH") or None, e.get("PATH"))
 

@@ -89,6 +89,36 @@ def test_path_search_prefers_clang_20_then_19(tmp_path: Path) -> None:
     assert Path(find_compiler({"PATH": str(tmp_path)}).path).name == "clang-19"
 
 
+def _fake_hipcc(bindir: Path, llvm: str) -> Path:
+    bindir.mkdir(parents=True, exist_ok=True)
+    exe = bindir / "hipcc"
+    exe.write_text(f"#!/bin/sh\necho 'HIP version: 5.2.21153-0'\necho '{llvm}'\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_an_old_hipcc_on_path_does_not_shadow_clang_19(tmp_path: Path) -> None:
+    # Debian 12's ROCm 5.2 hipcc drives LLVM 15 (no gfx115x, no gfx12): with clang-19 on
+    # PATH the suite builds with clang-19 and says why
+    assert CLANG is not None
+    old = tmp_path / "old"
+    _fake_hipcc(old, "Debian clang version 15.0.6")
+    (old / "clang-19").symlink_to(CLANG)
+    c = find_compiler({"PATH": str(old)})
+    assert Path(c.path).name == "clang-19" and c.kind == "clang"
+    assert "hipcc on PATH is LLVM 15" in c.found_by
+    # must say no: a hipcc of LLVM 19 or newer is still ROCm's choice ...
+    new = tmp_path / "new"
+    _fake_hipcc(new, "AMD clang version 19.0.0git (ROCm 6.4)")
+    (new / "clang-19").symlink_to(CLANG)
+    assert find_compiler({"PATH": str(new)}).kind == "hipcc"
+    # ... and an old hipcc with no newer clang beside it is still used (its compile cells
+    # then name the fix: test_a_target_the_compiler_does_not_know_...)
+    alone = tmp_path / "alone"
+    _fake_hipcc(alone, "Debian clang version 15.0.6")
+    assert find_compiler({"PATH": str(alone)}).kind == "hipcc"
+
+
 def test_no_compiler_is_an_error_naming_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match="apt-get install clang-19"):
         find_compiler({"PATH": str(tmp_path)})
