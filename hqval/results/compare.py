@@ -35,6 +35,7 @@ Parity rows (checks, audits, mutants) have statuses only: their flips and absenc
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -146,6 +147,12 @@ def _cell(row: Row, seed: int) -> _Cell | None:
         return None
     a, b = pair
     return _Cell(row, a, b, stats.bootstrap_ratios(a, b, resamples=RESAMPLES, seed=seed))
+
+
+def _is_timing_mutant(r: Row) -> bool:
+    """A timing mutant's own cell (``hqval bench --timing-mutants``: the kernel slowed on
+    purpose, against the baseline), not a kernel's."""
+    return bool(r.details.get("mutant_of"))
 
 
 def control_key(r: Row) -> tuple[str, str, str, str]:
@@ -434,7 +441,7 @@ def compare_rows(
             if b.status is Status.PASS:
                 # a kernel's cell that vanished is a regression; a device ceiling (copy,
                 # read floor, torch.mv), an A/A control or a timing mutant is not a kernel
-                cell = kind != "timing" or is_gated(b)
+                cell = kind != "timing" or (is_gated(b) and not _is_timing_mutant(b))
                 changes.append(Change(ident, kind, Section.MISSING, _status_text(b), "absent",
                                       regression=cell,
                                       note="cell passed in the base run and has no row now"
@@ -446,11 +453,19 @@ def compare_rows(
                 gates.add(g.describe())
             key = control_key(n)
             bk = band_key(n)
-            changes.append(compare_timing(
+            c = compare_timing(
                 b, n, g, control_base=ctrl_b.get(key), control_new=ctrl_n.get(key),
                 spread_base=spread_b.get(bk) if bk is not None else None,
                 spread_new=spread_n.get(bk) if bk is not None else None,
-                history=hist, same_device=same_device, cache=cache))
+                history=hist, same_device=same_device, cache=cache)
+            if _is_timing_mutant(b) or _is_timing_mutant(n):
+                # a timing mutant is slowed on purpose to measure how sharp the gate is:
+                # its cell's changes (a +5% mutant flapping at ratio_max, say) are listed,
+                # never a kernel's regression
+                c = dataclasses.replace(c, regression=False,
+                                        note="; ".join(x for x in ("timing mutant (not a "
+                                                                   "kernel)", c.note) if x))
+            changes.append(c)
             continue
         if b.status.ok != n.status.ok:
             # a timing mutant's kill verdict says how sharp the gate is, not whether a

@@ -84,7 +84,8 @@ class Study:
         lines = [f"{self.reruns} clean re-runs on {self.device}; policy {self.policy_source}",
                  f"compare false regressions: {fr.get('pairs_with_regression')} of "
                  f"{fr.get('pairs')} pairs (with 3 history runs: "
-                 f"{fr.get('pairs_with_regression_history3')})",
+                 f"{fr.get('pairs_with_regression_history3')}; whole runs, mutant cells "
+                 f"included: {fr.get('pairs_with_regression_whole_runs')})",
                  self._coverage_line()]
         for s in self.stability:
             lines.append(f"verdict {s['cell']}: {s['identical']} of {s['runs']} identical "
@@ -198,6 +199,10 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
             flagged.append({"base": i, "new": j,
                             "cells": [f"{c.identity} {c.section} {c.note}"
                                       for c in cmp.regressions]})
+    # the same pairs as `hqval compare` sees the run directories: mutant cells included
+    # (a timing mutant's own cell is listed, never a regression)
+    flagged_raw = sum(bool(compare_rows(judged[i], judged[j], gate_for=None, same_device=True,
+                                        cache=cache).regressions) for i, j in pairs)
     # the same pairs with --history: the 3 clean re-runs after j (cyclic, not i or j)
     flagged_h = 0
     for i, j in pairs:
@@ -207,6 +212,7 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     study.false_regressions = {"pairs": len(pairs), "pairs_with_regression": len(flagged),
                                "flagged": flagged, "timing_cell_sections": sections,
                                "pairs_with_regression_history3": flagged_h,
+                               "pairs_with_regression_whole_runs": flagged_raw,
                                # how often the change's confidence CI missed the clean
                                # pair's true 1.00 (nominal: 1 - confidence), per cell
                                "ci_misses_one": {k: v[0] for k, v in sorted(coverage.items())},

@@ -333,3 +333,27 @@ def test_device_identity_is_the_recorded_gpu_uuid() -> None:
     assert same_device(a, old) is None and same_device(old, old) is None
     assert same_device(a, a, b) is False  # a baseline set on two GPUs
     assert same_device(a, old, b) is False  # two named GPUs differ, whatever the rest say
+
+
+def test_a_timing_mutants_own_cell_is_listed_never_a_regression() -> None:
+    # `hqval bench --timing-mutants`: a +5% mutant's cell against qt=6 sits at ratio_max,
+    # so its verdict flaps pass <-> noisy between clean re-runs; an instrument, not a
+    # kernel (on the H200 studies' raw runs this flagged 48-79 of 190 clean pairs)
+    def mutant(seed: int, ratio: float, status: Status) -> Row:
+        r = _cell(seed, ratio, status=status,
+                  kernel="gemv_mq4g256v2_r8+chain32@17408x5120",
+                  mutant_of="gemv_mq4g256v2_r8")
+        return r
+
+    base = [_aa(1), _cell(2, 1.0), mutant(5, 1.045, Status.PASS)]
+    new = [_aa(3), _cell(4, 1.0), mutant(6, 1.05, Status.ERROR)]
+    cmp = compare_rows(base, new, same_device=True)
+    m = next(c for c in cmp.changes if "+chain32" in c.identity)
+    assert not m.regression and "timing mutant" in m.note and not cmp.regressions
+    # ... nor when it is missing from the new run
+    cmp = compare_rows(base, new[:2], same_device=True)
+    assert not cmp.regressions
+    # must say no: the same flip of a kernel's own cell is a regression
+    cmp = compare_rows([_aa(1), _cell(2, 1.0)], [_aa(3), _cell(4, 1.0, status=Status.ERROR)],
+                       same_device=True)
+    assert len(cmp.regressions) == 1
