@@ -200,7 +200,7 @@ def _entries(root: Path) -> tuple[int, int]:
     is simply not counted."""
     files = size = 0
     for p in root.rglob("*"):
-        if p.name.endswith(".tmp") or ".tmp" in p.suffix:
+        if p.suffix.startswith(".tmp"):  # .tmp, and a record's .tmp<pid>
             continue
         try:
             st = p.stat()

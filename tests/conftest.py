@@ -181,3 +181,21 @@ def cuda_backend() -> object:
         if os.environ.get("HQVAL_BACKEND") == "cuda":
             pytest.fail(f"HQVAL_BACKEND=cuda is asked for and cannot run here: {exc}")
         pytest.skip(f"needs an NVIDIA GPU (HQVAL_BACKEND=cuda makes this an error): {exc}")
+
+
+def clang19_occupancy(arch: str, source: str, tmp_path: Path) -> tuple[int, str, Path]:
+    """Build ``source`` with clang-19 for ``arch``: its occupancy remark (waves/SIMD), the
+    whole kernel-resource-usage remark, and the code object's path."""
+    import re
+    import subprocess
+
+    src, co = tmp_path / "k.hip", tmp_path / "k.co"
+    src.write_text(source)
+    res = subprocess.run(
+        ["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib", "-nogpuinc",
+         "--cuda-device-only", "--no-gpu-bundle-output", "-O3", str(src), "-o", str(co),
+         "-Rpass-analysis=kernel-resource-usage"],
+        capture_output=True, text=True, timeout=120, check=True)
+    m = re.search(r"Occupancy \[waves/SIMD\]: (\d+)", res.stderr)
+    assert m, res.stderr
+    return int(m.group(1)), res.stderr, co

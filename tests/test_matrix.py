@@ -14,6 +14,8 @@ from hqval import matrix
 from hqval.formats import all_formats, by_name
 from hqval.schema import SchemaError
 
+from .conftest import clang19_occupancy  # type: ignore[import-not-found]
+
 ARCHES = ("gfx1010", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151",
           "gfx1200", "gfx1201")
 
@@ -152,15 +154,8 @@ PROBE = ('extern "C" __attribute__((global)) void k(float* p) '
 def test_vgpr_file_matches_compiler_occupancy(arch: str, tmp_path: Path) -> None:
     """A 96-VGPR wave32 kernel gets 1536 // 96 = 16 waves per SIMD on a full VGPR file and
     1024 // 96 = 10 on the smaller one: the compiler's occupancy remark tells them apart."""
-    src = tmp_path / "k.hip"
-    src.write_text(PROBE)
-    res = subprocess.run(
-        ["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib", "-nogpuinc",
-         "--cuda-device-only", "--no-gpu-bundle-output", "-O3", str(src), "-o",
-         str(tmp_path / "k.co"), "-Rpass-analysis=kernel-resource-usage"],
-        capture_output=True, text=True, timeout=120, check=True)
-    occ = int(re.search(r"Occupancy \[waves/SIMD\]: (\d+)", res.stderr).group(1))  # type: ignore[union-attr]
-    vgprs = re.search(r"VGPRs: (\d+)", res.stderr)
+    occ, remark, _ = clang19_occupancy(arch, PROBE, tmp_path)
+    vgprs = re.search(r"VGPRs: (\d+)", remark)
     assert vgprs and int(vgprs.group(1)) == 96
     file_size = matrix.load_arches()[arch].vgprs_per_simd
     assert occ == min(16, file_size // 96)
@@ -180,14 +175,7 @@ def test_wave_slots_match_compiler_occupancy(arch: str, tmp_path: Path) -> None:
     16 from RDNA2 on)."""
     from hqval.isa import max_waves_per_simd
 
-    src = tmp_path / "k.hip"
-    src.write_text(SLOTS_PROBE)
-    res = subprocess.run(
-        ["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib", "-nogpuinc",
-         "--cuda-device-only", "--no-gpu-bundle-output", "-O3", str(src), "-o",
-         str(tmp_path / "k.co"), "-Rpass-analysis=kernel-resource-usage"],
-        capture_output=True, text=True, timeout=120, check=True)
-    occ = int(re.search(r"Occupancy \[waves/SIMD\]: (\d+)", res.stderr).group(1))  # type: ignore[union-attr]
+    occ, _, _ = clang19_occupancy(arch, SLOTS_PROBE, tmp_path)
     assert occ == max_waves_per_simd(matrix.load_arches()[arch])
 
 

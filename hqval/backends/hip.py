@@ -140,12 +140,15 @@ class HipBackend(Backend):
         return f"{self._device_name} ({self.gcn_arch_name})"
 
     def runtime_info(self) -> dict[str, str]:
-        return {
+        info = {
             "hip_driver": str(self._call("hipDriverGetVersion")),
             "hip_runtime": str(self._call("hipRuntimeGetVersion")),
             "gcnArchName": self.gcn_arch_name,
-            **({"uuid": uuid} if (uuid := self._uuid()) is not None else {}),
         }
+        uuid = self._uuid()
+        if uuid is not None:
+            info["uuid"] = uuid  # which GPU: compare judges absolute time on one GPU only
+        return info
 
     def _uuid(self) -> str | None:
         """Which GPU (compare judges absolute time on one GPU only); None where the

@@ -441,11 +441,12 @@ def cross_device(directories: Sequence[Path], *, policy: str | None = None
             for (e1, base), (e2, new) in (((ea, rows_a), (eb, rows_b)),
                                           ((eb, rows_b), (ea, rows_a))):
                 pairs += 1
-                cmp = compare_rows(base, new, gate_for=None, same_device=same_device(e1, e2),
-                                   cache=cache)
+                one = same_device(e1, e2)
+                cmp = compare_rows(base, new, gate_for=None, same_device=one, cache=cache)
                 flagged += bool(cmp.regressions)
-                flagged_one += bool(compare_rows(base, new, gate_for=None, same_device=True,
-                                                 cache=cache).regressions)
+                as_one = cmp if one is True else compare_rows(
+                    base, new, gate_for=None, same_device=True, cache=cache)
+                flagged_one += bool(as_one.regressions)
                 for c in cmp.changes:
                     if c.kind == "timing" and c.change is not None and c.change.low > low:
                         low, cells = c.change.low, c.identity

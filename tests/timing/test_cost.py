@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,8 @@ from hqval.matrix import Latencies, load_arches, load_devices, load_latencies
 from hqval.schema import SchemaError
 from hqval.timing import cost
 from hqval.timing.gemv import Shape, gemv_bytes
+
+from ..conftest import clang19_occupancy  # type: ignore[import-not-found]
 
 LAT = Latencies("rdna2", valu=5.0, trans=10.0, salu=2.0, smem=20.0, lds=20.0, vmem=320.0)
 
@@ -357,15 +357,7 @@ def test_occupancy_is_the_compilers(arch: str, probe: str, tmp_path: Path) -> No
     do not limit on gfx10+), is clang-19's own occupancy remark for it."""
     from hqval.isa import analyze
 
-    src = tmp_path / "k.hip"
-    src.write_text(OCC_PROBES[probe] + "\n")
-    co = tmp_path / "k.co"
-    res = subprocess.run(
-        ["clang-19", "-x", "hip", f"--offload-arch={arch}", "-nogpulib", "-nogpuinc",
-         "--cuda-device-only", "--no-gpu-bundle-output", "-O3", str(src), "-o", str(co),
-         "-Rpass-analysis=kernel-resource-usage"],
-        capture_output=True, text=True, timeout=120, check=True)
-    want = int(re.search(r"Occupancy \[waves/SIMD\]: (\d+)", res.stderr).group(1))  # type: ignore[union-attr]
+    want, _, co = clang19_occupancy(arch, OCC_PROBES[probe] + "\n", tmp_path)
     notes = analyze(co, arch)["k"].notes
     c = dataclasses.replace(_cost("k", 1.0), vgprs=int(notes[".vgpr_count"]),
                             lds_bytes=int(notes[".group_segment_fixed_size"]))
