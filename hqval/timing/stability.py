@@ -142,7 +142,7 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     if one is False:
         raise ValueError(f"{directory}: the re-runs record different devices (GPU UUIDs); a "
                          "stability study is one GPU's re-runs")
-    study.one_device = ("recorded (one GPU UUID)" if one else
+    study.one_device = ("recorded (one device)" if one else
                         "assumed: one device call; the envelopes record no GPU UUID")
     cache: CellCache = {}
     controls = [controls_of(rs) for rs in clean]

@@ -46,6 +46,10 @@ def test_error_rates_come_out_of_the_stored_samples(study: Path, tmp_path: Path)
     five = [u for u in s.uniform if u["factor"] == 1.05]
     assert len(five) == 2 and all(u["flagged"] == u["pairs"] == 6 for u in five)
     assert {u["factor"] for u in s.uniform} == {1.03, 1.05}
+    # the same pairs judged by the ratio alone (as between two GPUs), and as whole runs
+    assert big["compare_detected_trusted_ratio_only"] == 6
+    assert s.false_regressions["pairs_with_regression_whole_runs"] == 0
+    assert s.one_device == "recorded (one device)"  # the simulated device, every run
     write_checkpoint(s, tmp_path)
     assert json.loads((tmp_path / "stability.json").read_text())["reruns"] == 3
 
@@ -55,3 +59,18 @@ def test_a_study_with_one_run_is_refused(tmp_path: Path) -> None:
     (tmp_path / "calibration.json").write_text("{}")
     with pytest.raises(ValueError, match="needs >= 2"):
         load_study(tmp_path)
+
+
+def test_a_study_whose_runs_name_two_gpus_is_refused(study: Path, tmp_path: Path) -> None:
+    """A study is one GPU's re-runs (absolute time is judged between them): runs whose
+    envelopes record two devices are not one study."""
+    import shutil
+
+    copy = tmp_path / "two"
+    shutil.copytree(study, copy)
+    env_path = copy / "runs" / "01" / "envelope.json"
+    env = json.loads(env_path.read_text())
+    env.setdefault("runtime", {})["uuid"] = "GPU-00000000-0000-0000-0000-000000000001"
+    env_path.write_text(json.dumps(env))
+    with pytest.raises(ValueError, match="record different devices"):
+        analyze_study(copy)
