@@ -134,7 +134,7 @@ class _Cell:
 
     @property
     def ratio(self) -> float:
-        return stats.ratio_of_medians(np.concatenate(self.runs_a), np.concatenate(self.runs_b))
+        return stats.cell_ratio(self.runs_a, self.runs_b)
 
     def ci(self, confidence: float) -> Ratio:
         lo, hi = stats.percentile_ci(self.reps, confidence)
@@ -269,8 +269,7 @@ def _aa_error(control: Row | None, cache: CellCache | None = None) -> float | No
     p = stored_samples(control) if control is not None else None
     if p is None:
         return None
-    r = stats.ratio_of_medians(np.concatenate(p[0]), np.concatenate(p[1]))
-    return abs(r - 1.0)
+    return abs(stats.cell_ratio(p[0], p[1]) - 1.0)
 
 
 def _history_floor(identity: str, history: Sequence[Mapping[str, Row]]) -> float | None:

@@ -33,8 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from hqval.result import Row, Status
 from hqval.timing import stats
 
@@ -196,13 +194,12 @@ def verdict(
     tol = gate.ratio_max if tolerance is None else tolerance
     reps = stats.bootstrap_ratios(samples_a, samples_b, resamples=RESAMPLES, seed=seed)
     lo, hi = stats.percentile_ci(reps, gate.confidence)
-    a = np.concatenate([np.asarray(r, dtype=np.float64) for r in samples_a])
-    b = np.concatenate([np.asarray(r, dtype=np.float64) for r in samples_b])
-    ratio = stats.ratio_of_medians(a, b)
+    ratio = stats.cell_ratio(samples_a, samples_b)
     v = judge(ratio, lo, hi, tol)
     if v is Verdict.INCONCLUSIVE and final:
         v = Verdict.NOISY
-    return TimingVerdict(v, ratio, lo, hi, tol, gate.confidence, len(samples_a), int(a.size))
+    n = sum(len(r) for r in samples_a)
+    return TimingVerdict(v, ratio, lo, hi, tol, gate.confidence, len(samples_a), n)
 
 
 def row_status(v: Verdict, gate: Gate) -> Status:

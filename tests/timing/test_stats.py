@@ -96,11 +96,50 @@ def test_bad_samples_are_rejected_with_a_reason() -> None:
     with pytest.raises(ValueError, match="non-finite"):
         stats.mann_whitney_u([1.0, float("nan")], [1.0, 2.0])
     with pytest.raises(ValueError, match="no samples"):
-        stats.ratio_of_medians([], [1.0])
+        stats.cell_ratio([[]], [[1.0]])
+    with pytest.raises(ValueError, match="not positive"):
+        stats.cell_ratio([[0.0, 0.0]], [[1.0, 1.0]])
     with pytest.raises(ValueError, match="same, non-zero number of runs"):
         stats.summarize([[1.0]], [[1.0], [2.0]])
     with pytest.raises(ValueError, match="confidence"):
         stats.bootstrap_ratio_ci([[1.0]], [[1.0]], confidence=95)
+
+
+def test_cell_ratio_is_the_geometric_mean_of_run_ratios_of_interquartile_means() -> None:
+    # 8 samples: the interquartile mean drops the 2 lowest and 2 highest.
+    a = [[1.0, 9.0, 4.0, 5.0, 4.0, 0.0, 5.0, 100.0], [2.0] * 8]
+    b = [[4.4] * 8, [2.2, 0.1, 2.2, 9.0, 2.2, 10.0, 2.2, 0.2]]
+    assert stats.location(a[0]) == pytest.approx(4.5)
+    assert stats.run_ratio(a[1], b[1]) == pytest.approx(1.1)
+    assert stats.cell_ratio(a, b) == pytest.approx(math.sqrt(4.4 / 4.5 * 1.1))
+    # Replicates are the same statistic: constant runs leave nothing to resample.
+    reps = stats.bootstrap_ratios([[2.0] * 4, [3.0] * 4], [[2.1] * 4, [3.3] * 4],
+                                  resamples=200)
+    assert np.allclose(reps, math.sqrt(1.05 * 1.1))
+
+
+def _abba_hot(rng: np.random.Generator, levels: list[float], slowdown: float,
+              n: int = 100) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Hot mode as the H200 measured it at 17408x5120: each run at its own level, both
+    arms alike; each arm's samples alternate between its two ABBA positions, the one
+    after the other arm 2.3% slower (A after the other arm at odd i, B at even i)."""
+    a, b = [], []
+    for level in levels:
+        pos = np.arange(n) % 2
+        a.append(level * (1 + 0.023 * pos) * rng.lognormal(0, 0.004, n))
+        b.append(level * slowdown * (1 + 0.023 * (1 - pos)) * rng.lognormal(0, 0.004, n))
+    return a, b
+
+
+def test_cell_ratio_cancels_run_levels_and_abba_position_modes() -> None:
+    rng = np.random.default_rng(5)
+    levels = ([21.2, 22.1, 21.4], [22.2, 21.5, 22.0], [21.7, 21.1, 21.9])
+    clean = [stats.cell_ratio(*_abba_hot(rng, lv, 1.0)) for lv in levels for _ in range(5)]
+    assert max(abs(r - 1.0) for r in clean) < 0.002
+    # Must say no: a 3% slower candidate is outside change_max 1% by its whole CI.
+    a, b = _abba_hot(rng, levels[0], 1.03)
+    lo, hi = stats.bootstrap_ratio_ci(a, b, resamples=1000)
+    assert lo > 1.01 and hi < 1.04
 
 
 def test_to_dict_is_flat_and_complete() -> None:
