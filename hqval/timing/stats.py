@@ -124,7 +124,7 @@ def cell_ratio(runs_a: Runs, runs_b: Runs) -> float:
       wherever the mixture's gaps put it.  A ratio per run cancels the level;
     - ABBA gives each arm exactly half its samples in each order position, and in hot mode
       the two positions differ (a sample after its own arm ran about 2% faster than one
-      after the other arm, at 47 MB in a 50 MB L2), so each arm's samples in a run are
+      after the other arm, at 47 MB in a 60 MB L2), so each arm's samples in a run are
       bimodal with equal weights.  A median of such a sample sits in the gap between the
       modes and a few samples move it; the interquartile mean averages both modes' centres.
 

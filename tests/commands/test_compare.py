@@ -38,8 +38,9 @@ def test_compare_missing_run_exit_2(make_run: RunFactory, tmp_path: Path) -> Non
 
 
 def _uniform_pair(make_run: RunFactory, uuids: tuple[str | None, str | None],
-                  ) -> tuple[Path, Path]:
-    """Two runs of an A/A control and a cell, the second with every kernel 3% slower."""
+                  ) -> tuple[Path, Path, list[str]]:
+    """Two runs of an A/A control and a cell, the second with every kernel 3% slower,
+    and three steady history runs on the base's GPU (``--history`` arguments)."""
     from ..results.test_compare import _aa, _cell  # type: ignore[import-not-found]
 
     def rt(u: str | None) -> dict[str, str] | None:
@@ -49,27 +50,32 @@ def _uniform_pair(make_run: RunFactory, uuids: tuple[str | None, str | None],
                     runtime=rt(uuids[0]))
     new = make_run([_aa(3, drift=1.03), _cell(4, 1.0, drift=1.03)], backend="cuda",
                    arch="sm_90", runtime=rt(uuids[1]))
-    return base, new
+    history = [str(make_run([_cell(10 + i, 1.0)], backend="cuda", arch="sm_90",
+                            runtime=rt(uuids[0]))) for i in range(3)]
+    return base, new, ["--history", *history]
 
 
-def test_compare_judges_absolute_time_only_on_one_gpu(
+def test_compare_judges_absolute_time_only_on_one_gpu_with_history(
         make_run: RunFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    base, new = _uniform_pair(make_run, ("GPU-a", "GPU-a"))
-    assert main(["compare", str(base), str(new)]) == 1
+    base, new, history = _uniform_pair(make_run, ("GPU-a", "GPU-a"))
+    assert main(["compare", str(base), str(new), *history]) == 1
     assert "absolute time +3" in capsys.readouterr().out
-    base, new = _uniform_pair(make_run, ("GPU-a", "GPU-b"))
+    # the two runs alone do not measure the run-to-run noise: not judged, and said
     assert main(["compare", str(base), str(new)]) == 0
+    assert "`--history` with 3 earlier runs" in capsys.readouterr().out
+    base, new, history = _uniform_pair(make_run, ("GPU-a", "GPU-b"))
+    assert main(["compare", str(base), str(new), *history]) == 0
     assert "different devices" in capsys.readouterr().out
     # runs that do not record their GPU: not judged, unless the user says they are one
-    base, new = _uniform_pair(make_run, (None, None))
-    assert main(["compare", str(base), str(new)]) == 0
+    base, new, history = _uniform_pair(make_run, (None, None))
+    assert main(["compare", str(base), str(new), *history]) == 0
     assert "--same-device" in capsys.readouterr().out
-    assert main(["compare", "--same-device", str(base), str(new)]) == 1
+    assert main(["compare", "--same-device", str(base), str(new), *history]) == 1
 
 
 def test_compare_same_device_refuses_runs_that_record_two_gpus(
         make_run: RunFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    base, new = _uniform_pair(make_run, ("GPU-a", "GPU-b"))
+    base, new, _ = _uniform_pair(make_run, ("GPU-a", "GPU-b"))
     assert main(["compare", "--same-device", str(base), str(new)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "record different devices" in err[0]

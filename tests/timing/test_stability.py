@@ -18,7 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "timing_stability.py"
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("study")
     main = runpy.run_path(str(SCRIPT))["main"]
-    argv = ["measure", "--out", str(out), "--dry-run", "--reruns", "3", "--warmup", "2",
+    argv = ["measure", "--out", str(out), "--dry-run", "--reruns", "5", "--warmup", "2",
             "--iterations", "20", "--shape", "128x1024", "--mode", "cold",
             "--ladder", "extra1,slow16,slow48", "--targets", "0.01,0.05"]
     assert main(argv) == 0
@@ -27,31 +27,33 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_study_directory_holds_calibration_and_complete_reruns(study: Path) -> None:
     cal, runs = load_study(study)
-    assert len(runs) == 3 and all(r.envelope["complete"] for r in runs)
+    assert len(runs) == 5 and all(r.envelope["complete"] for r in runs)
     assert set(cal["cells"]["cold/128x1024"]["chosen"]) == {"1%", "5%"}
     assert all(r.envelope["simulated"] for r in runs)
 
 
 def test_error_rates_come_out_of_the_stored_samples(study: Path, tmp_path: Path) -> None:
     s = analyze_study(study)
-    assert s.false_regressions["pairs"] == 3
+    assert s.false_regressions["pairs"] == 10
     assert {x["cell"].split("[")[0] for x in s.stability} == {"timing_cold"}
     big = next(d for d in s.detection if d["target"] == "5%")
     # the model makes slow48 ~ +19%: every comparison must flag it, and the gate too
-    assert big["compare_detected"] == big["compare_pairs"] == 6
-    assert big["gate_flagged"] == 3
+    assert big["compare_detected"] == big["compare_pairs"] == 20
+    assert big["gate_flagged"] == 5
     # every kernel 5% slower, the baseline and the A/A control included (no ratio moves):
-    # beyond the runs' own baseline spreads (the model's run-to-run offset is up to 2%),
-    # so every ordered pair of every cell is flagged on absolute time alone
+    # two runs alone do not judge absolute time, so no pair is flagged; with 3 history
+    # runs it is beyond the floor (the model's run-to-run offset is up to 2%), so every
+    # ordered pair of every cell is flagged on absolute time alone
     five = [u for u in s.uniform if u["factor"] == 1.05]
-    assert len(five) == 2 and all(u["flagged"] == u["pairs"] == 6 for u in five)
+    assert len(five) == 2 and all(u["flagged"] == 0 and u["pairs"] == 20 for u in five)
+    assert all(u["flagged_trusted_history3"] == 20 for u in five), five
     assert {u["factor"] for u in s.uniform} == {1.03, 1.05}
     # the same pairs judged by the ratio alone (as between two GPUs), and as whole runs
-    assert big["compare_detected_trusted_ratio_only"] == 6
+    assert big["compare_detected_trusted_ratio_only"] == 20
     assert s.false_regressions["pairs_with_regression_whole_runs"] == 0
     assert s.one_device == "recorded (one device)"  # the simulated device, every run
     write_checkpoint(s, tmp_path)
-    assert json.loads((tmp_path / "stability.json").read_text())["reruns"] == 3
+    assert json.loads((tmp_path / "stability.json").read_text())["reruns"] == 5
 
 
 def test_a_study_with_one_run_is_refused(tmp_path: Path) -> None:
