@@ -329,6 +329,17 @@ def cross(args: argparse.Namespace) -> int:
     return 0
 
 
+def spread(args: argparse.Namespace) -> int:
+    from hqval.timing.stability import estimator_spread
+
+    for d in args.dirs:
+        for r in estimator_spread(Path(d)):
+            print(f"{d} {r['mode']} {r['shape']}: {r['cells']} clean cells x {r['reruns']} "
+                  f"re-runs; sd of the ratio, cell ratio {r['sd_cell_ratio']:.3%}, pooled "
+                  f"median {r['sd_pooled_median']:.3%}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -384,7 +395,12 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("dirs", nargs="+")
     x.add_argument("--out", required=True, help="JSON file of the figures")
     x.add_argument("--policy", default=None)
+    sp = sub.add_parser("spread", help="re-run spread of clean cells' ratios: the cell "
+                                       "ratio against the pooled median it replaced")
+    sp.add_argument("dirs", nargs="+")
     args = p.parse_args(argv)
+    if args.cmd == "spread":
+        return spread(args)
     if args.cmd == "cross":
         return cross(args)
     if args.cmd == "measure":

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -461,3 +462,44 @@ def write_checkpoint(study: Study, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "stability.json").write_text(json.dumps(study.to_json(), indent=2) + "\n")
     (out / "summary.txt").write_text(study.summary() + "\n")
+
+
+def pooled_median_ratio(runs_a: Sequence[Sequence[float]],
+                        runs_b: Sequence[Sequence[float]]) -> float:
+    """The cell ratio before 2026-12-01 (median of all B samples over median of all A
+    samples), kept only to measure what ``stats.cell_ratio`` replaced."""
+    a = np.concatenate([np.asarray(r, dtype=np.float64) for r in runs_a])
+    b = np.concatenate([np.asarray(r, dtype=np.float64) for r in runs_b])
+    return float(np.median(b) / np.median(a))
+
+
+def estimator_spread(directory: Path) -> list[dict[str, Any]]:
+    """Per (mode, shape): the re-run-to-re-run standard deviation of a clean cell's ratio
+    (A/A controls and kernel cells, timing mutants left out), as the root mean of the
+    cells' variances of log ratio, under ``stats.cell_ratio`` and under the pooled
+    median it replaced.  The smaller, the less a verdict moves between clean re-runs."""
+    _, runs = load_study(directory)
+    per: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = {}
+    for run in runs:
+        for r in run.rows:
+            d = r.details
+            p = stored_samples(r)
+            if (p is None or r.kind != "timing" or d.get("mutant_of")
+                    or r.check.startswith("timing_mutant_") or "mode" not in d):
+                continue
+            cells = per.setdefault((str(d["mode"]), str(d.get("shape"))), {})
+            cells.setdefault(r.identity, []).append(
+                (stats.cell_ratio(*p), pooled_median_ratio(*p)))
+    out = []
+    for (mode, shape), cells in sorted(per.items()):
+        var_new, var_old = [], []
+        for vals in cells.values():
+            if len(vals) >= 3:
+                var_new.append(float(np.var(np.log([v[0] for v in vals]), ddof=1)))
+                var_old.append(float(np.var(np.log([v[1] for v in vals]), ddof=1)))
+        if var_new:
+            out.append({"mode": mode, "shape": shape, "cells": len(var_new),
+                        "reruns": max(len(v) for v in cells.values()),
+                        "sd_cell_ratio": math.sqrt(float(np.mean(var_new))),
+                        "sd_pooled_median": math.sqrt(float(np.mean(var_old)))})
+    return out

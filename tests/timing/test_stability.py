@@ -76,3 +76,12 @@ def test_a_study_whose_runs_name_two_gpus_is_refused(study: Path, tmp_path: Path
     env_path.write_text(json.dumps(env))
     with pytest.raises(ValueError, match="record different devices"):
         analyze_study(copy)
+
+
+def test_estimator_spread_measures_both_statistics_on_the_stored_samples(study: Path) -> None:
+    from hqval.timing.stability import estimator_spread
+
+    (r,) = estimator_spread(study)  # one mode and shape
+    assert (r["mode"], r["shape"], r["reruns"]) == ("cold", "128x1024", 5)
+    assert r["cells"] >= 2  # the A/A control and the kernel cells, no timing mutant
+    assert 0.0 < r["sd_cell_ratio"] < 0.05 and 0.0 < r["sd_pooled_median"] < 0.05
