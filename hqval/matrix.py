@@ -145,6 +145,7 @@ class Latencies:
     vmem: float
     llc_ns: float | None = None   # a load that hits the Infinity Cache/MALL, ns
     vram_ns: float | None = None  # a load from VRAM, ns
+    vgpr_banks: int | None = None  # VGPR banks, one dword read each per cycle (None: unknown)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -227,7 +228,11 @@ LATENCY_SPEC = Spec.mapping({
                           "its source in a comment") for c in LATENCY_CLASSES},
     **{lv: Spec.scalar(float, required=False, minimum=1,
                        fix=f"{lv.split('_')[0].upper()} load-to-use latency in ns, with its "
-                           "source; omit when there is none") for lv in LATENCY_LEVELS}})
+                           "source; omit when there is none") for lv in LATENCY_LEVELS},
+    "vgpr_banks": Spec.scalar(int, required=False, minimum=1,
+                              fix="the VGPR file's bank count (bank = index mod it), with its "
+                                  "source; omit when there is none"),
+})
 
 ARCHES_SPEC = Spec.mapping({
     "schema_version": _VERSION,
@@ -319,7 +324,8 @@ def load_latencies(path: str | Path | None = None) -> dict[str, Latencies]:
     if bad:
         raise SchemaError(bad)
     return {fam: Latencies(family=fam, **{c: float(v[c]) for c in LATENCY_CLASSES},
-                           **{lv: float(v[lv]) for lv in LATENCY_LEVELS if lv in v})
+                           **{lv: float(v[lv]) for lv in LATENCY_LEVELS if lv in v},
+                           vgpr_banks=int(v["vgpr_banks"]) if "vgpr_banks" in v else None)
             for fam, v in table.items()}
 
 

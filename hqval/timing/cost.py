@@ -21,7 +21,11 @@ Time of one kernel = max(memory, issue, latency):
   taken as not binding: the kernel is then predicted compute-bound, section 6's gfx1030
   mechanism;
 - issue = (group-rows x the binding pipe's instructions per group-row + blocks x the same
-  per block) / issue rate;
+  per block) / issue rate, where on a family with ``vgpr_banks`` (arches.yaml, GFX10:
+  4 banks, one dword read from each per cycle) the VALU pipe's count per group-row also
+  holds the main loop's bank-conflict cycles (``bank_stall``: a VALU op reading n VGPRs
+  from one bank takes n - 1 more cycles), found in the code object's own register
+  numbers;
 - latency (RDNA only), Little's law over one SIMD: a wave runs its main loop in order, so
   one iteration takes at least ``chain`` cycles, found by walking the code object's own
   loop body (a few iterations back to back, steady state): each instruction issues one
@@ -234,15 +238,41 @@ def loop_body(code: Any, spec: Any, per_group_row: dict[str, float]) -> tuple[Lo
     return LoopBody(ops, float(round(n))), ""
 
 
+def bank_stall(op: LoopOp, banks: int | None) -> int:
+    """Extra cycles ``op`` takes to read its VGPR operands from a register file of ``banks``
+    banks, each giving one dword a cycle (arches.yaml ``vgpr_banks``, [regbank]): n distinct
+    VGPR dwords in one bank take n - 1 more cycles.  0 for a non-VALU op, or when the
+    family's bank count is unknown (``None``)."""
+    if not banks or op.kind not in ("valu", "trans"):
+        return 0
+    per: dict[int, int] = {}
+    for r in set(op.src):
+        if r[:1] == "v" and r[1:].isdigit():
+            b = int(r[1:]) % banks
+            per[b] = per.get(b, 0) + 1
+    return max(per.values(), default=1) - 1
+
+
+def bank_stalls_per_group_row(cost: KernelCost, lat: Any) -> float:
+    """VGPR bank-conflict cycles of the main loop per group-row (0 where the family has no
+    ``vgpr_banks`` or the loop is unknown): extra cycles of the VALU pipe."""
+    banks = getattr(lat, "vgpr_banks", None)
+    if not banks or cost.loop is None:
+        return 0.0
+    return sum(bank_stall(op, banks) for op in cost.loop.ops) / cost.loop.group_rows_per_iter
+
+
 def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = None,
                  iterations: int = 6) -> float:
     """Cycles one wave takes per iteration of ``ops`` run back to back, alone on its SIMD:
-    in-order issue, one instruction a cycle at most, each waiting for its sources and, at
+    in-order issue, one instruction a cycle at most (a VALU op 1 + its VGPR bank stall,
+    ``bank_stall``, where the family has ``vgpr_banks``), each waiting for its sources and, at
     an s_waitcnt, for all but N of the counter's loads (vector loads return in order; the
     lgkm counter's may not, so it waits for the earliest ones).  Loads of the weights take
     ``w_cycles`` (default: the family's ``vmem``), other vector loads ``vmem``, other scalar
     loads ``smem``.  Steady state: the mean of the last ``iterations - 2`` iterations."""
     w = lat.vmem if w_cycles is None else w_cycles
+    banks = getattr(lat, "vgpr_banks", None)
     latency = {"valu": lat.valu, "trans": lat.trans, "salu": lat.salu, "smem": lat.smem,
                "lds": lat.lds, "vmem": lat.vmem, "vmem_w": w, "smem_w": w, "store": 1.0}
     counter = {"vmem": "vm", "vmem_w": "vm", "smem": "lgkm", "smem_w": "lgkm", "lds": "lgkm"}
@@ -269,7 +299,7 @@ def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = Non
                 pending["vm"].append(done)
             elif ctr is not None:
                 pending[ctr].append(done)
-            t = t0 + 1.0
+            t = t0 + 1.0 + bank_stall(op, banks)
         ends.append(t)
     keep = max(1, iterations - 2)
     return (ends[-1] - ends[-1 - keep]) / keep
@@ -391,6 +421,7 @@ class Prediction:
     resident: bool
     latency: LatencyTerm | None = None
     latency_missing: str = ""  # why there is no latency term ("" when there is one)
+    bank_stalls: float = 0.0   # VGPR bank-conflict cycles per group-row in the issue term
 
     @property
     def t_latency_us(self) -> float:
@@ -435,6 +466,8 @@ class RatioPrediction:
                 "predicted_us_terms_b": {"memory": self.v2.t_mem_us, "issue": self.v2.t_issue_us,
                                          "latency": self.v2.t_latency_us},
                 "predicted_latency_a": term(self.v1), "predicted_latency_b": term(self.v2),
+                "predicted_bank_stalls_a": self.v1.bank_stalls,
+                "predicted_bank_stalls_b": self.v2.bank_stalls,
                 "predicted_resident": self.v2.resident, "predicted_exposed": self.exposed,
                 "counts_source": self.counts_source}
 
@@ -451,10 +484,14 @@ def predict(cost: KernelCost, shape: Shape, rates: ArchRates, mode: str,
     t_mem = 0.0 if is_resident else gemv_bytes(shape) / (rates.vram_gbps * 1e9)
     blocks = -(-shape.M // rows_per_block)
     per_block = issue_slots(cost.per_block, rates.rule)
-    instructions = group_rows * cost.issue_per_group_row(rates.rule) + blocks * per_block
+    # a VGPR bank conflict holds the VALU pipe for its extra read cycles
+    stalls = bank_stalls_per_group_row(cost, rates.latencies)
+    per_group_row = dict(cost.per_group_row)
+    per_group_row["VALU"] = per_group_row.get("VALU", 0.0) + stalls
+    instructions = group_rows * issue_slots(per_group_row, rates.rule) + blocks * per_block
     t_issue = instructions / rates.issue_per_s
     term, missing = latency_term(cost, shape, rates, rows_per_block, is_resident)
-    return Prediction(t_mem * 1e6, t_issue * 1e6, is_resident, term, missing)
+    return Prediction(t_mem * 1e6, t_issue * 1e6, is_resident, term, missing, stalls)
 
 
 def predict_ratio(v1: KernelCost, v2: KernelCost, shape: Shape, rates: ArchRates, mode: str,

@@ -157,6 +157,57 @@ def test_chain_walk_waits_for_sources_and_counters() -> None:
     assert cost.chain_cycles(dependent, LAT, w_cycles=500) == 320 + 5 + 1
 
 
+def test_vgpr_bank_stall_counts_operands_read_from_one_bank() -> None:
+    # [regbank]'s example: V_FMA_F32 V111 = V0 + V4 * V8 reads three dwords of bank 0
+    fma = _op("valu", "v111", "v0", "v4", "v8")
+    assert cost.bank_stall(fma, 4) == 2
+    assert cost.bank_stall(_op("valu", "v3", "v1", "v5", "v2"), 4) == 1  # v1, v5: bank 1
+    # Must say no: three banks; one register read twice (one dword); SGPRs and vcc (not
+    # VGPR banks); a load; and a family whose bank count no source gives
+    assert cost.bank_stall(_op("valu", "v3", "v0", "v5", "v10"), 4) == 0
+    assert cost.bank_stall(_op("valu", "v3", "v4", "v4", "s4", "s5", "vcc"), 4) == 0
+    assert cost.bank_stall(_op("vmem", "v3", "v0", "v4"), 4) == 0
+    assert cost.bank_stall(fma, None) == 0
+    # An accumulating fma reads its destination (loop_op puts it among the sources).
+    from hqval.isa import Instruction
+
+    acc = cost.loop_op(Instruction(0, "v_fmac_f32_e32", "v40, v44, v48"), frozenset())
+    assert acc is not None and cost.bank_stall(acc, 4) == 2  # v40, v44, v48: bank 0
+    # v44 bank 0, v45 and the accumulator v41 bank 1: 1, where the sources alone give 0
+    acc1 = cost.loop_op(Instruction(0, "v_fmac_f32_e32", "v41, v44, v45"), frozenset())
+    assert acc1 is not None and cost.bank_stall(acc1, 4) == 1
+    assert cost.bank_stall(_op("valu", "v41", "v44", "v45"), 4) == 0
+    # The walk issues after the stall: 1 + 2 cycles, then 1 for the next op.
+    banked = dataclasses.replace(LAT, vgpr_banks=4)
+    loop = (fma, _op("valu", "v2", "v9"))
+    assert cost.chain_cycles(loop, banked) == 4 and cost.chain_cycles(loop, LAT) == 2
+
+
+def test_bank_stalls_hold_the_valu_pipe_in_the_issue_term() -> None:
+    body = cost.LoopBody((_op("valu", "v111", "v0", "v4", "v8"), _op("valu", "v2", "v9")), 2.0)
+    c = dataclasses.replace(_cost("k", valu=1.0), arch="gfx1030", loop=body, vgprs=32,
+                            block=32)
+    arch = load_arches()["gfx1030"]
+    rates = cost.ArchRates.from_arch(arch)
+    assert rates.latencies.vgpr_banks == 4
+    assert cost.bank_stalls_per_group_row(c, rates.latencies) == 1.0  # 2 cycles / 2 rows
+    shape = Shape(4096, 5120)
+    p = cost.predict(c, shape, rates, "hot")
+    group_rows = shape.M * shape.K // 256
+    # VMEM (3) is the busiest pipe here, VALU + stalls 2; with VALU above it, VALU + stalls
+    assert p.bank_stalls == 1.0
+    assert p.t_issue_us == pytest.approx(group_rows * 3.0 / rates.issue_per_s * 1e6)
+    busy = dataclasses.replace(c, per_group_row={**c.per_group_row, "VALU": 60.0})
+    p = cost.predict(busy, shape, rates, "hot")
+    assert p.t_issue_us == pytest.approx(group_rows * 61.0 / rates.issue_per_s * 1e6)
+    # Must say no: a family with no bank count (rdna3) adds nothing
+    rates3 = cost.ArchRates.from_arch(load_arches()["gfx1100"])
+    assert rates3.latencies.vgpr_banks is None
+    p3 = cost.predict(busy, shape, rates3, "hot")
+    assert p3.bank_stalls == 0.0
+    assert p3.t_issue_us == pytest.approx(group_rows * 60.0 / rates3.issue_per_s * 1e6)
+
+
 def test_weights_latency_follows_where_they_are_read_from() -> None:
     arch = load_arches()["gfx1030"]
     lat = dataclasses.replace(LAT, llc_ns=100.0, vram_ns=200.0)
@@ -231,6 +282,10 @@ def test_missing_latencies_for_a_family_is_a_clear_error(tmp_path: Path) -> None
     bad = text[:line] + text[text.index("\n", line) + 1:]
     (tmp_path / "arches.yaml").write_text(bad)
     with pytest.raises(SchemaError, match="vmem"):
+        load_latencies(tmp_path / "arches.yaml")
+    # A bank count that is not a positive integer: refused, by name.
+    (tmp_path / "arches.yaml").write_text(text.replace("vgpr_banks: 4", "vgpr_banks: 0", 1))
+    with pytest.raises(SchemaError, match="vgpr_banks"):
         load_latencies(tmp_path / "arches.yaml")
     # A family that is not one: refused too.
     (tmp_path / "arches.yaml").write_text(text.replace("  rdna2:\n    valu", "  rdna9:\n    valu"))
