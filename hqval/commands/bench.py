@@ -236,10 +236,11 @@ def predict_only(args: argparse.Namespace, arch: str) -> int:
     modes = ["hot", "cold"] if args.mode == "both" else [args.mode]
     saved = []
     # Per kernel: the three terms (us), the binding one, and the latency term's parts:
-    # main-loop chain cycles per iteration, waves per SIMD held at once / given by the launch.
+    # main-loop chain cycles per iteration, waves per SIMD held at once / given by the launch;
+    # VGPR bank-conflict cycles per group-row in the issue term ("-": no bank count).
     print(f"{'kernel':24} {'shape':12} {'mode':5} {'pred v2/v1':>10} {'us(v1)':>8} "
           f"{'us(v2)':>8} {'bound v1/v2':15} {'resident':8} {'v1 mem/issue/lat us':>20} "
-          f"{'v2 mem/issue/lat us':>20} {'chain v1/v2':>11} {'waves':>9}")
+          f"{'v2 mem/issue/lat us':>20} {'chain v1/v2':>11} {'waves':>9} {'banks v1/v2':>11}")
     for R in rows:
         v1 = find_kernels(manifest, HFQ4G256_QT, R)
         if v1 is None:
@@ -259,7 +260,8 @@ def predict_only(args: argparse.Namespace, arch: str) -> int:
                           f"{p.v1.t_us:8.2f} {p.v2.t_us:8.2f} "
                           f"{p.v1.bound + '/' + p.v2.bound:15} "
                           f"{'yes' if p.v2.resident else 'no':8} {_terms(p.v1):>20} "
-                          f"{_terms(p.v2):>20} {_chains(p):>11} {_waves(p.v2):>9}")
+                          f"{_terms(p.v2):>20} {_chains(p):>11} {_waves(p.v2):>9} "
+                          f"{_banks(p, rates):>11}")
     if args.costs_out:
         save_costs(saved, args.costs_out)
     return 0
@@ -267,6 +269,12 @@ def predict_only(args: argparse.Namespace, arch: str) -> int:
 
 def _terms(p: Any) -> str:
     return f"{p.t_mem_us:.2f}/{p.t_issue_us:.2f}/{p.t_latency_us:.2f}"
+
+
+def _banks(p: Any, rates: Any) -> str:
+    if not getattr(rates.latencies, "vgpr_banks", None):
+        return "-"
+    return f"{p.v1.bank_stalls:.2f}/{p.v2.bank_stalls:.2f}"
 
 
 def _chains(p: Any) -> str:

@@ -104,5 +104,14 @@ def test_predict_prints_the_binding_term_and_the_latency_parts(
     assert "bound v1/v2" in out[0] and "mem/issue/lat us" in out[0]
     few = next(line for line in out if "160x5120" in line)
     many = next(line for line in out if "4096x5120" in line)
-    assert "latency/latency" in few and few.split()[-1] == "1/1"
-    assert "issue/issue" in many and many.split()[-1] == "16/25.6"
+    assert "latency/latency" in few and few.split()[-2] == "1/1"
+    assert "issue/issue" in many and many.split()[-2] == "16/25.6"
+    # gfx1030 has 4 VGPR banks: each kernel's bank-conflict cycles per group-row, printed
+    assert "banks v1/v2" in out[0]
+    stalls = [float(v) for v in many.split()[-1].split("/")]
+    assert len(stalls) == 2 and all(v > 0 for v in stalls)
+    # Must say no: gfx1100 has no sourced bank count, so none is printed
+    assert main(["bench", "--predict", "--arch", "gfx1100", "--rows", "1", "--mode", "hot",
+                 "--candidates", "44", "--shape", "4096x5120"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "4096x5120" in x)
+    assert line.split()[-1] == "-"
