@@ -10,6 +10,7 @@ falls back to the shipped policy's default.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
@@ -20,6 +21,7 @@ from typing import Any
 from hqval.formats import HFQ4G256_QT as V1_QT
 from hqval.result import Row, Status
 from hqval.results.store import Run
+from hqval.timing.stats import run_ratio
 
 MODES = ("hot", "cold")
 __all__ = ["V1_QT", "TimingCell", "grouped", "history", "is_ratio_row", "latest",
@@ -218,6 +220,12 @@ def timing_cell(row: Row, run_label: str = "", device: str = "",
     rr, tr = stats.get("run_ratios"), d.get("tries")
     run_ratios: list[Any] = rr if isinstance(rr, list) else []
     tries: list[Any] = tr if isinstance(tr, list) else []
+    samples_a, samples_b = _runs(d.get("samples_a")), _runs(d.get("samples_b"))
+    if samples_a and len(samples_a) == len(samples_b):
+        # each run's ratio as the cell ratio is made of now (the stored one may be of an
+        # older statistic), from the samples the verdict is recomputed from
+        with contextlib.suppress(ValueError):  # a non-positive time: keep what was stored
+            run_ratios = [run_ratio(a, b) for a, b in zip(samples_a, samples_b, strict=True)]
     return TimingCell(
         row=row, run_label=run_label, device=device or f"{row.arch} ({row.backend})",
         kernel=kernel, shape=shape, mode=mode, rows_per_block=rows_per_block, qt=qt, aa=aa,
@@ -230,7 +238,7 @@ def timing_cell(row: Row, run_label: str = "", device: str = "",
         gate=gate, gate_source=source, verdict=_verdict(row),
         median_a=_num(d, "median_us_a") or _median(_runs(d.get("samples_a"))),
         median_b=_num(d, "median_us_b") or _median(_runs(d.get("samples_b"))),
-        samples_a=_runs(d.get("samples_a")), samples_b=_runs(d.get("samples_b")),
+        samples_a=samples_a, samples_b=samples_b,
         run_ratios=tuple(float(x) for x in run_ratios if isinstance(x, (int, float))),
         tries=tuple(float(x) for x in tries if isinstance(x, (int, float))),
         baseline=str(d.get("baseline") or ("" if aa else f"qt={V1_QT}")),

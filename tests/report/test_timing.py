@@ -34,6 +34,19 @@ def test_cell_reads_stats_shape_mode_r_qt_and_ignores_non_finite() -> None:
     assert t.verdict == "pass" and not t.noisy and not t.slow
 
 
+def test_run_ratios_are_recomputed_from_the_samples() -> None:
+    # stored by an older statistic (the pooled median): the report shows each run's ratio
+    # as the cell ratio is made of now, from the samples
+    r = ratio_row("gemv_mq4c_r2@5120x17408", samples_a=[[10.0] * 8, [20.0] * 8],
+                  samples_b=[[11.0] * 8, [21.0, 99.0, 21.0, 21.0, 1.0, 21.0, 21.0, 21.0]])
+    t = timing_cell(r)
+    assert t.run_ratios == (1.1, 1.05)  # not the stored 0.98 / 1.02
+    # Must say no: without samples the stored ratios stay; a non-positive time keeps them
+    assert timing_cell(ratio_row("gemv_mq4c_r2@5120x17408")).run_ratios == (0.98, 1.02)
+    bad = ratio_row("gemv_mq4c_r2@5120x17408", samples_a=[[0.0] * 4], samples_b=[[1.0] * 4])
+    assert timing_cell(bad).run_ratios == (0.98, 1.02)
+
+
 def test_noisy_is_told_apart_from_slow() -> None:
     noisy = timing_cell(ratio_row("k@1x1", status=Status.ERROR,
                                   message="1.02; noisy run: not trusted (A/A ...)"))
