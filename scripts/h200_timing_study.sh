@@ -10,7 +10,8 @@
 #   mprocs     with timing mutants: the calibration ladder in one process, then up to 20
 #              re-runs one process each (mutants included), stopping before MPROCS_S
 #              seconds (default 300); modes MPROCS_MODES (default "hot"; "hot cold" for
-#              both) (OUT/mprocs.tgz, OUT/mprocs.log)
+#              both), shapes MPROCS_SHAPES (default: the script's, 17408x5120 and
+#              27648x5120) (OUT/mprocs.tgz, OUT/mprocs.log)
 # Usage (CUDA host with cuda-bindings, NVRTC, numpy, pyyaml):
 #   scripts/h200_timing_study.sh OUT STUDY part... [BUDGET_S=400 in the environment]
 set -uo pipefail
@@ -38,6 +39,7 @@ for part in "$@"; do
            done 2> "$out/procs.log"; tar czf "$out/procs.tgz" "$study-procs" ;;
     mprocs) t0=$(date +%s); limit=${MPROCS_S:-300}; modes=()
             for m in ${MPROCS_MODES:-hot}; do modes+=(--mode "$m"); done
+            for sh in ${MPROCS_SHAPES:-}; do modes+=(--shape "$sh"); done
             for i in $(seq 1 20); do
               [ $(( $(date +%s) - t0 )) -lt "$limit" ] || { echo "mprocs: time, $((i-1)) re-runs"; break; }
               python3 $py measure --out "$study-mprocs" "${modes[@]}" --ladder "$LADDER" --reruns "$i"
