@@ -14,23 +14,25 @@ each run** (v2/v1, where drift cancels), with its bootstrap CI:
   slower is still worse.
 - A change in **absolute** time (the candidate's fastest per-run median) is flagged
   only beyond the measured **run-to-run** noise floor, which takes at least 3 history
-  runs holding the cell: the larger of that cell's spread over them and the sum of both
-  runs' **baseline spreads** (how far the same baseline kernel's absolute time wandered
-  between the cells of each run: both arms of the A/A control and the baseline arm of
-  every cell of that mode and shape, ``baseline_spreads``).  Two runs alone do not
-  measure it: the baseline spreads are one run's wander between its cells, while the
-  device's speed also moves between runs.  On one H200, twenty clean re-runs of one build
-  ranged 0.7% to 1.9% in a cell's absolute time, and the floor the two runs' spreads
-  gave (0.2-0.6% + ``change_max``) let one of 190 clean pairs through as worse (+1.49%,
-  checkpoint 2026-12-01-h200-timing-stability-4).  So without history the absolute
-  time is shown, not judged.  Not the A/A control's move between the runs either: when
-  every kernel got slower, the baseline with them, that move *is* the change.  Never a
-  pooled-sample test alone.  And only between runs timed on **one device**: the floors
-  measure one GPU's wander, not how far two GPUs of the same kind differ (on three H200s
-  the same build's absolute times differed by up to +2.3%, checkpoint
-  2026-12-01-h200-timing-stability-3), so absolute time is judged only when both runs
-  name the same device (``device_identity``: the GPU's UUID, or the emulator) or the
-  caller says they are one (``same_device``); otherwise the ratio alone judges.
+  runs holding the cell: the larger of how far two clean runs can differ given the
+  cell's spread over them (``_history_floor``: Student's t x sqrt 2 x their standard
+  deviation) and the sum of both runs' **baseline spreads** (how far the same baseline
+  kernel's absolute time wandered between the cells of each run: both arms of the A/A
+  control and the baseline arm of every cell of that mode and shape,
+  ``baseline_spreads``).  Two runs alone do not measure it: the baseline spreads are one
+  run's wander between its cells, while the device's speed also moves between runs.  On
+  one H200 a clean cell's absolute time ranged up to 2.6% over twenty re-runs, and where
+  the two runs' spreads happened to be small (0.43% + ``change_max`` 1%) one of 190 clean
+  pairs came out worse at +1.49% (checkpoint 2026-12-01-h200-timing-stability-4).  So
+  without history the absolute time is shown, not judged.  Not the A/A control's move
+  between the runs either: when every kernel got slower, the baseline with them, that
+  move *is* the change.  Never a pooled-sample test alone.  And only between runs timed
+  on **one device**: the floors measure one GPU's wander, not how far two GPUs of the
+  same kind differ (on three H200s the same build's absolute times differed by up to
+  +2.3%, checkpoint 2026-12-01-h200-timing-stability-3), so absolute time is judged only
+  when both runs name the same device (``device_identity``: the GPU's UUID, or the
+  emulator) or the caller says they are one (``same_device``); otherwise the ratio alone
+  judges.
 - Status flips (a cell ok in one run and failed or errored in the other, after both runs
   are re-judged under the same gate), cells missing from the new run and new cells are
   sections of their own, as asv prints them.
@@ -277,9 +279,18 @@ def _aa_error(control: Row | None, cache: CellCache | None = None) -> float | No
     return abs(stats.cell_ratio(p[0], p[1]) - 1.0)
 
 
-def _history_floor(identity: str, history: Sequence[Mapping[str, Row]]) -> float | None:
-    """Noise floor from >= 3 history runs: the cell's own peak-to-peak spread of absolute
-    time (max / min - 1)."""
+def _history_floor(identity: str, history: Sequence[Mapping[str, Row]],
+                   confidence: float) -> tuple[float, int, float] | None:
+    """The run-to-run noise floor of the cell's absolute time from >= 3 history runs that
+    hold it: how far two clean runs' times can differ at ``confidence``, from the spread
+    the history measured.  With s the standard deviation of log time over the n history
+    runs, two new runs differ by a normal variable of sd sqrt(2) sigma, bounded at
+    ``confidence`` by t(n - 1) x sqrt(2) x s (Student's t: n runs estimate sigma):
+    floor = exp(that) - 1.  Not the history's range, as it was: three runs' range is
+    about 1.7 sigma, while two clean runs differ by more than that 23% of the time, and
+    with the two runs' baseline spreads it let 2 of 190 clean H200 pairs through as worse
+    at 4096x5120 and 8192x5120 (checkpoint 2026-12-01-h200-timing-stability-4, q-procs/).
+    Returns (floor, n, s), or None under 3 runs."""
     times = []
     for run in history:
         r = run.get(identity)
@@ -288,7 +299,9 @@ def _history_floor(identity: str, history: Sequence[Mapping[str, Row]]) -> float
             times.append(_abs_time(p[1]))
     if len(times) < 3:
         return None
-    return max(times) / min(times) - 1.0
+    sd = float(np.std(np.log(times), ddof=1))
+    t = stats.t_quantile((1.0 + confidence) / 2.0, len(times) - 1)
+    return math.expm1(t * math.sqrt(2.0) * sd), len(times), sd
 
 
 CellCache = dict[object, Any]
@@ -359,19 +372,17 @@ def compare_timing(
         section = Section.NOISY
 
     absolute = _abs_time(cn.runs_b) / _abs_time(cb.runs_b)
-    # every measured noise source counts: the cell's own spread over >= 3 history runs
-    # (three runs' range can miss the between-cell wander each run shows: on the H200,
-    # one process a re-run, it alone let 6 of 190 clean pairs through as worse) and the
-    # two runs' baseline spreads; the floor is the larger
     floor: float | None = None
-    hist_floor = _history_floor(ident, history)
-    if hist_floor is not None:
-        # the cell's own spread over >= 3 history runs is the run-to-run noise; three
-        # runs' range can miss the between-cell wander each run shows (on the H200, one
-        # process a re-run, it alone let 6 of 190 clean pairs through as worse), so the
-        # two runs' baseline spreads count too, and the floor is the larger
+    hist = _history_floor(ident, history, conf)
+    if hist is not None:
+        hist_floor, n_hist, sd_hist = hist
+        # the history measures the run-to-run noise (_history_floor); the two runs'
+        # baseline spreads (their wander between cells) count too, and the larger is the
+        # floor: on the H200, one process a re-run, three runs' range alone let 6 of 190
+        # clean pairs through as worse
         floor = hist_floor
-        notes.append(f"history spread {hist_floor:.2%} over {len(history)} runs")
+        notes.append(f"history floor {hist_floor:.2%} (t x sqrt 2 x sd {sd_hist:.2%} over "
+                     f"{n_hist} runs)")
         if spread_base is not None and spread_new is not None:
             floor = max(floor, spread_base + spread_new)
             notes.append(f"baseline spread {spread_base:.2%} (base) + {spread_new:.2%} (new)")

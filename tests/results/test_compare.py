@@ -164,7 +164,7 @@ def test_without_a_measured_spread_the_history_alone_sets_the_floor() -> None:
     # +5% is beyond it
     c, cmp = _one([_cell(2, 1.0)], [_cell(4, 1.0, drift=1.05)])
     assert c.noise_floor is not None and c.noise_floor < 0.005
-    assert "baseline spread" not in c.note and "history spread" in c.note
+    assert "baseline spread" not in c.note and "history floor" in c.note
     assert c.section is Section.WORSE and cmp.regressions
 
 
@@ -192,12 +192,40 @@ def test_history_sets_the_absolute_noise_floor() -> None:
     hist = [[_cell(10 + i, 1.0, drift=d)] for i, d in enumerate((1.0, 1.06, 1.02))]
     cmp = compare_rows(base, new, history=hist, same_device=True)
     c = next(c for c in cmp.changes if c.identity.startswith("timing_cold["))
-    assert c.section is Section.UNCHANGED and "history spread 5.9" in c.note
+    # (sd 2.95% over 3 runs: two clean runs may differ by t(2) x sqrt 2 x 2.95% = 19.7%)
+    assert c.section is Section.UNCHANGED and "history floor 19.69%" in c.note
     assert not cmp.regressions
     # steady history: the 5% is beyond it, worse
     hist = [[_cell(10 + i, 1.0)] for i in range(3)]
     cmp = compare_rows(base, new, history=hist, same_device=True)
     c = next(c for c in cmp.changes if c.identity.startswith("timing_cold["))
+    assert c.section is Section.WORSE and cmp.regressions
+
+
+def test_the_history_floor_bounds_two_clean_runs_not_the_historys_range() -> None:
+    from hqval.results.compare import _history_floor
+
+    # three history runs 0.3% apart (range 0.6%): two clean runs can differ by more than
+    # that; at 95% by t(2) x sqrt 2 x sd = 4.30 x 1.41 x 0.3% = 1.8%
+    hist = [{r.identity: r for r in [_cell(10 + i, 1.0, drift=d)]}
+            for i, d in enumerate((1.0, 1.003, 1.006))]
+    ident = _cell(1, 1.0).identity
+    got = _history_floor(ident, hist, 0.95)
+    assert got is not None
+    floor, n, sd = got
+    assert n == 3 and 0.002 < sd < 0.004 and 0.012 < floor < 0.025
+    # more runs of the same spread give a tighter bound (t(9) = 2.26 < t(2) = 4.30)
+    hist10 = [{r.identity: r for r in [_cell(20 + i, 1.0, drift=1.0 + 0.003 * (i % 3))]}
+              for i in range(10)]
+    got10 = _history_floor(ident, hist10, 0.95)
+    assert got10 is not None and got10[0] < floor
+    # a clean pair 2% apart (steady baselines) is within 1.8% + change_max: not worse ...
+    base, new = [_aa(1), _cell(2, 1.0)], [_aa(3, drift=1.02), _cell(4, 1.0, drift=1.02)]
+    history = [[_cell(10 + i, 1.0, drift=d)] for i, d in enumerate((1.0, 1.003, 1.006))]
+    c, cmp = _one(base, new, history=history)
+    assert c.section is Section.UNCHANGED and not cmp.regressions, c
+    # ... must say no: every kernel 5% slower is beyond it
+    c, cmp = _one(base, [_aa(3, drift=1.05), _cell(4, 1.0, drift=1.05)], history=history)
     assert c.section is Section.WORSE and cmp.regressions
 
 

@@ -42,11 +42,14 @@ def test_error_rates_come_out_of_the_stored_samples(study: Path, tmp_path: Path)
     assert big["gate_flagged"] == 5
     # every kernel 5% slower, the baseline and the A/A control included (no ratio moves):
     # two runs alone do not judge absolute time, so no pair is flagged; with 3 history
-    # runs it is beyond the floor (the model's run-to-run offset is up to 2%), so every
-    # ordered pair of every cell is flagged on absolute time alone
+    # runs some are: the model's re-runs sit up to 1% either side, so three of them bound
+    # two clean runs' difference at 95% only loosely (t(2) x sqrt 2 x sd, about 5%)
     five = [u for u in s.uniform if u["factor"] == 1.05]
+    three = [u for u in s.uniform if u["factor"] == 1.03]
     assert len(five) == 2 and all(u["flagged"] == 0 and u["pairs"] == 20 for u in five)
-    assert all(u["flagged_trusted_history3"] == 20 for u in five), five
+    assert all(0 < u["flagged_trusted_history3"] <= 20 for u in five), five
+    assert all(f["flagged_trusted_history3"] >= t["flagged_trusted_history3"]
+               for f, t in zip(five, three, strict=True))
     assert {u["factor"] for u in s.uniform} == {1.03, 1.05}
     # the same pairs judged by the ratio alone (as between two GPUs), and as whole runs
     assert big["compare_detected_trusted_ratio_only"] == 20

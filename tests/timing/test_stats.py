@@ -146,3 +146,14 @@ def test_to_dict_is_flat_and_complete() -> None:
     d = _cell(1, 1.02).to_dict()
     assert set(d) >= {"ratio", "ci_low", "ci_high", "mwu_u", "mwu_p", "run_ratios"}
     assert len(d["run_ratios"]) == 3  # type: ignore[arg-type]
+
+
+def test_t_quantile_matches_the_table_and_refuses_bad_input() -> None:
+    # two-sided 95% and 99% points of Student's t (any statistics table)
+    for df, want in ((1, 12.7062), (2, 4.3027), (3, 3.1824), (9, 2.2622), (30, 2.0423)):
+        assert stats.t_quantile(0.975, df) == pytest.approx(want, abs=1e-4)
+    assert stats.t_quantile(0.995, 4) == pytest.approx(4.6041, abs=1e-4)
+    assert stats.t_quantile(0.975, 10_000) == pytest.approx(1.96, abs=1e-3)  # the normal's
+    for p, df in ((0.5, 3), (1.0, 3), (0.975, 0)):
+        with pytest.raises(ValueError, match="t quantile"):
+            stats.t_quantile(p, df)
