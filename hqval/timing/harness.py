@@ -63,6 +63,24 @@ class QueueFiller(Protocol):
 
     def still_busy(self, token: Any) -> bool: ...
 
+    def nop(self) -> None:
+        """Enqueue one kernel launch that reads no memory and takes no time (the spin
+        kernel for 0 us), untimed: shifts the launch index of what follows by one."""
+        ...
+
+
+# Launch-phase segments of a run.  On the H200 every fourth kernel launch of a stream
+# ran about 2% faster than the other three (cold 4096x5120 and 17408x5120; the fast
+# launch's index mod 4 moved by one per run, with the run's queue-filler launch).  In
+# cold ABBA each (arm, order position) stratum is one launch index mod 4, so one arm's
+# half of its samples was fast in a run, and a run's ratio moved by about +-1% with the
+# phase the run began at: with 3 runs a cell's ratio carried the offset of its place in
+# the launch stream, the same in every re-run and different from cell to cell
+# (reports/checkpoints/2026-12-01-h200-timing-stability-4, section 3c).  Each run is cut
+# into this many segments with one untimed no-op launch between them, so every stratum
+# sees every launch phase in one segment of the run.
+LAUNCH_PHASES = 4
+
 
 @dataclass(frozen=True)
 class TimingConfig:
@@ -148,7 +166,10 @@ def time_pair(
         for attempt in range(config.max_fill_retries + 1):
             token = filler.start(fill_us) if filler is not None else None
             events: list[tuple[int, Any, Any]] = []
-            for first, second in order:
+            segment = -(-len(order) // LAUNCH_PHASES)
+            for k, (first, second) in enumerate(order):
+                if filler is not None and k and k % segment == 0:
+                    filler.nop()  # the next segment starts one launch phase later
                 for arm_i in (first, second):
                     s, e = _bracketed(backend, arms[arm_i], next_copy(arm_i), config.prime)
                     events.append((arm_i, s, e))
@@ -204,6 +225,9 @@ class CudaSpinFiller:
         self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [int(microseconds)])
         return self.backend.record_event()
 
+    def nop(self) -> None:
+        self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [0])
+
     def still_busy(self, token: Any) -> bool:
         cu = self.backend.cu
         (err,) = cu.cuEventQuery(token)
@@ -252,6 +276,9 @@ class HipSpinFiller:
     def start(self, microseconds: int) -> Any:
         self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [int(microseconds)])
         return self.backend.record_event()
+
+    def nop(self) -> None:
+        self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [0])
 
     def still_busy(self, token: Any) -> bool:
         hip = self.backend.hip

@@ -155,5 +155,8 @@ class _NeverDrains:
     def start(self, microseconds: int) -> Any:
         return None
 
+    def nop(self) -> None:
+        return None
+
     def still_busy(self, token: Any) -> bool:
         return True

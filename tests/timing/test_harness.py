@@ -94,6 +94,66 @@ class Filler:
     def still_busy(self, token: int) -> bool:
         return token > self.busy_after
 
+    def nop(self) -> None:
+        return None
+
+
+class PhaseClock(HostClock):
+    """A device whose every fourth kernel launch runs 2% faster, counting every launch of
+    the stream (the filler's spin and no-ops too), as the H200 measured."""
+
+    def __init__(self, fast_phase: int) -> None:
+        super().__init__()
+        self.launches = 0
+        self.fast_phase = fast_phase
+        self.phase_of: dict[int, int] = {}  # log position -> launch index mod 4
+
+    def log_launch(self, entry: str) -> None:
+        self.phase_of[len(self.log)] = self.launches % 4
+        self.log.append(entry)
+        self.launches += 1
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        base = super().elapsed_ms(start, end)
+        return base * (0.98 if self.phase_of[start] == self.fast_phase else 1.0)
+
+
+class PhaseFiller:
+    def __init__(self, be: PhaseClock) -> None:
+        self.be = be
+
+    def start(self, microseconds: int) -> int:
+        self.be.log_launch("spin")
+        return 0
+
+    def still_busy(self, token: int) -> bool:
+        return True
+
+    def nop(self) -> None:
+        self.be.log_launch("nop")
+
+
+def test_launch_phase_segments_cancel_a_period_four_launch_effect(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from hqval.timing import harness, stats
+
+    def ratio(fast_phase: int) -> float:
+        be = PhaseClock(fast_phase)
+        be.cost.update(A=10.0, B=10.0)
+        a = Arm("A", [lambda: be.log_launch("A:0")])
+        b = Arm("B", [lambda: be.log_launch("B:0")])
+        out = time_pair(be, a, b, TimingConfig(warmup=32, iterations=100, runs=3),
+                        PhaseFiller(be))
+        return stats.cell_ratio(out.runs_a, out.runs_b)
+
+    # identical arms: with the shipped segments every stratum sees every phase equally
+    # often, whatever phase the stream starts at
+    assert all(abs(ratio(p) - 1.0) < 0.0015 for p in range(4))
+    # Must say no: one segment a run (as before), 3 runs cover 3 of the 4 phases and the
+    # cell's ratio carries the offset of where the stream started (runs +-1%, cell +-0.34%)
+    monkeypatch.setattr(harness, "LAUNCH_PHASES", 1)
+    assert max(abs(ratio(p) - 1.0) for p in range(4)) > 0.003
+
 
 def test_drained_queue_retries_with_longer_fill_then_reports() -> None:
     be = HostClock()
