@@ -107,6 +107,7 @@ def measure(args: argparse.Namespace) -> int:
     from hqval.manifest import load_manifest
     from hqval.results.store import RunWriter, load, make_envelope
     from hqval.timing.bench import run_bench
+    from hqval.timing.harness import LAUNCH_PHASES
 
     t0 = time.monotonic()
     out = Path(args.out)
@@ -116,6 +117,7 @@ def measure(args: argparse.Namespace) -> int:
     manifest = load_manifest(Path(args.manifest) if args.manifest else None)
     env_extra = {"timing": {"warmup": args.warmup, "iterations": args.iterations,
                             "runs": args.runs, "order": "ABBA", "modes": list(args.mode),
+                            "launch_phases": LAUNCH_PHASES,
                             "rows_per_block": [args.rows]},
                  "study": "timing stability (scripts/timing_stability.py)",
                  "simulated": bool(args.dry_run)}

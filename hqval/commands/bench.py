@@ -310,6 +310,7 @@ def bench_envelope(backend: Any, arch: str, plan: Any, manifest: Any = None) -> 
     import os
 
     from hqval.results.store import make_envelope
+    from hqval.timing.harness import LAUNCH_PHASES
 
     return make_envelope(
         backend=backend.name, device=backend.device_name(), arch=arch,
@@ -320,6 +321,7 @@ def bench_envelope(backend: Any, arch: str, plan: Any, manifest: Any = None) -> 
                  for s in manifest.kernels if s.kind == "gemv"} if manifest is not None else None,
         extra={"timing": {"warmup": plan.config.warmup, "iterations": plan.config.iterations,
                           "runs": plan.config.runs, "order": "ABBA",
+                          "launch_phases": LAUNCH_PHASES,
                           "modes": list(plan.modes), "rows_per_block": plan.rows},
                "suite_commit_env": os.environ.get("HQVAL_COMMIT")},
     )

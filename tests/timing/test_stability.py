@@ -30,6 +30,10 @@ def test_study_directory_holds_calibration_and_complete_reruns(study: Path) -> N
     assert len(runs) == 5 and all(r.envelope["complete"] for r in runs)
     assert set(cal["cells"]["cold/128x1024"]["chosen"]) == {"1%", "5%"}
     assert all(r.envelope["simulated"] for r in runs)
+    # the measurement design a run was timed with, launch-phase segments included
+    from hqval.timing.harness import LAUNCH_PHASES
+
+    assert all(r.envelope["timing"]["launch_phases"] == LAUNCH_PHASES for r in runs)
 
 
 def test_error_rates_come_out_of_the_stored_samples(study: Path, tmp_path: Path) -> None:
