@@ -138,10 +138,7 @@ class _Cell:
     runs_a: list[list[float]]
     runs_b: list[list[float]]
     reps: np.ndarray
-
-    @property
-    def ratio(self) -> float:
-        return stats.cell_ratio(self.runs_a, self.runs_b)
+    ratio: float  # stats.cell_ratio of the samples
 
     def ci(self, confidence: float) -> Ratio:
         lo, hi = stats.percentile_ci(self.reps, confidence)
@@ -153,10 +150,11 @@ def _cell(row: Row, seed: int) -> _Cell | None:
     if pair is None:
         return None
     a, b = pair
-    return _Cell(row, a, b, stats.bootstrap_ratios(a, b, resamples=RESAMPLES, seed=seed))
+    return _Cell(row, a, b, stats.bootstrap_ratios(a, b, resamples=RESAMPLES, seed=seed),
+                 stats.cell_ratio(a, b))
 
 
-def _is_timing_mutant(r: Row) -> bool:
+def is_timing_mutant(r: Row) -> bool:
     """A timing mutant's own cell (``hqval bench --timing-mutants``: the kernel slowed on
     purpose, against the baseline), not a kernel's."""
     return bool(r.details.get("mutant_of"))
@@ -373,7 +371,8 @@ def compare_timing(
 
     absolute = _abs_time(cn.runs_b) / _abs_time(cb.runs_b)
     floor: float | None = None
-    hist = _history_floor(ident, history, conf)
+    # the history is read only where absolute time can be judged at all (one device)
+    hist = _history_floor(ident, history, conf) if same_device is True else None
     if hist is not None:
         hist_floor, n_hist, sd_hist = hist
         # the history measures the run-to-run noise (_history_floor); the two runs'
@@ -456,7 +455,7 @@ def compare_rows(
             if b.status is Status.PASS:
                 # a kernel's cell that vanished is a regression; a device ceiling (copy,
                 # read floor, torch.mv), an A/A control or a timing mutant is not a kernel
-                cell = kind != "timing" or (is_gated(b) and not _is_timing_mutant(b))
+                cell = kind != "timing" or (is_gated(b) and not is_timing_mutant(b))
                 changes.append(Change(ident, kind, Section.MISSING, _status_text(b), "absent",
                                       regression=cell,
                                       note="cell passed in the base run and has no row now"
@@ -473,7 +472,7 @@ def compare_rows(
                 spread_base=spread_b.get(bk) if bk is not None else None,
                 spread_new=spread_n.get(bk) if bk is not None else None,
                 history=hist, same_device=same_device, cache=cache)
-            if _is_timing_mutant(b) or _is_timing_mutant(n):
+            if is_timing_mutant(b) or is_timing_mutant(n):
                 # a timing mutant is slowed on purpose to measure how sharp the gate is:
                 # its cell's changes (a +5% mutant flapping at ratio_max, say) are listed,
                 # never a kernel's regression

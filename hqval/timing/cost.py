@@ -272,7 +272,7 @@ def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = Non
     ``w_cycles`` (default: the family's ``vmem``), other vector loads ``vmem``, other scalar
     loads ``smem``.  Steady state: the mean of the last ``iterations - 2`` iterations."""
     w = lat.vmem if w_cycles is None else w_cycles
-    banks = getattr(lat, "vgpr_banks", None)
+    stall = [bank_stall(op, getattr(lat, "vgpr_banks", None)) for op in ops]
     latency = {"valu": lat.valu, "trans": lat.trans, "salu": lat.salu, "smem": lat.smem,
                "lds": lat.lds, "vmem": lat.vmem, "vmem_w": w, "smem_w": w, "store": 1.0}
     counter = {"vmem": "vm", "vmem_w": "vm", "smem": "lgkm", "smem_w": "lgkm", "lds": "lgkm"}
@@ -281,7 +281,7 @@ def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = Non
     t = 0.0
     ends = []
     for _ in range(iterations):
-        for op in ops:
+        for op, extra in zip(ops, stall, strict=True):
             if op.kind == "wait":
                 for c, n in op.waits:
                     q = sorted(pending[c])
@@ -299,7 +299,7 @@ def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = Non
                 pending["vm"].append(done)
             elif ctr is not None:
                 pending[ctr].append(done)
-            t = t0 + 1.0 + bank_stall(op, banks)
+            t = t0 + 1.0 + extra
         ends.append(t)
     keep = max(1, iterations - 2)
     return (ends[-1] - ends[-1 - keep]) / keep

@@ -44,6 +44,7 @@ from hqval.results.compare import (
     compare_timing,
     control_key,
     controls_of,
+    is_timing_mutant,
     same_device,
 )
 from hqval.timing import stats
@@ -107,10 +108,6 @@ class Study:
         return "\n".join(lines)
 
 
-def _is_mutant(r: Row) -> bool:
-    return bool(r.details.get("mutant_of"))
-
-
 def _shape_mode(r: Row) -> str:
     return f"{r.details.get('mode')}/{r.details.get('shape')}"
 
@@ -135,7 +132,7 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
     pol = load_policy(policy)
     gate_for = gate_for_row(pol, kernel_table(r.envelope for r in runs))
     judged = [rejudge_rows(r.rows, gate_for) for r in runs]
-    clean = [[r for r in rows if not _is_mutant(r)] for rows in judged]
+    clean = [[r for r in rows if not is_timing_mutant(r)] for rows in judged]
     study = Study(directory, pol.source, len(runs), str(runs[0].envelope.get("device")), cal)
     # A study is one device call (scripts/h200_timing_study.sh): every re-run on one GPU,
     # so absolute time is judged between them.  Runs that record the GPU's UUID must agree.
@@ -227,7 +224,7 @@ def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
             if k.isdigit():  # studies before the extraM kind named slowK by K alone
                 k = f"slow{k}"
             name = f"+{k}@{shape}"
-            twin_rows = [[r for r in rs if r.check == f"timing_{mode}" and _is_mutant(r)
+            twin_rows = [[r for r in rs if r.check == f"timing_{mode}" and is_timing_mutant(r)
                           and r.kernel.endswith(name)] for rs in judged]
             kill_rows = [[r for r in rs if r.check == f"timing_mutant_{mode}"
                           and r.kernel.endswith(name)] for rs in judged]
@@ -415,9 +412,8 @@ def cross_device(directories: Sequence[Path], *, policy: str | None = None
     """Clean re-runs of two studies made on two device calls (two GPUs of one kind, same
     build and timing design) compared in both orders: every pair of studies, every run of
     one against every run of the other.  ``flagged``: ordered pairs with a regression as
-    ``hqval compare`` judges them (absolute time only where the envelopes name one GPU);
-    ``flagged_if_one_device``: the same pairs had absolute time been judged as if on one
-    GPU; ``max_change_low``: the largest lower CI bound of a ratio change (a regression
+    ``hqval compare`` judges them (two runs never judge absolute time, so the ratio
+    alone); ``max_change_low``: the largest lower CI bound of a ratio change (a regression
     needs it above ``change_max``).  Only the cells both studies timed are compared."""
     from hqval.admission import gate_for_row, kernel_table, load_policy
     from hqval.timing.gate import rejudge_rows
@@ -428,7 +424,7 @@ def cross_device(directories: Sequence[Path], *, policy: str | None = None
         _, runs = load_study(d)
         gate_for = gate_for_row(pol, kernel_table(r.envelope for r in runs))
         studies.append((d, [(r.envelope, [x for x in rejudge_rows(r.rows, gate_for)
-                                          if not _is_mutant(x)]) for r in runs]))
+                                          if not is_timing_mutant(x)]) for r in runs]))
     cache: CellCache = {}
     out = []
     for (da, ra0), (db, rb0) in itertools.combinations(studies, 2):
@@ -436,7 +432,7 @@ def cross_device(directories: Sequence[Path], *, policy: str | None = None
         common = {r.identity for r in ra0[0][1]} & {r.identity for r in rb0[0][1]}
         ra = [(e, [r for r in rows if r.identity in common]) for e, rows in ra0]
         rb = [(e, [r for r in rows if r.identity in common]) for e, rows in rb0]
-        flagged = flagged_one = pairs = 0
+        flagged = pairs = 0
         low, cells = 0.0, ""
         for (ea, rows_a), (eb, rows_b) in itertools.product(ra, rb):
             for (e1, base), (e2, new) in (((ea, rows_a), (eb, rows_b)),
@@ -445,14 +441,11 @@ def cross_device(directories: Sequence[Path], *, policy: str | None = None
                 one = same_device(e1, e2)
                 cmp = compare_rows(base, new, gate_for=None, same_device=one, cache=cache)
                 flagged += bool(cmp.regressions)
-                as_one = cmp if one is True else compare_rows(
-                    base, new, gate_for=None, same_device=True, cache=cache)
-                flagged_one += bool(as_one.regressions)
                 for c in cmp.changes:
                     if c.kind == "timing" and c.change is not None and c.change.low > low:
                         low, cells = c.change.low, c.identity
         out.append({"a": str(da), "b": str(db), "pairs": pairs, "flagged": flagged,
-                    "flagged_if_one_device": flagged_one, "max_change_low": low,
+                    "max_change_low": low,
                     "max_change_low_cell": cells})
     return out
 
@@ -484,8 +477,7 @@ def estimator_spread(directory: Path) -> list[dict[str, Any]]:
         for r in run.rows:
             d = r.details
             p = stored_samples(r)
-            if (p is None or r.kind != "timing" or d.get("mutant_of")
-                    or r.check.startswith("timing_mutant_") or "mode" not in d):
+            if p is None or r.kind != "timing" or is_timing_mutant(r) or "mode" not in d:
                 continue
             cells = per.setdefault((str(d["mode"]), str(d.get("shape"))), {})
             cells.setdefault(r.identity, []).append(

@@ -87,14 +87,6 @@ def _rankdata(x: FloatArray) -> FloatArray:
 TRIM = 0.25
 
 
-def location(x: Samples) -> float:
-    """The interquartile mean of one arm's samples in one run: the mean of what is left
-    after trimming ``TRIM`` of the samples from each end (the plain mean below 4 samples)."""
-    s = np.sort(_as_samples(x, "location"))
-    k = int(s.size * TRIM)
-    return float(s[k:s.size - k].mean())
-
-
 def _locations(m: FloatArray) -> FloatArray:
     """:func:`location` of each row of ``m`` (one bootstrap replicate per row)."""
     s = np.sort(m, axis=1)
@@ -103,13 +95,22 @@ def _locations(m: FloatArray) -> FloatArray:
     return out
 
 
+def location(x: Samples, what: str = "location") -> float:
+    """The interquartile mean of one arm's samples in one run: the mean of what is left
+    after trimming ``TRIM`` of the samples from each end (the plain mean below 4 samples)."""
+    return float(_locations(_as_samples(x, what)[None, :])[0])
+
+
 def run_ratio(a: Samples, b: Samples) -> float:
     """One run's ratio: location(B) / location(A), > 1 means arm B is slower."""
-    la = location(_as_samples(a, "arm A"))
-    lb = location(_as_samples(b, "arm B"))
+    la, lb = location(a, "arm A"), location(b, "arm B")
     if la <= 0.0:
         raise ValueError("arm A's time is not positive; the event clock is broken")
     return lb / la
+
+
+def _geometric_mean(ratios: Sequence[float]) -> float:
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
 def cell_ratio(runs_a: Runs, runs_b: Runs) -> float:
@@ -136,8 +137,7 @@ def cell_ratio(runs_a: Runs, runs_b: Runs) -> float:
     """
     if len(runs_a) != len(runs_b) or not runs_a:
         raise ValueError("runs_a and runs_b need the same, non-zero number of runs")
-    logs = [math.log(run_ratio(a, b)) for a, b in zip(runs_a, runs_b, strict=True)]
-    return math.exp(sum(logs) / len(logs))
+    return _geometric_mean([run_ratio(a, b) for a, b in zip(runs_a, runs_b, strict=True)])
 
 
 def bootstrap_ratios(
@@ -283,11 +283,12 @@ def summarize(
     lo, hi = bootstrap_ratio_ci(a_runs, b_runs, confidence=confidence, resamples=resamples,
                                 seed=seed)
     u, p = mann_whitney_u(all_a, all_b)
+    run_ratios = tuple(run_ratio(ra, rb) for ra, rb in zip(a_runs, b_runs, strict=True))
     return RatioStats(
         median_a=tuple(float(np.median(r)) for r in a_runs),
         median_b=tuple(float(np.median(r)) for r in b_runs),
-        run_ratios=tuple(run_ratio(ra, rb) for ra, rb in zip(a_runs, b_runs, strict=True)),
-        ratio=cell_ratio(a_runs, b_runs),
+        run_ratios=run_ratios,
+        ratio=_geometric_mean(run_ratios),  # cell_ratio, from the run ratios just made
         ci_low=lo,
         ci_high=hi,
         confidence=confidence,

@@ -92,3 +92,29 @@ def test_estimator_spread_measures_both_statistics_on_the_stored_samples(study: 
     assert (r["mode"], r["shape"], r["reruns"]) == ("cold", "128x1024", 5)
     assert r["cells"] >= 2  # the A/A control and the kernel cells, no timing mutant
     assert 0.0 < r["sd_cell_ratio"] < 0.05 and 0.0 < r["sd_pooled_median"] < 0.05
+
+
+def test_cross_device_compares_every_run_of_one_study_with_every_run_of_another(
+        study: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from hqval.timing.stability import cross_device
+
+    other = tmp_path / "other"
+    shutil.copytree(study, other)
+    (r,) = cross_device([study, other])
+    assert r["pairs"] == 5 * 5 * 2 and r["flagged"] == 0  # clean against clean
+    assert r["max_change_low"] < 1.01
+    # Must say no: the other study's qt=44 kernel 5% slower against its baseline
+    for rows in (other / "runs").glob("*/rows.jsonl"):
+        out = []
+        for line in rows.read_text().splitlines():
+            row = json.loads(line)
+            if row["check"] == "timing_cold" and row["kernel"].startswith("gemv_mq4g256v2_r8@"):
+                row["details"]["samples_b"] = [[v * 1.05 for v in run]
+                                               for run in row["details"]["samples_b"]]
+            out.append(json.dumps(row))
+        rows.write_text("\n".join(out) + "\n")
+    (r,) = cross_device([study, other])
+    assert r["flagged"] == 5 * 5  # every pair with the slowed study as the new run
+    assert r["max_change_low"] > 1.01
