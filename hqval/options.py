@@ -14,6 +14,25 @@ from pathlib import Path
 from typing import Any
 
 
+class _FromEnvironment(list[str]):
+    """A repeatable option's values read from its environment variable: the default, which
+    the first value given on the command line replaces (never extends)."""
+
+
+class _Append(argparse.Action):
+    """``action="append"`` whose default (the environment's values) the command line
+    overrides: ``HQVAL_ARCH=gfx1030 hqval run --arch gfx1100`` runs gfx1100 only, as a
+    single-valued option given on the command line overrides its variable too."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        current = getattr(namespace, self.dest, None)
+        items = [] if current is None or isinstance(current, _FromEnvironment) \
+            else list(current)
+        items.append(values)
+        setattr(namespace, self.dest, items)
+
+
 @dataclass(frozen=True)
 class Option:
     flags: tuple[str, ...]
@@ -43,8 +62,8 @@ class Option:
         if self.bare is not None:
             kwargs.update(nargs="?", const=self.bare)
         if self.repeat:
-            default: object = env_value.split(",") if env_value else []
-            parser.add_argument(*self.flags, action="append", default=default, **kwargs)
+            default = _FromEnvironment(env_value.split(",") if env_value else [])
+            parser.add_argument(*self.flags, action=_Append, default=default, **kwargs)
         else:
             parser.add_argument(
                 *self.flags, default=env_value if env_value is not None else self.default,

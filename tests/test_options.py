@@ -67,3 +67,32 @@ def test_write_json_to_a_file_whole_and_to_stdout(tmp_path: Path,
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no partial file left
     options.write_json({"b": 3}, "-")
     assert json.loads(capsys.readouterr().out) == {"b": 3}
+
+
+def test_the_command_line_overrides_the_environment_for_every_option(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``HQVAL_ARCH=gfx1030 hqval run --arch gfx1100`` runs gfx1100 only: a value given on
+    the command line replaces its variable's, for a repeatable option as for a single one;
+    without the flag the variable's values stay."""
+    from hqval.cli import build_parser
+
+    monkeypatch.setenv("HQVAL_ARCH", "gfx1030")
+    monkeypatch.setenv("HQVAL_BACKEND", "hip")
+    monkeypatch.setenv("HQVAL_SEED", "7")
+    parser = build_parser()
+    args = parser.parse_args(["run", "--arch", "gfx1100", "--backend", "emu", "--seed", "3"])
+    assert (args.arch, args.backend, args.seed) == (["gfx1100"], "emu", 3)
+    args = parser.parse_args(["run", "--arch", "gfx1100", "--arch", "gfx1201"])
+    assert args.arch == ["gfx1100", "gfx1201"]
+    args = parser.parse_args(["run"])
+    assert (args.arch, args.backend, args.seed) == (["gfx1030"], "hip", 7)
+    # every repeatable option with a variable behaves so
+    for opt in (o for o in vars(options).values() if isinstance(o, options.Option)):
+        if not (opt.repeat and opt.env):
+            continue
+        monkeypatch.setenv(opt.env, "from-env")
+        p = _parser(opt)
+        dest = opt.flags[0].lstrip("-").replace("-", "_")
+        assert getattr(p.parse_args([opt.flags[0], "given"]), dest) == ["given"], opt.flags
+        assert getattr(p.parse_args([]), dest) == ["from-env"], opt.flags
