@@ -58,15 +58,27 @@ _KINDS = (
 
 
 class SafeIOError(ValueError):
-    """A file hqval cannot read or write safely.  The message is one line naming the file,
-    what is wrong and the fix; ``path`` is the file; ``errno`` is the operating system's
-    error number where one caused it (``errno.ENOENT``: the file does not exist)."""
+    """A file hqval cannot read or write safely.  The message is one line,
+    ``FILE[:LINE]: PROBLEM; fix: FIX``; ``path``, ``line``, ``problem`` and ``fix`` hold its
+    parts (a schema error is made from them); ``errno`` is the operating system's error
+    number where one caused it (``errno.ENOENT``: the file does not exist)."""
 
     def __init__(self, message: str, *, path: PathLike | None = None,
-                 errno: int | None = None) -> None:
+                 errno: int | None = None, line: int = 0, problem: str = "",
+                 fix: str = "") -> None:
         super().__init__(message)
         self.path = os.fspath(path) if path is not None else None
         self.errno = errno
+        self.line = line
+        self.problem = problem or message
+        self.fix = fix
+
+
+def _fail(where: str, problem: str, fix: str, *, path: PathLike | None = None,
+          line: int = 0, errno: int | None = None) -> SafeIOError:
+    at = f"{where}:{line}" if line else where
+    return SafeIOError(f"{at}: {problem}; fix: {fix}", path=path, errno=errno, line=line,
+                       problem=problem, fix=fix)
 
 
 def kind_of(mode: int) -> str:
@@ -93,8 +105,8 @@ def _os_error(what: str, path: PathLike, exc: OSError, doing: str) -> SafeIOErro
         _errno.EROFS: "the file system is read-only; choose a writable path",
     }.get(exc.errno or 0, "check the path")
     reason = exc.strerror or str(exc)
-    return SafeIOError(f"{_label(what, path)}: cannot {doing}: {reason}; {fix}",
-                       path=path, errno=exc.errno)
+    return _fail(_label(what, path), f"cannot {doing}: {reason}", fix, path=path,
+                 errno=exc.errno)
 
 
 def check_regular(path: PathLike, *, what: str = "", follow_symlinks: bool = True
@@ -106,8 +118,8 @@ def check_regular(path: PathLike, *, what: str = "", follow_symlinks: bool = Tru
     except OSError as exc:
         raise _os_error(what, path, exc, "read it") from None
     if not stat.S_ISREG(st.st_mode):
-        raise SafeIOError(f"{_label(what, path)}: is {kind_of(st.st_mode)}, not a regular "
-                          "file; give the path of a regular file", path=path)
+        raise _fail(_label(what, path), f"is {kind_of(st.st_mode)}, not a regular file",
+                    "give the path of a regular file", path=path)
     return st
 
 
@@ -117,8 +129,9 @@ def read_bytes(path: PathLike, *, limit: int = DEFAULT_LIMIT, what: str = "",
     refused before it is read, and one that grows past ``limit`` while read is refused)."""
     st = check_regular(path, what=what, follow_symlinks=follow_symlinks)
     if st.st_size > limit:
-        raise SafeIOError(f"{_label(what, path)}: {st.st_size} bytes is over the {limit} "
-                          "byte limit; give a smaller file", path=path)
+        raise _fail(_label(what, path), f"{st.st_size} bytes is over the {limit} byte limit",
+                    "give a smaller file (split it, or drop what hqval does not read)",
+                    path=path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0)
@@ -129,8 +142,8 @@ def read_bytes(path: PathLike, *, limit: int = DEFAULT_LIMIT, what: str = "",
     try:
         fst = os.fstat(fd)
         if not stat.S_ISREG(fst.st_mode):  # swapped between the stat and the open
-            raise SafeIOError(f"{_label(what, path)}: is {kind_of(fst.st_mode)}, not a "
-                              "regular file; give the path of a regular file", path=path)
+            raise _fail(_label(what, path), f"is {kind_of(fst.st_mode)}, not a regular file",
+                        "give the path of a regular file", path=path)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -143,8 +156,8 @@ def read_bytes(path: PathLike, *, limit: int = DEFAULT_LIMIT, what: str = "",
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:
-                raise SafeIOError(f"{_label(what, path)}: grew past the {limit} byte limit "
-                                  "while it was read; give a smaller file", path=path)
+                raise _fail(_label(what, path), f"grew past the {limit} byte limit while it "
+                            "was read", "give a smaller file", path=path)
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -156,8 +169,8 @@ def decode_utf8(raw: bytes, *, what: str, path: PathLike) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
-        raise SafeIOError(f"{_label(what, path)}:{line}: not UTF-8 ({exc.reason} at byte "
-                          f"{exc.start}); save the file as UTF-8", path=path) from None
+        raise _fail(_label(what, path), f"not UTF-8 ({exc.reason} at byte {exc.start})",
+                    "save the file as UTF-8", path=path, line=line) from None
 
 
 def read_text(path: PathLike, *, limit: int = DEFAULT_LIMIT, what: str = "",
@@ -196,17 +209,17 @@ def loads_json(text: str | bytes, *, what: str = "JSON", max_depth: int = MAX_DE
     where = json_depth_ok(text, max_depth)
     if where is not None:
         line = text.count("\n", 0, where) + 1
-        raise SafeIOError(f"{what}: nested deeper than {max_depth} levels (line {line}); "
-                          "flatten the data or regenerate the file")
+        raise _fail(what, f"nested deeper than {max_depth} levels (line {line})",
+                    "flatten the data or regenerate the file")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SafeIOError(f"{what}: not valid JSON ({exc.msg} at line {exc.lineno} column "
-                          f"{exc.colno}); regenerate or fix the file") from None
+        raise _fail(what, f"not valid JSON ({exc.msg} at line {exc.lineno} column "
+                    f"{exc.colno})", "regenerate or fix the file") from None
     except (ValueError, RecursionError) as exc:  # e.g. an integer of 5000 digits
         text1 = " ".join(str(exc).split())
-        raise SafeIOError(f"{what}: not valid JSON ({text1}); regenerate or fix the file"
-                          ) from None
+        raise _fail(what, f"not valid JSON ({text1})", "regenerate or fix the file"
+                    ) from None
 
 
 def load_json(path: PathLike, *, what: str = "", limit: int = DEFAULT_LIMIT,
@@ -233,14 +246,14 @@ class _BoundedLoader(yaml.SafeLoader):
             self._aliases += 1
             if self._aliases > self._max_aliases:
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise SafeIOError(f"{self._label}:{mark.line + 1}: more than "
-                                  f"{self._max_aliases} aliases; write the values out")
+                raise _fail(self._label, f"more than {self._max_aliases} aliases",
+                            "write the values out", line=mark.line + 1)
         self._depth += 1
         try:
             if self._depth > self._max_depth:
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise SafeIOError(f"{self._label}:{mark.line + 1}: nested deeper than "
-                                  f"{self._max_depth} levels; flatten the structure")
+                raise _fail(self._label, f"nested deeper than {self._max_depth} levels",
+                            "flatten the structure", line=mark.line + 1)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -268,18 +281,18 @@ def _check_expansion(label: str, root: yaml.Node, max_nodes: int) -> None:
             if id(n) in size:
                 continue
             if id(n) in active:
-                raise SafeIOError(f"{label}:{n.start_mark.line + 1}: an alias refers to the "
-                                  "value that contains it; write the value out instead")
+                raise _fail(label, "an alias refers to the value that contains it",
+                            "write the value out instead of the alias",
+                            line=n.start_mark.line + 1)
             active.add(id(n))
             stack.append((n, 1))
             stack.extend((c, 0) for c in _children(n) if id(c) not in size)
             continue
         total = 1 + sum(size[id(c)] for c in _children(n))
         if total > max_nodes:
-            raise SafeIOError(f"{label}:{n.start_mark.line + 1}: the aliases here expand "
-                              f"the document past {max_nodes} values; write the values out "
-                              "(anchors and aliases may share small values, not multiply "
-                              "them)")
+            raise _fail(label, f"the aliases here expand the document past {max_nodes} "
+                        "values", "write the values out; anchors and aliases may share small "
+                        "values, not multiply them", line=n.start_mark.line + 1)
         active.discard(id(n))
         size[id(n)] = total
 
@@ -292,15 +305,14 @@ def compose_yaml(text: str, *, what: str, max_depth: int = MAX_DEPTH,
     caller constructs with it, then calls ``dispose``) and the root node.  YAML syntax
     errors propagate as PyYAML's own exceptions; bounds are ``SafeIOError``."""
     if len(text) > YAML_LIMIT * 4:
-        raise SafeIOError(f"{what}: {len(text)} characters is too large for a YAML file; "
-                          "split it")
+        raise _fail(what, f"{len(text)} characters is too large for a YAML file",
+                    "split it")
     loader = _BoundedLoader(text, what, max_depth, max_aliases)
     try:
         node = loader.get_single_node()
     except RecursionError:
         loader.dispose()
-        raise SafeIOError(f"{what}: nested too deeply to read; flatten the structure"
-                          ) from None
+        raise _fail(what, "nested too deeply to read", "flatten the structure") from None
     except BaseException:
         loader.dispose()
         raise
@@ -327,16 +339,14 @@ def loads_yaml(text: str, *, what: str, max_depth: int = MAX_DEPTH,
                                     max_aliases=max_aliases)
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 0
-        raise SafeIOError(f"{what}:{line}: YAML syntax: {exc.problem}; fix the YAML at that "
-                          "line") from None
+        raise _fail(what, f"YAML syntax: {exc.problem}", "fix the YAML at that line",
+                    line=line) from None
     except yaml.YAMLError as exc:
-        raise SafeIOError(f"{what}: YAML: {' '.join(str(exc).split())}; fix the YAML"
-                          ) from None
+        raise _fail(what, f"YAML: {' '.join(str(exc).split())}", "fix the YAML") from None
     try:
         return loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
-        raise SafeIOError(f"{what}: YAML: {' '.join(str(exc).split())}; fix the YAML"
-                          ) from None
+        raise _fail(what, f"YAML: {' '.join(str(exc).split())}", "fix the YAML") from None
     finally:
         loader.dispose()
 
@@ -349,11 +359,11 @@ def _refuse_target(path: Path, what: str) -> None:
     except OSError as exc:
         raise _os_error(what, path, exc, "write it") from None
     if stat.S_ISLNK(st.st_mode):
-        raise SafeIOError(f"{_label(what, path)}: is a symbolic link; hqval does not write "
-                          "through links: remove the link or choose another path", path=path)
+        raise _fail(_label(what, path), "is a symbolic link; hqval does not write through "
+                    "links", "remove the link or choose another path", path=path)
     if not stat.S_ISREG(st.st_mode):
-        raise SafeIOError(f"{_label(what, path)}: is {kind_of(st.st_mode)}; hqval replaces "
-                          "only regular files: choose another path", path=path)
+        raise _fail(_label(what, path), f"is {kind_of(st.st_mode)}; hqval replaces only "
+                    "regular files", "choose another path", path=path)
 
 
 def write_atomic(path: PathLike, data: str | bytes, *, what: str = "",
@@ -426,10 +436,9 @@ def make_dir(path: PathLike, *, what: str = "") -> Path:
     except OSError as exc:
         raise _os_error(what, target, exc, "create it") from None
     if stat.S_ISLNK(st.st_mode):
-        raise SafeIOError(f"{_label(what, target)}: is a symbolic link; hqval does not "
-                          "write through links: remove the link or choose another path",
-                          path=target)
+        raise _fail(_label(what, target), "is a symbolic link; hqval does not write "
+                    "through links", "remove the link or choose another path", path=target)
     if not stat.S_ISDIR(st.st_mode):
-        raise SafeIOError(f"{_label(what, target)}: is {kind_of(st.st_mode)}, not a "
-                          "directory; choose another path", path=target)
+        raise _fail(_label(what, target), f"is {kind_of(st.st_mode)}, not a directory",
+                    "choose another path", path=target)
     return target

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from hqval import safeio
+
 Key = tuple[str | int, ...]
 Validator = Callable[[Any], str | None]
 
@@ -62,106 +64,63 @@ class YamlDoc:
         return self.lines.get(key, 1)
 
 
-# Bounds on what a YAML file may cost to load.  The suite's own files are a few KiB and an
-# engine tree's manifest of a thousand kernels is ~200 KiB, so 1 MiB leaves room; a file
-# that is larger is refused before it is read.  Anchors and aliases are allowed (the policy
-# shares one timing gate through them) but the document they expand to is bounded: an
-# alias bomb (9 levels of 9 aliases) expands to 9**9 nodes and is refused after composing,
-# which is linear in the text.
-MAX_YAML_BYTES = 1 << 20
-MAX_YAML_NODES = 100_000
-_MAX_DEPTH = 64
+# Bounds on what a YAML file may cost to load (``hqval.safeio``, the one reader): 1 MiB,
+# refused before it is read; anchors and aliases are allowed (the policy shares one timing
+# gate through them) but their count, the nesting depth and the document they expand to are
+# bounded while composing, which is linear in the text (an alias bomb of 9 levels of 9
+# aliases would expand to 9**9 values).
+MAX_YAML_BYTES = safeio.YAML_LIMIT
+MAX_YAML_NODES = safeio.MAX_YAML_NODES
+_MAX_DEPTH = safeio.MAX_DEPTH
 
 
 def _yaml_problem(name: str, line: int, message: str, fix: str) -> SchemaError:
     return SchemaError([Problem(name, line, "", message, fix)])
 
 
+def _from_safeio(name: str, exc: safeio.SafeIOError) -> SchemaError:
+    return _yaml_problem(name, exc.line, exc.problem, exc.fix)
+
+
 def load_yaml(path: str | Path, text: str | None = None) -> YamlDoc:
     """Parse ``path`` (or ``text``, reported as ``path``) keeping each value's line.
-    A YAML syntax error, a file over ``MAX_YAML_BYTES``, one that expands (through aliases)
-    to more than ``MAX_YAML_NODES`` values or nests deeper than 64, or bytes that are not
-    UTF-8 become a ``SchemaError`` naming the line."""
+    The file is read through ``hqval.safeio`` (regular files only, at most
+    ``MAX_YAML_BYTES``); a YAML syntax error, more aliases than ``safeio.MAX_ALIASES``,
+    aliases expanding past ``MAX_YAML_NODES`` values, nesting deeper than 64, or bytes
+    that are not UTF-8 become a ``SchemaError`` naming the line."""
     name = str(path)
-    if text is None:
-        try:
-            size = Path(path).stat().st_size
-            if size > MAX_YAML_BYTES:
-                raise _yaml_problem(name, 0, f"{size} bytes is over the {MAX_YAML_BYTES} byte "
-                                    "limit for a YAML file", "split it, or drop what the "
-                                    "suite does not read")
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            raise SchemaError([Problem(name, 0, "", f"cannot read: {exc.strerror}",
-                                       "check the path")]) from exc
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw[:exc.start].count(b"\n") + 1
-            raise _yaml_problem(name, line, f"not UTF-8 ({exc.reason} at byte {exc.start})",
-                                "save the file as UTF-8") from None
-    if len(text) > MAX_YAML_BYTES:
-        raise _yaml_problem(name, 0, f"{len(text)} characters is over the {MAX_YAML_BYTES} "
-                            "limit for a YAML file", "split it")
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-        if node is not None:
-            _check_expansion(name, node)
+        if text is None:
+            text = safeio.read_text(path, limit=MAX_YAML_BYTES)
+        if len(text) > MAX_YAML_BYTES:
+            raise _yaml_problem(name, 0, f"{len(text)} characters is over the "
+                                f"{MAX_YAML_BYTES} limit for a YAML file", "split it")
+        loader, node = safeio.compose_yaml(text, what=name)
+    except safeio.SafeIOError as exc:
+        raise _from_safeio(name, exc) from None
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 0
+        raise SchemaError([Problem(name, line, "", f"YAML syntax: {exc.problem}",
+                                   "fix the YAML at that line")]) from None
+    except yaml.YAMLError as exc:  # e.g. a reader error on a control character
+        raise _yaml_problem(name, 0, f"YAML: {' '.join(str(exc).split())}",
+                            "fix the YAML") from None
+    try:
         lines: dict[Key, int] = {}
         data = _construct(loader, node, (), lines) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 0
         raise SchemaError([Problem(name, line, "", f"YAML syntax: {exc.problem}",
-                                   "fix the YAML at that line")]) from exc
-    except yaml.YAMLError as exc:  # e.g. a reader error on a control character
-        raise _yaml_problem(name, 0, f"YAML: {exc}", "fix the YAML") from exc
+                                   "fix the YAML at that line")]) from None
+    except yaml.YAMLError as exc:
+        raise _yaml_problem(name, 0, f"YAML: {' '.join(str(exc).split())}",
+                            "fix the YAML") from None
     except RecursionError:
         raise _yaml_problem(name, 0, "nested too deeply to read",
                             f"keep nesting under {_MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
     return YamlDoc(name, data, lines)
-
-
-def _check_expansion(name: str, root: yaml.Node) -> None:
-    """Refuse a document whose aliases expand it past ``MAX_YAML_NODES`` values, that
-    refers to itself, or that nests deeper than ``_MAX_DEPTH``.  Sizes are memoised per
-    node, so the walk is linear in the composed (unexpanded) document."""
-    size: dict[int, int] = {}
-    active: set[int] = set()
-
-    def children(n: yaml.Node) -> list[yaml.Node]:
-        if isinstance(n, yaml.MappingNode):
-            return [c for kv in n.value for c in kv]
-        if isinstance(n, yaml.SequenceNode):
-            return list(n.value)
-        return []
-
-    def walk(n: yaml.Node, depth: int) -> int:
-        if id(n) in size:
-            return size[id(n)]
-        line = n.start_mark.line + 1
-        if id(n) in active:
-            raise _yaml_problem(name, line, "an alias refers to the value that contains it",
-                                "write the value out instead of the alias")
-        if depth > _MAX_DEPTH:
-            raise _yaml_problem(name, line, f"nested deeper than {_MAX_DEPTH} levels",
-                                "flatten the structure")
-        active.add(id(n))
-        total = 1
-        for c in children(n):
-            total += walk(c, depth + 1)
-            if total > MAX_YAML_NODES:
-                raise _yaml_problem(
-                    name, line, f"the aliases here expand the document past "
-                    f"{MAX_YAML_NODES} values", "write the values out; anchors and aliases "
-                    "may share small values, not multiply them")
-        active.discard(id(n))
-        size[id(n)] = total
-        return total
-
-    walk(root, 0)
 
 
 def _construct(loader: yaml.SafeLoader, node: yaml.Node, key: Key,

@@ -66,7 +66,7 @@ def test_a_link_is_followed_or_refused_as_asked(tmp_path: Path) -> None:
 def test_non_utf8_names_the_file_line_and_byte(tmp_path: Path) -> None:
     p = tmp_path / "m.yaml"
     p.write_bytes(b"a: 1\nb: caf\xe9\n")
-    with pytest.raises(SafeIOError, match=r"m.yaml:2: not UTF-8 .* at byte 11"):
+    with pytest.raises(SafeIOError, match=r"m.yaml:2: not UTF-8 .* at byte 11.*; fix: save"):
         safeio.load_yaml(p, what="manifest")
 
 
