@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
+from typing import NoReturn
 
 import hqval
 
@@ -58,12 +60,24 @@ class UsageError(Exception):
     """Bad input from the user: reported as one line naming the problem and the fix, exit 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line naming the option and the fix (exit 2),
+    like every other error of hqval."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}; see "
+                     f"'{self.prog} --help'\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hqval", description=__doc__.split("\n\nEach subcommand")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"hqval {hqval.__version__}",
                         help="print the version and exit")
+    parser.add_argument("-v", "--verbose", dest="_traceback", action="store_true",
+                        help="show the traceback of an internal error (a subcommand's own "
+                             "-v does too)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -73,9 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# the exit status of a command stopped by SIGINT (128 + the signal's number), as a shell's
+EXIT_INTERRUPTED = 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(words)
+    except KeyboardInterrupt:
+        print("hqval: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.command is None:
         parser.print_help()
         return 2
@@ -84,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.filterwarnings("always", module=r"hqval(\.|$)")
         try:
-            return _main(args)
+            return _guarded(args)
         finally:
             for w in caught:
                 if w.category.__module__.startswith("hqval"):
@@ -94,16 +117,52 @@ def main(argv: Sequence[str] | None = None) -> int:
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def _one_line(exc: BaseException) -> str:
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return text or type(exc).__name__
+
+
+def _guarded(args: argparse.Namespace) -> int:
+    """``_main`` with every way out of a command made one line: an interrupt is exit 130
+    (a run stopped by it is resumable: its rows are flushed, its lock released), an error
+    of hqval's own machinery or any unexpected exception exit 2, with the traceback only
+    under ``-v``."""
+    from hqval.errors import InfrastructureError
+
+    verbose = bool(getattr(args, "_traceback", False) or getattr(args, "verbose", False))
+    try:
+        return _main(args)
+    except KeyboardInterrupt:
+        print(f"hqval {args.command}: interrupted; nothing was admitted"
+              + (" (continue with --resume)" if args.command == "run" else ""),
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except InfrastructureError as exc:
+        if verbose:
+            traceback.print_exc()
+        print(f"hqval {args.command}: infrastructure error: {_one_line(exc)}; nothing was "
+              "admitted", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if verbose:
+            traceback.print_exc()
+        hint = "" if verbose else " (rerun with -v for the traceback)"
+        print(f"hqval: internal error: hqval {args.command}: {type(exc).__name__}: "
+              f"{_one_line(exc)}{hint}", file=sys.stderr)
+        return 2
+
+
 def _main(args: argparse.Namespace) -> int:
+    from hqval.safeio import SafeIOError
     from hqval.schema import SchemaError
 
     try:
         return int(args._run(args))
-    except (UsageError, SchemaError) as exc:
-        # a manifest or matrix problem is bad input wherever it surfaces (every command,
-        # every step): one line, every problem on it, exit 2
-        text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-        print(f"hqval {args.command}: error: {text}", file=sys.stderr)
+    except (UsageError, SchemaError, SafeIOError) as exc:
+        # a manifest or matrix problem, a file that cannot be read or written safely, is
+        # bad input wherever it surfaces (every command, every step): one line, every
+        # problem on it, exit 2
+        print(f"hqval {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:  # a read-only --out, a full disk: one line naming the path
         where = f"{exc.filename}: " if exc.filename else ""

@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +70,70 @@ class Option:
             )
 
 
+# ---- option values, each validated once ------------------------------------------------
+# argparse applies these to the flag's value and to an environment default alike, so a bad
+# value (``--seed -1``, ``--workers banana``, ``HQVAL_JOBS=0``) is a usage error (one line,
+# exit 2) before anything runs.
+
+# what one ``hqval emu`` launch may ask of the interpreter: the largest shapes.yaml shape
+# (27648 x 17408) fits, and the f32 oracle of M x K stays under 2 GiB
+EMU_MAX_ROWS = 1 << 16
+EMU_MAX_K = 1 << 17
+EMU_MAX_N = 4096
+EMU_MAX_WEIGHTS = 1 << 29
+
+# numpy's seed range
+SEED_MAX = 2**32 - 1
+
+
+def int_range(minimum: int | None = None, maximum: int | None = None,
+              what: str = "an integer") -> Callable[[str], int]:
+    """An argparse ``type``: an integer within [minimum, maximum]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(str(text).strip(), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}: give {what}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{value} is above {maximum}: give {what}")
+        return value
+    parse.__name__ = "int"  # argparse names the type in its own messages
+    return parse
+
+
+def positive_int(maximum: int | None = None) -> Callable[[str], int]:
+    bound = f" up to {maximum}" if maximum is not None else ""
+    return int_range(1, maximum, f"a positive integer{bound}")
+
+
+def nonneg_int(maximum: int | None = None) -> Callable[[str], int]:
+    bound = f" up to {maximum}" if maximum is not None else ""
+    return int_range(0, maximum, f"a non-negative integer{bound}")
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type``: a finite number above zero."""
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number above 0")
+    return value
+
+
+def workers_value(text: str) -> str:
+    """``--workers``: a non-negative count of pytest-xdist workers, or ``auto``/``logical``
+    (xdist's own words: one per CPU); kept as the string pytest-xdist takes."""
+    word = str(text).strip()
+    if word in ("auto", "logical"):
+        return word
+    return str(int_range(0, 1024, "a worker count (0 runs in this process), 'auto' or "
+                         "'logical'")(word))
+
+
 ARCH = Option(
     ("--arch",), "HQVAL_ARCH",
     "gfx target (repeatable, or 'all' for every arch in arches.yaml)", repeat=True,
@@ -94,13 +157,15 @@ JSON_PRINT = Option(
     "write the results as JSON to PATH ('-' or no PATH: stdout, instead of the table)",
     metavar="PATH", bare="-",
 )
-SEED = Option(("--seed",), "HQVAL_SEED", "fixture and synthetic-data seed (default 0)",
-              default="0", type=int)
+seed_value = int_range(0, SEED_MAX, f"a seed from 0 to {SEED_MAX}")
+SEED = Option(("--seed",), "HQVAL_SEED",
+              f"fixture and synthetic-data seed, 0 to {SEED_MAX} (default 0)",
+              default="0", type=seed_value)
 JOBS = Option(("--jobs", "-j"), "HQVAL_JOBS",
-              "compiler processes at once (default: CPU count)", type=int)
+              "compiler processes at once (default: CPU count)", type=positive_int(4096))
 WORKERS = Option(("--workers", "-n"), "HQVAL_WORKERS",
                  "pytest-xdist workers for the check cells ('0' runs in this process; default 2)",
-                 default="2")
+                 default="2", type=workers_value)
 BASELINE = Option(("--baseline",), None,
                   "baseline run directory (repeatable): a regression against it fails the cell",
                   repeat=True, metavar="RUN")
@@ -120,16 +185,14 @@ VERBOSE = Option(("-v", "--verbose"), None,
 SESSION = (CHECK, KEYWORD, JUNIT_XML, WORKERS, SEED, VERBOSE)
 
 
-def write_json(payload: Any, dest: str) -> None:
-    """``payload`` as indented JSON to ``dest`` (``-``: standard output).  A file is written
-    beside itself and renamed into place, so an interrupted run leaves no half-written file."""
+def write_json(payload: Any, dest: str, *, what: str = "--json") -> None:
+    """``payload`` as indented JSON to ``dest`` (``-``: standard output).  A file goes
+    through ``hqval.safeio.write_atomic``: a temporary beside it, renamed into place, never
+    through a link or over a directory, and nothing left behind on failure."""
+    from hqval.safeio import write_atomic
+
     text = json.dumps(payload, indent=1) + "\n"
     if dest == "-":
         sys.stdout.write(text)
         return
-    path = Path(dest)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial",
-                               dir=path.parent if str(path.parent) else ".")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    write_atomic(Path(dest), text, what=what)

@@ -42,21 +42,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MxK (repeatable; default: the 'full' set of shapes.yaml)")
     parser.add_argument("--mode", choices=("hot", "cold", "both"), default="both",
                         help="cache state: hot (same buffers), cold (rotating copies > LLC)")
-    parser.add_argument("--rows", type=int, action="append",
+    parser.add_argument("--rows", type=options.positive_int(64), action="append",
                         help="rows per block R (repeatable; default: the arch's "
                              "gemv_rows_default)")
     parser.add_argument("--sweep-rows", action="store_true",
                         help=f"time every R in {SWEEP_ROWS}")
     parser.add_argument("--candidates", default="44,45",
                         help="qt ids timed against qt=6 (comma-separated)")
-    parser.add_argument("--warmup", type=int, default=32,
+    parser.add_argument("--warmup", type=options.nonneg_int(), default=32,
                         help="untimed A/B sample pairs before each run (module load, first "
                              "touch, clock ramp; default 32)")
-    parser.add_argument("--iterations", type=int, default=100, help="samples per arm per run")
-    parser.add_argument("--runs", type=int, default=3,
+    parser.add_argument("--iterations", type=options.positive_int(), default=100,
+                        help="samples per arm per run")
+    parser.add_argument("--runs", type=options.positive_int(), default=3,
                         help="independent timed runs per cell, pooled for the ratio "
                              "(default 3)")
-    parser.add_argument("--max-reruns", type=int, default=2,
+    parser.add_argument("--max-reruns", type=options.nonneg_int(), default=2,
                         help="re-runs of a noisy A/A control before reporting it noisy")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="extra preprocessor define for every timed kernel (e.g. "

@@ -20,10 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", metavar="FILE",
                         help="also measure a qt=0 float32 tensor file (hqval.formats."
                              "save_tensor), in the stored domain")
-    parser.add_argument("--rotate", type=int, metavar="SEED",
+    parser.add_argument("--rotate", type=options.seed_value, metavar="SEED",
                         help="FWHT-rotate --weights with this sign seed first")
-    parser.add_argument("-M", type=int, default=256, help="synthetic rows (default 256)")
-    parser.add_argument("-K", type=int, default=4096, help="synthetic K (default 4096)")
+    parser.add_argument("-M", type=options.positive_int(1 << 20), default=256,
+                        help="synthetic rows (default 256)")
+    parser.add_argument("-K", type=options.positive_int(1 << 20), default=4096,
+                        help="synthetic K (default 4096)")
     for opt in (options.SEED, options.JSON_PRINT):
         opt.add_to(parser)
     bench = parser.add_argument_group("benchmark")
@@ -33,8 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="format to time (default mq4 = qt=44)")
     bench.add_argument("--shape", default="17408x5120", metavar="MxK",
                        help="benchmark shape (default 17408x5120)")
-    bench.add_argument("--repeats", type=int, default=3, help="best of N (default 3)")
-    bench.add_argument("--target-s", type=float, default=3.0,
+    bench.add_argument("--repeats", type=options.positive_int(1000), default=3,
+                       help="best of N (default 3)")
+    bench.add_argument("--target-s", type=options.positive_float, default=3.0,
                        help="exit 1 when encode+decode exceeds this (default 3.0 s)")
 
 

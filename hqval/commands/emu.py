@@ -18,15 +18,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", action="append", metavar="NAME",
                         help="manifest kernel (repeatable; default: every gemv/gemm kernel "
                              "that applies to the arch)")
-    parser.add_argument("-M", type=int, default=None, help="rows (default 64 gemv, 32 gemm)")
-    parser.add_argument("-K", type=int, default=1024, help="K, a multiple of 256 (default 1024)")
-    parser.add_argument("-N", type=int, default=32, help="GEMM batch (default 32)")
+    parser.add_argument("-M", type=options.positive_int(options.EMU_MAX_ROWS), default=None,
+                        help="rows (default 64 gemv, 32 gemm)")
+    parser.add_argument("-K", type=options.positive_int(options.EMU_MAX_K), default=1024,
+                        help="K, a multiple of 256 (default 1024)")
+    parser.add_argument("-N", type=options.positive_int(options.EMU_MAX_N), default=32,
+                        help="GEMM batch (default 32)")
     for opt in (options.SEED, options.JSON_PRINT):
         opt.add_to(parser)
     parser.add_argument("--bench", action="store_true",
                         help="time the issue's benchmark launches (exit 1 over target)")
-    parser.add_argument("--repeats", type=int, default=3, help="--bench: best of N (default 3)")
-    parser.add_argument("--trace", type=int, default=0, metavar="N",
+    parser.add_argument("--repeats", type=options.positive_int(1000), default=3,
+                        help="--bench: best of N (default 3)")
+    parser.add_argument("--trace", type=options.nonneg_int(), default=0, metavar="N",
                         help="print the first N executed instructions of each launch "
                              "(address, waves, instruction)")
     parser.add_argument("--coverage", action="store_true",
@@ -77,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.K < 256 or args.K % 256:
             raise UsageError(f"-K {args.K}: must be a positive multiple of 256")
+        rows_m = args.M or 64
+        if rows_m * args.K > options.EMU_MAX_WEIGHTS:
+            raise UsageError(f"-M {rows_m} -K {args.K}: {rows_m * args.K} weights is over the "
+                             f"emulator's {options.EMU_MAX_WEIGHTS}; give a smaller shape")
         if not args.arch:
             raise UsageError("--arch is required (e.g. --arch gfx1100; 'all' for every arch)")
 

@@ -30,9 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip the mutants step (the reasons and checkpoint say so)")
     parser.add_argument("--no-timing", action="store_true",
                         help="skip timing even on hardware")
-    parser.add_argument("--timing-iterations", type=int, default=100,
+    parser.add_argument("--timing-iterations", type=options.positive_int(), default=100,
                         help="timing samples per arm per run (default 100)")
-    parser.add_argument("--timing-runs", type=int, default=3, help="timing runs (default 3)")
+    parser.add_argument("--timing-runs", type=options.positive_int(), default=3,
+                        help="timing runs (default 3)")
     options.VERBOSE.add_to(parser)
 
 
