@@ -113,14 +113,14 @@ def nonneg_int(maximum: int | None = None) -> Callable[[str], int]:
     return int_range(0, maximum, f"a non-negative integer{bound}")
 
 
-def positive_float(text: str) -> float:
-    """An argparse ``type``: a finite number above zero."""
+def nonneg_float(text: str) -> float:
+    """An argparse ``type``: a finite number, zero or above."""
     try:
         value = float(str(text).strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number above 0")
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number, 0 or above")
     return value
 
 

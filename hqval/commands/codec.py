@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="benchmark shape (default 17408x5120)")
     bench.add_argument("--repeats", type=options.positive_int(1000), default=3,
                        help="best of N (default 3)")
-    bench.add_argument("--target-s", type=options.positive_float, default=3.0,
+    bench.add_argument("--target-s", type=options.nonneg_float, default=3.0,
                        help="exit 1 when encode+decode exceeds this (default 3.0 s)")
 
 
