@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
 import warnings
@@ -45,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "list what changed between a baseline run and a new one, as markdown"),
     "history": ("hqval.commands.history",
                 "each timing cell's ratio over nights, its steps and regressions (SVG plots)"),
+    "bisect": ("hqval.commands.bisect",
+               "find the commit of a kernel tree that broke (or fixed) one cell, by git bisect"),
     "emu": ("hqval.commands.emu",
             "run one kernel on the RDNA wave interpreter (trace, coverage, speed)"),
     "codec": ("hqval.commands.codec",
@@ -78,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", dest="_traceback", action="store_true",
                         help="show the traceback of an internal error (a subcommand's own "
                              "-v does too)")
+    parser.add_argument("--bisect-exit", action="store_true",
+                        help=f"for `git bisect run`: exit 0 good, 1 bad, 125 skip (any other "
+                             f"outcome) [env {BISECT_ENV}=1]")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -90,9 +96,33 @@ def build_parser() -> argparse.ArgumentParser:
 # the exit status of a command stopped by SIGINT (128 + the signal's number), as a shell's
 EXIT_INTERRUPTED = 130
 
+# ``git bisect run`` mode (``hqval --bisect-exit CMD ...`` or HQVAL_BISECT_EXIT=1): every
+# command's exit code as git bisect reads it: 0 good, 1 bad; 2 (bad input, incomplete
+# evidence, infrastructure, an internal error) 125, skip this commit; an interrupt stays
+# 130, which stops git bisect run.
+BISECT_EXIT: dict[int, int] = {0: 0, 1: 1, EXIT_INTERRUPTED: EXIT_INTERRUPTED}
+BISECT_SKIP = 125
+BISECT_ENV = "HQVAL_BISECT_EXIT"
+
+
+def bisect_exit(code: int) -> int:
+    """``code`` as ``git bisect run`` reads it (good 0, bad 1, skip 125)."""
+    return BISECT_EXIT.get(code, BISECT_SKIP)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    command = next((i for i, w in enumerate(words) if w in COMMANDS), len(words))
+    if "--bisect-exit" in words[:command] or os.environ.get(BISECT_ENV) == "1":
+        try:
+            code = _main_words(words)
+        except SystemExit as exc:  # argparse's usage error (2), --help (0)
+            code = exc.code if isinstance(exc.code, int) else 2
+        return bisect_exit(code)
+    return _main_words(words)
+
+
+def _main_words(words: list[str]) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(words)

@@ -1,0 +1,285 @@
+"""``hqval bisect``: the commit of a kernel tree that broke (or fixed) one cell.
+
+``bisect(request)`` checks its input against the user's repository without touching the
+checkout (``hqval.bisect.git``), judges the cell at both ends (``hqval.bisect.step``: the
+good end must pass and the bad end fail, else there is nothing to bisect), then drives
+``git bisect`` in a worktree of its own, one step per commit git checks out, and names
+the first bad commit (the first fixed one with ``fixed``) with the evidence of both sides:
+its cell row and that of its parent.  ``out`` holds one run directory per step and
+``bisect.json``, the steps and the result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hqval.bisect.cells import Target, close_matches, made_by, parse
+from hqval.bisect.git import Bisect, Commit, Repo, TreeError, Worktree
+from hqval.bisect.step import (
+    BackendOpener,
+    Job,
+    Outcome,
+    Placement,
+    TimingSettings,
+    _placed,
+    describe,
+    evaluate,
+)
+
+MANIFEST_LIMIT = 1 << 20
+SUMMARY = "bisect.json"
+
+
+class BisectInputError(ValueError):
+    """Bad input: one line naming the problem and the fix (the command exits 2)."""
+
+
+@dataclass
+class Request:
+    tree: str
+    manifest: str
+    cell: str
+    good: str
+    bad: str
+    out: Path
+    fixed: bool = False
+    cache_dir: str | None = None
+    paths: Sequence[str] = ()
+    seed: int = 0
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    open_backend: BackendOpener | None = None  # timing cells: default hqval.backends.get
+    argv: Sequence[str] = ()
+    work_dir: str | None = None  # where the worktree's temporary directory goes
+    log: Callable[[str], None] = lambda line: None
+
+
+@dataclass
+class Result:
+    exit_code: int  # 0 a commit named; 2 bad range or only unjudgeable commits left
+    message: str
+    first: Outcome | None = None  # the first bad (fixed) commit's step
+    before: Outcome | None = None  # its parent's step: the last good (broken) one
+    steps: list[Outcome] = field(default_factory=list)
+    candidates: tuple[Commit, ...] = ()
+
+    def lines(self, fixed: bool) -> list[str]:
+        out = [self.message]
+        if self.first is not None:
+            word = "first fixed" if fixed else "first bad"
+            before = "last broken" if fixed else "last good"
+            for label, o in ((word, self.first), (before, self.before)):
+                if o is None:
+                    continue
+                out.append(f"{label}: {o.commit.sha} {o.commit.subject}")
+                out += [f"  {describe(r)}" for r in o.rows]
+                if o.run_dir is not None:
+                    out.append(f"  run directory: {o.run_dir}")
+        skipped = [o for o in self.steps if o.verdict == "skip"]
+        if skipped:
+            out.append(f"skipped {len(skipped)} commit(s) that could not be judged:")
+            out += [f"  {o.commit.short} {o.reason}" for o in skipped]
+        return out
+
+
+def _placement(repo: Repo, manifest: str) -> Placement:
+    path = Path(manifest).expanduser()
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo.root / path]
+    found = next((p.resolve() for p in candidates if p.is_file()), None)
+    if found is None:
+        raise BisectInputError(f"--manifest {manifest}: no such file (give a kernels.yaml "
+                               f"of the tree, relative to {repo.root}, or an external one)")
+    if found.is_relative_to(repo.root):
+        return Placement(found.relative_to(repo.root), in_tree=True)
+    from hqval.safeio import SafeIOError, read_bytes
+
+    try:
+        data = read_bytes(found, limit=MANIFEST_LIMIT, what="the manifest")
+    except SafeIOError as exc:
+        raise BisectInputError(str(exc)) from None
+    return Placement(Path(found.name), in_tree=False, data=data)
+
+
+def _known_cells(job: Job, ends: Sequence[Commit], target: Target | None
+                 ) -> tuple[set[str], list[str]]:
+    """The bisectable identities the manifest makes at ``ends`` (the worktree checks
+    each out), and why it did not load at any of them."""
+    from hqval.manifest import load_manifest
+    from hqval.matrix import load_arches
+    from hqval.schema import SchemaError
+
+    arches = list(load_arches().values())
+    known: set[str] = set()
+    problems: list[str] = []
+    shape = target.shape if target is not None and target.kind == "timing" else None
+    for c in ends:
+        job.worktree.checkout(c.sha)
+        placed, why = _placed(job, c)
+        if placed is None:
+            problems.append(f"at {c.short}: {why}")
+            continue
+        try:
+            specs = load_manifest(placed).kernels
+            known.update(made_by(specs, arches, *([shape] if shape else [])))
+        except (SchemaError, UnicodeDecodeError) as exc:
+            problems.append(f"at {c.short}: {' '.join(str(exc).split())[:300]}")
+        finally:
+            placed.unlink(missing_ok=True)
+    return known, problems
+
+
+def _check_backend(target: Target, request: Request) -> None:
+    if target.kind == "compile" or request.open_backend is not None:
+        return
+    from hqval.backends import BackendUnavailable, get
+
+    try:
+        get(target.backend, target.arch, request.cache_dir)
+    except BackendUnavailable as exc:
+        raise BisectInputError(f"--cell {target.identity}: backend {target.backend} cannot "
+                               f"run here ({' '.join(str(exc).split())})") from None
+    except ValueError as exc:
+        raise BisectInputError(f"--cell {target.identity}: {exc}") from None
+
+
+def bisect(request: Request) -> Result:
+    """Validate, judge both ends, bisect.  Bad input raises ``BisectInputError`` before
+    any step runs (and before ``out`` is written)."""
+    try:
+        repo = Repo(request.tree)
+        dirty = repo.dirty()
+        if dirty:
+            raise BisectInputError(
+                f"--tree {repo.root}: the checkout has uncommitted changes to tracked files "
+                f"({', '.join(dirty[:3])}{', ...' if len(dirty) > 3 else ''}); bisect tests "
+                "commits, not edits: commit or stash them first")
+        good = repo.resolve(request.good, "--good")
+        bad = repo.resolve(request.bad, "--bad")
+    except TreeError as exc:
+        raise BisectInputError(str(exc)) from None
+    old, new = (bad, good) if request.fixed else (good, bad)
+    if old.sha == new.sha:
+        raise BisectInputError(f"--good and --bad are the same commit ({old.short})")
+    if not repo.is_ancestor(old.sha, new.sha):
+        order = ("--bad must be an ancestor of --good when looking for the fix (--fixed)"
+                 if request.fixed else
+                 "--good must be an ancestor of --bad (to find the commit that fixed the "
+                 "cell, pass --fixed)")
+        raise BisectInputError(f"{order}: {old.short} is not an ancestor of {new.short}")
+    placement = _placement(repo, request.manifest)
+    target = parse(request.cell)
+    out = Path(request.out)
+    if (out / SUMMARY).exists():
+        raise BisectInputError(f"--out {out} already holds a bisect ({SUMMARY}); choose a "
+                               "new directory")
+    with Worktree(repo, new.sha, request.paths, request.work_dir) as wt:
+        job = Job(wt, placement, target or Target(request.cell, "", "", "", "", "check"),
+                  out, request.cache_dir, request.seed, tuple(request.argv), request.timing,
+                  request.open_backend, request.log)
+        known, problems = _known_cells(job, [new, old], target)
+        if not known:
+            raise BisectInputError(f"--manifest {request.manifest} does not load at either "
+                                   f"end: {'; '.join(problems)}")
+        probe = target.identity if target is not None else ""
+        if target is not None and target.kind == "timing" and request.open_backend:
+            # a backend the caller opens (a simulated device) times what hardware would
+            probe = probe.replace(f"|{target.backend}]", "|hip]")
+        if target is None or probe not in known:
+            close = close_matches(request.cell, sorted(known))
+            what = ("is not a cell identity bisect can follow (compile[K|ARCH|toolchain], "
+                    "CHECK[K|ARCH|BACKEND] or timing_MODE[K@MxK|ARCH|BACKEND])"
+                    if target is None else "is not a cell the manifest makes at either end")
+            raise BisectInputError(
+                f"--cell {request.cell} {what}"
+                + (f"; close matches: {', '.join(close)}" if close else
+                   "; `hqval matrix --manifest M` lists the kernels"))
+        _check_backend(target, request)
+        return _run(job, repo, old, new, request)
+
+
+def _run(job: Job, repo: Repo, old: Commit, new: Commit, request: Request) -> Result:
+    fixed = request.fixed
+    # verdict -> git bisect term: the old end's verdict is "old"
+    term = ({"bad": "old", "good": "new", "skip": "skip"} if fixed else
+            {"good": "old", "bad": "new", "skip": "skip"})
+    old_word, new_word = ("bad", "good") if fixed else ("good", "bad")
+    steps: list[Outcome] = []
+    by_sha: dict[str, Outcome] = {}
+    t0 = time.monotonic()
+    job.out.mkdir(parents=True, exist_ok=True)
+
+    def step(commit: Commit) -> Outcome:
+        o = evaluate(job, commit, len(steps))
+        steps.append(o)
+        by_sha[commit.sha] = o
+        request.log(f"hqval bisect: step {len(steps)}: {commit.short} {o.verdict.upper()} "
+                    f"({o.reason}) {o.seconds:.1f} s  {commit.subject[:60]}")
+        _summary(job, steps, None, request, time.monotonic() - t0)
+        return o
+
+    flag = {"good": "--good", "bad": "--bad"}
+    for commit, want in ((old, old_word), (new, new_word)):
+        o = step(commit)
+        if o.verdict != want:
+            what = {"skip": f"cannot be judged there ({o.reason})",
+                    "good": f"passes there ({o.reason})",
+                    "bad": f"fails there ({o.reason})"}[o.verdict]
+            res = Result(2, f"hqval bisect: nothing to bisect: the cell {what}, at "
+                            f"{flag[want]} {commit.short}; {flag[want]} must be a commit "
+                            f"where the cell is {want}", steps=steps)
+            _summary(job, steps, res, request, time.monotonic() - t0)
+            return res
+    total = repo.count(old.sha, new.sha)
+    request.log(f"hqval bisect: {total} commits between {old.short} and {new.short}")
+    b = Bisect(job.worktree, old.sha, new.sha, fixed)
+    mark = b.first_mark
+    for _ in range(total + 2):  # every commit at most once, and git's own end
+        if mark.next_sha is None:
+            break
+        o = by_sha.get(mark.next_sha) or step(repo.commit(mark.next_sha))
+        mark = b.mark(term[o.verdict])
+    first_word = "first fixed" if fixed else "first bad"
+    if mark.first is not None:
+        first = by_sha.get(mark.first) or step(repo.commit(mark.first))
+        parent = job.worktree.git("rev-parse", f"{mark.first}^", check=False).stdout.strip()
+        before = None
+        if parent:
+            before = by_sha.get(parent) or step(repo.commit(parent))
+        res = Result(0, f"hqval bisect: {first_word} commit of {job.target.identity}: "
+                        f"{first.commit.sha} ({len(steps)} steps, "
+                        f"{time.monotonic() - t0:.0f} s)", first, before, steps)
+    else:
+        cands = tuple(repo.commit(s) for s in mark.candidates)
+        res = Result(2, f"hqval bisect: no single commit: the {first_word} commit is one of "
+                        f"{', '.join(c.short for c in cands) or '(git named none)'}; the "
+                        "commits between could not be judged (see the skipped steps)",
+                     steps=steps, candidates=cands)
+    _summary(job, steps, res, request, time.monotonic() - t0)
+    return res
+
+
+def _summary(job: Job, steps: list[Outcome], res: Result | None, request: Request,
+             seconds: float) -> None:
+    from hqval.safeio import write_atomic
+
+    def one(o: Outcome) -> dict[str, object]:
+        row = o.cell_row
+        return {"commit": o.commit.sha, "subject": o.commit.subject, "verdict": o.verdict,
+                "reason": o.reason, "seconds": round(o.seconds, 2),
+                "run_dir": str(o.run_dir) if o.run_dir else None,
+                "row": row.to_dict() if row is not None else None}
+
+    doc: dict[str, object] = {
+        "cell": job.target.identity, "tree": str(job.worktree.repo.root),
+        "manifest": request.manifest, "good": request.good, "bad": request.bad,
+        "fixed": request.fixed, "seconds": round(seconds, 1),
+        "steps": [one(o) for o in steps], "done": res is not None}
+    if res is not None:
+        doc["exit_code"] = res.exit_code
+        doc["message"] = res.message
+        doc["first"] = res.first.commit.sha if res.first else None
+        doc["candidates"] = [c.sha for c in res.candidates]
+    write_atomic(job.out / SUMMARY, json.dumps(doc, indent=2) + "\n")

@@ -1,0 +1,188 @@
+"""The git side of ``hqval bisect``: the user's repository, read only, and a worktree of
+it in a temporary directory where ``git bisect`` runs.
+
+The user's checkout is never touched: refs are resolved there (``rev-parse``) and nothing
+else runs in it.  The bisect worktree is ``git worktree add --detach`` into a fresh
+temporary directory; its bisect state (``refs/bisect/*``, ``BISECT_LOG``) is per worktree,
+so it lives in the worktree's own git directory and goes with it when the worktree is
+removed (always, also after an error or Ctrl-C).  With ``paths`` the worktree checks out
+only those paths (a sparse checkout whose pattern file is the worktree's own and whose
+switch is passed on each git command line: the repository's config is not edited), which
+keeps a checkout of a tree with large data files to its kernels.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+GIT_TIMEOUT_S = 300
+
+
+class GitError(RuntimeError):
+    """A git command failed where it should not have (the machinery, not the input)."""
+
+
+class TreeError(ValueError):
+    """Bad input about the tree: not a repository, an unknown ref, a dirty checkout."""
+
+
+def _git(cwd: Path, *args: str, check: bool = True,
+         config: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    argv = ["git", *(x for c in config for x in ("-c", c)), "-C", str(cwd), *args]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
+                              check=False)
+    except FileNotFoundError:
+        raise TreeError("git is not installed; install git (apt-get install git)") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"`git {' '.join(args)}` took over {GIT_TIMEOUT_S} s") from None
+    if check and proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise GitError(f"`git {' '.join(args)}` failed in {cwd}: "
+                       f"{tail[-1] if tail else f'exit {proc.returncode}'}")
+    return proc
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    subject: str
+
+    @property
+    def short(self) -> str:
+        return self.sha[:12]
+
+
+class Repo:
+    """The user's repository: only read (refs resolved, history walked, status read)."""
+
+    def __init__(self, tree: str | Path) -> None:
+        path = Path(tree).expanduser()
+        if not path.is_dir():
+            raise TreeError(f"--tree {tree}: no such directory; pass the kernel tree's git "
+                            "checkout")
+        top = _git(path, "rev-parse", "--show-toplevel", check=False)
+        if top.returncode != 0 or not top.stdout.strip():
+            raise TreeError(f"--tree {tree}: not a git repository (bisect walks its history); "
+                            "pass the checkout of the kernel tree's repository")
+        self.root = Path(top.stdout.strip()).resolve()
+
+    def resolve(self, ref: str, flag: str) -> Commit:
+        proc = _git(self.root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",
+                    check=False)
+        sha = proc.stdout.strip()
+        if proc.returncode != 0 or not sha:
+            raise TreeError(f"{flag} {ref}: no such commit in {self.root}; give a branch, tag "
+                            "or commit of that repository (git log --oneline lists them)")
+        return self.commit(sha)
+
+    def commit(self, sha: str) -> Commit:
+        out = _git(self.root, "log", "-1", "--format=%H%x00%s", sha).stdout.strip()
+        full, _, subject = out.partition("\x00")
+        return Commit(full, subject)
+
+    def is_ancestor(self, old: str, new: str) -> bool:
+        return _git(self.root, "merge-base", "--is-ancestor", old, new,
+                    check=False).returncode == 0
+
+    def count(self, old: str, new: str) -> int:
+        return int(_git(self.root, "rev-list", "--count", f"{old}..{new}").stdout.strip())
+
+    def dirty(self) -> list[str]:
+        """Tracked files with uncommitted changes (untracked files are not the tree's)."""
+        out = _git(self.root, "status", "--porcelain", "--untracked-files=no").stdout
+        return [ln[3:] for ln in out.splitlines() if ln.strip()]
+
+
+class Worktree:
+    """A detached worktree of ``repo`` in a new temporary directory, removed on close."""
+
+    def __init__(self, repo: Repo, start: str, paths: Sequence[str] = (),
+                 parent: str | Path | None = None) -> None:
+        self.repo = repo
+        self.paths = tuple(paths)
+        self._tmp = Path(tempfile.mkdtemp(prefix="hqval-bisect-", dir=parent))
+        self.path = self._tmp / "tree"
+        self._config = ("core.sparseCheckout=true",) if self.paths else ()
+        try:
+            _git(repo.root, "worktree", "add", "--detach", "--no-checkout", str(self.path),
+                 start)
+            if self.paths:
+                gitdir = Path(_git(self.path, "rev-parse", "--absolute-git-dir").stdout.strip())
+                (gitdir / "info").mkdir(parents=True, exist_ok=True)
+                patterns = "".join(f"/{p.strip('/')}/\n/{p.strip('/')}\n" for p in self.paths)
+                (gitdir / "info" / "sparse-checkout").write_text(patterns)
+            self.checkout(start)
+        except BaseException:
+            self.close()
+            raise
+
+    def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return _git(self.path, *args, check=check, config=self._config)
+
+    def checkout(self, sha: str) -> None:
+        self.git("checkout", "--quiet", "--force", "--detach", sha)
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").stdout.strip()
+
+    def close(self) -> None:
+        """Remove the worktree and its git metadata (its bisect state with it)."""
+        if self.path.exists():
+            _git(self.repo.root, "worktree", "remove", "--force", str(self.path), check=False)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        _git(self.repo.root, "worktree", "prune", check=False)
+
+    def __enter__(self) -> Worktree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class Mark:
+    """What git said after a mark: the commit it checked out next, or the end."""
+
+    next_sha: str | None = None
+    first: str | None = None  # the first new-term commit, when git named it
+    candidates: tuple[str, ...] = ()  # only skipped commits left: the first is one of these
+    output: str = ""
+
+
+class Bisect:
+    """``git bisect`` in a worktree, with terms old/new (``good``/``bad``, or ``broken``/
+    ``fixed`` when looking for the commit that fixed something)."""
+
+    def __init__(self, wt: Worktree, old_sha: str, new_sha: str, fixed: bool) -> None:
+        self.wt = wt
+        self.old, self.new = ("broken", "fixed") if fixed else ("good", "bad")
+        out = wt.git("bisect", "start", f"--term-old={self.old}", f"--term-new={self.new}",
+                     new_sha, old_sha).stdout
+        self.first_mark = self._parse(out)
+
+    def _parse(self, out: str) -> Mark:
+        lines = out.strip().splitlines()
+        for ln in lines:
+            if ln.endswith(f" is the first {self.new} commit"):
+                return Mark(first=ln.split()[0], output=out)
+        if any("only 'skip'ped commits left" in ln for ln in lines):
+            shas = tuple(ln.split()[0] for ln in lines
+                         if ln and len(ln.split()[0]) == 40
+                         and all(c in "0123456789abcdef" for c in ln.split()[0]))
+            return Mark(candidates=shas, output=out)
+        return Mark(next_sha=self.wt.head(), output=out)
+
+    def mark(self, term: str) -> Mark:
+        """``term``: ``old``, ``new`` or ``skip`` (of the checked-out commit)."""
+        word = {"old": self.old, "new": self.new, "skip": "skip"}[term]
+        proc = self.wt.git("bisect", word, check=False)
+        if proc.returncode != 0 and "skip" not in proc.stdout:
+            raise GitError(f"`git bisect {word}` failed: "
+                           f"{(proc.stderr or proc.stdout).strip()}")
+        return self._parse(proc.stdout)
