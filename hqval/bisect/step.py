@@ -78,6 +78,8 @@ class Job:
     timing: TimingSettings = field(default_factory=TimingSettings)
     open_backend: BackendOpener | None = None
     log: Callable[[str], None] = lambda line: None
+    # timing cells: the backend opened once and reused by every step (one device context)
+    backends: dict[tuple[str, str], Backend] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,9 @@ def _placed(job: Job, commit: Commit) -> tuple[Path | None, str]:
     if p.in_tree:
         src = tree / p.rel
         if not src.is_file():
-            return None, f"the manifest {p.rel} is not in the tree at this commit"
+            hint = (f" (or --paths leaves it out: check out {p.rel.parent} too)"
+                    if job.worktree.paths else "")
+            return None, f"the manifest {p.rel} is not in the tree at this commit{hint}"
         data = src.read_bytes()
         dest = src.parent / f".hqval-bisect-{commit.short}-{src.name}"
     else:
@@ -319,11 +323,14 @@ def _timing(job: Job, manifest: Manifest, spec: KernelSpec, arch: Arch,
 
 
 def _open(job: Job, name: str, arch: str) -> Backend:
-    if job.open_backend is not None:
-        return job.open_backend(name, arch)
-    from hqval.backends import get
+    if (name, arch) not in job.backends:
+        if job.open_backend is not None:
+            job.backends[(name, arch)] = job.open_backend(name, arch)
+        else:
+            from hqval.backends import get
 
-    return get(name, arch, job.cache_dir)
+            job.backends[(name, arch)] = get(name, arch, job.cache_dir)
+    return job.backends[(name, arch)]
 
 
 def describe(row: Row) -> str:
