@@ -60,6 +60,17 @@ def relaxed_gc() -> Iterator[None]:
         gc.set_threshold(*old)
 
 
+def freeze_translations() -> None:
+    """Move every object the collector tracks into its permanent generation (``gc.freeze``),
+    so that no later collection walks them.  Called after each translation: a worker holds
+    millions of long-lived translation objects (instructions, closures, constants), and
+    without this every generation-2 collection walks all of them (at ``relaxed_gc``'s exit,
+    at pytest's unraisable-exception hook's ``gc.collect()``, at interpreter exit).
+    Translations live for the process anyway; what else is frozen with them is only kept
+    a little longer if it later becomes cyclic garbage (refcounting still frees the rest)."""
+    gc.freeze()
+
+
 @dataclass
 class LaunchStats:
     """Dynamic instruction counts of one launch.  ``counts``: wave-instructions per class
@@ -117,7 +128,9 @@ class Module:
         if symbol in self._programs:
             return self._programs[symbol]
         with relaxed_gc():
-            return self._translate_program(symbol)
+            prog = self._translate_program(symbol)
+        freeze_translations()
+        return prog
 
     def _translate_program(self, symbol: str) -> Program:
         if symbol not in self._programs:
@@ -148,10 +161,13 @@ def _unsupported(ins: Instruction, cx: Ctx, why: str) -> Callable[[WaveState, An
     return raise_it
 
 
-# Translations shared by every kernel: an ALU instruction's closure depends only on its
-# text, the arch and the wave size.  Not shared: memory instructions (their errors name the
-# kernel) and what depends on the instruction's address (branches, calls, getpc, setreg).
-_SHARED: dict[tuple[str, str, int], tuple[Callable[[WaveState, Any], Any], str]] = {}
+# Translations shared by every kernel of a generation: an ALU instruction's closure
+# depends only on its text, the generation and the wave size (the translators read the
+# arch only to name it in errors raised while translating, which are never shared;
+# tests/emu/test_machine.py runs every op on every arch of a generation and compares).
+# Not shared: memory instructions (their errors name the kernel) and what depends on the
+# instruction's address (branches, calls, getpc, setreg).
+_SHARED: dict[tuple[str, int, int], tuple[Callable[[WaveState, Any], Any], str]] = {}
 _SHARED_LIMIT = 200_000
 _PER_KERNEL = ("s_branch", "s_cbranch", "s_getpc", "s_setpc", "s_swappc", "s_call",
                "s_setreg")
@@ -160,7 +176,7 @@ _MEMORY = ("SMEM", "VMEM", "LDS")
 
 def _translate(ins: Instruction, cx: Ctx, nlanes: int
                ) -> tuple[Callable[[WaveState, Any], Any], str] | None:
-    key = None if ins.mnemonic.startswith(_PER_KERNEL) else (ins.text, cx.arch, nlanes)
+    key = None if ins.mnemonic.startswith(_PER_KERNEL) else (ins.text, cx.gen, nlanes)
     if key is not None and key in _SHARED:
         return _SHARED[key]
     res = (scalar.translate(ins, cx) or memory.translate(ins, cx)
