@@ -32,6 +32,7 @@ from hqval.bisect.step import (
 
 MANIFEST_LIMIT = 1 << 20
 SUMMARY = "bisect.json"
+SUMMARY_MD = "bisect.md"
 
 
 class BisectInputError(ValueError):
@@ -283,3 +284,36 @@ def _summary(job: Job, steps: list[Outcome], res: Result | None, request: Reques
         doc["first"] = res.first.commit.sha if res.first else None
         doc["candidates"] = [c.sha for c in res.candidates]
     write_atomic(job.out / SUMMARY, json.dumps(doc, indent=2) + "\n")
+    write_atomic(job.out / SUMMARY_MD, _markdown(job, steps, res, request.fixed))
+
+
+def _markdown(job: Job, steps: list[Outcome], res: Result | None, fixed: bool) -> str:
+    """``bisect.md``: the result, then the steps in the order they ran (through the one
+    markdown printer: subjects, reasons and messages are data, never markup)."""
+    from hqval import markdown as md
+
+    where = "the tree's own" if job.placement.in_tree else "external"
+    lines = [f"# hqval bisect: {md.code(job.target.identity)}", "",
+             f"Tree {md.code(job.worktree.repo.root)}, manifest {md.code(job.placement.rel)} "
+             f"({where}).", ""]
+    if res is None:
+        lines += ["**Not finished**: the steps so far.", ""]
+    else:
+        lines += [md.bold(res.message.removeprefix("hqval bisect: ")), ""]
+        sides = (("first fixed" if fixed else "first bad", res.first),
+                 ("last broken" if fixed else "last good", res.before))
+        lines += [f"- {label}: {md.code(o.commit.sha)} {md.text(o.commit.subject)}"
+                  for label, o in sides if o is not None]
+        lines.append("")
+    rows = []
+    for i, o in enumerate(steps, 1):
+        row = o.cell_row
+        bound = ""
+        if row is not None and isinstance(row.measured, float | int) \
+                and isinstance(row.tolerance, float | int):
+            bound = f"{row.measured:.3g} / {row.tolerance:.3g}"
+        rows.append([str(i), md.code(o.commit.short), o.commit.subject[:60], o.verdict, bound,
+                     o.reason[:160], md.code(o.run_dir.name) if o.run_dir else ""])
+    lines.append(md.table(["step", "commit", "subject", "verdict", "measured / tolerance",
+                           "reason", "run directory"], rows))
+    return "\n".join(lines) + "\n"

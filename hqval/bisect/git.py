@@ -20,10 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hqval.errors import InfrastructureError
+
 GIT_TIMEOUT_S = 300
 
 
-class GitError(RuntimeError):
+class GitError(InfrastructureError):
     """A git command failed where it should not have (the machinery, not the input)."""
 
 
@@ -42,9 +44,13 @@ def _git(cwd: Path, *args: str, check: bool = True,
     except subprocess.TimeoutExpired:
         raise GitError(f"`git {' '.join(args)}` took over {GIT_TIMEOUT_S} s") from None
     if check and proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        text = (proc.stderr or proc.stdout).strip()
+        tail = text.splitlines()
+        hint = ("; the repository lacks that file's contents (a partial or shallow copy): "
+                "pass --paths with the kernels' directories to check out only those"
+                if "unable to read sha1 file" in text or "missing blob" in text else "")
         raise GitError(f"`git {' '.join(args)}` failed in {cwd}: "
-                       f"{tail[-1] if tail else f'exit {proc.returncode}'}")
+                       f"{tail[0] if tail else f'exit {proc.returncode}'}{hint}")
     return proc
 
 

@@ -207,7 +207,9 @@ def _open_run(job: Job, commit: Commit, manifest: Manifest, specs: list[KernelSp
         extra={"manifest": str(manifest.path), "seed": job.seed, "provenance": tree,
                "requested_backend": target.backend,
                "bisect": {"repository": str(job.worktree.repo.root), "commit": commit.sha,
-                          "subject": commit.subject, "cell": target.identity}})
+                          "subject": commit.subject, "cell": target.identity,
+                          "manifest": str(job.placement.rel),
+                          "manifest_in_tree": job.placement.in_tree}})
     return RunWriter.create(run_dir, envelope)
 
 

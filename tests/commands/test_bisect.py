@@ -141,6 +141,9 @@ def test_names_the_first_bad_commit_with_both_sides_evidence(
         assert step["row"]["identity"] == CELL
         assert {r.identity for r in run.rows} >= {CELL, "compile[tree_gemv_r1|gfx1100|"
                                                   "toolchain]"}
+    md = (tmp_path / "b" / "bisect.md").read_text()
+    assert f"first bad: `{tree.commits['c7 swapped again']}`" in md
+    assert md.count("| fail") == 0 and "| bad |" in md and "| good |" in md
     assert _untouched(tree) == before
     assert main(["report", "-o", str(tmp_path / "report"),
                  *(s["run_dir"] for s in summary["steps"])]) == 0
@@ -154,6 +157,19 @@ def test_fixed_names_the_first_good_commit(tree: Tree, tmp_path: Path,
     fix = tree.commits["c5 fix: scale and zero in order"]
     assert f"first fixed commit of {CELL}: {fix}" in out
     assert out.split("last broken: ", 1)[1].startswith(tree.commits["c4 unrelated"])
+
+
+def test_compile_cell_a_failed_build_is_bad(tree: Tree, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    cell = "compile[tree_gemv_r1|gfx1100|toolchain]"
+    code = _bisect(tree, tmp_path / "c", "c3 scale and zero swapped", "c2 does not compile",
+                   "--fixed", cell=cell)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"first fixed commit of {cell}: {tree.commits['c3 scale and zero swapped']}" in out
+    broken = out.split("last broken: ", 1)[1]
+    assert broken.startswith(tree.commits["c2 does not compile"])
+    assert f"{cell} fail" in broken
 
 
 def test_commits_that_cannot_be_judged_are_skipped_with_the_reason(
