@@ -19,4 +19,5 @@ def suite_dir(name: str) -> Path:
 # Version of the on-disk results schema (envelope + rows); bump with a migration in
 # hqval.results.store when a row or envelope field changes meaning.
 # 2: HFQ4G256 is the engine's qt=6 (schema 1 called it qt=1, the engine's F16).
-SCHEMA_VERSION = 2
+# 3: the envelope names the run (run_id); rows carry it and the code object they judged.
+SCHEMA_VERSION = 3

@@ -37,7 +37,10 @@ class Row:
     ``kind`` says which step produced it: compile | audit | check | mutant | timing | admit.
     ``measured`` and ``tolerance`` are the metric and its bound (None where not numeric);
     ``derivation`` is the one-line reason for the bound.  ``details`` holds step-specific
-    data and must be JSON-serialisable.
+    data and must be JSON-serialisable.  ``run_id`` is the id of the run that wrote the
+    row (its envelope's ``run_id``; stamped by ``hqval.results.store.RunWriter``) and
+    ``object_sha256`` the sha256 of the code object a compile, audit, check or mutant row
+    judged: admission accepts a row only when the run's envelope vouches for both.
     """
 
     kind: str
@@ -52,6 +55,8 @@ class Row:
     seed: int | None = None
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    run_id: str = ""
+    object_sha256: str | None = None
 
     @property
     def identity(self) -> str:
@@ -69,24 +74,48 @@ class Row:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Row:
-        def num(v: Any) -> float | None:
+        """The row a JSON object holds; a field of the wrong type is a ``TypeError`` naming
+        it (a row is data from a file, never trusted to be what it claims)."""
+        def num(key: str) -> float | None:
+            v = d.get(key)
             if v is None:
                 return None
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise TypeError(f"{key} is {type(v).__name__}, not a number")
             return float(v)
 
+        def text(key: str, default: str | None = None) -> str:
+            v = d[key] if default is None else d.get(key, default)
+            if not isinstance(v, str):
+                raise TypeError(f"{key} is {type(v).__name__}, not a string")
+            return v
+
+        if not isinstance(d, dict):
+            raise TypeError(f"a row is a JSON object, not {type(d).__name__}")
+        seed = d.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed is {type(seed).__name__}, not an integer")
+        details = d.get("details", {})
+        if not isinstance(details, dict):
+            raise TypeError(f"details is {type(details).__name__}, not an object")
+        sha = d.get("object_sha256")
+        if sha is not None and not isinstance(sha, str):
+            raise TypeError(f"object_sha256 is {type(sha).__name__}, not a string")
         return cls(
-            kind=d["kind"],
-            check=d["check"],
-            kernel=d["kernel"],
-            arch=d["arch"],
-            backend=d["backend"],
-            status=Status(d["status"]),
-            measured=num(d.get("measured")),
-            tolerance=num(d.get("tolerance")),
-            derivation=d.get("derivation", ""),
-            seed=d.get("seed"),
-            message=d.get("message", ""),
-            details=dict(d.get("details", {})),
+            kind=text("kind"),
+            check=text("check"),
+            kernel=text("kernel"),
+            arch=text("arch"),
+            backend=text("backend"),
+            status=Status(text("status")),
+            measured=num("measured"),
+            tolerance=num("tolerance"),
+            derivation=text("derivation", ""),
+            seed=seed,
+            message=text("message", ""),
+            details=dict(details),
+            run_id=text("run_id", ""),
+            object_sha256=sha,
         )
 
 

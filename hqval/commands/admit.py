@@ -22,15 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.admission import dumps, evaluate, problem_lines, to_markdown
+    from hqval.admission import dumps, judge, load_policy, problem_lines, to_markdown
     from hqval.cli import UsageError
     from hqval.results.compare import to_markdown as compare_markdown
-    from hqval.results.store import write_atomic
+    from hqval.results.store import load_runs, write_atomic
 
     try:
-        _, adm, cmp = evaluate(args.runs, args.baseline, args.policy)
+        judged = judge(load_runs(args.runs), load_policy(args.policy),
+                       baseline=load_runs(args.baseline, "--baseline"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    adm, cmp = judged.admission, judged.comparison
     print(to_markdown(adm))
     if cmp is not None:
         print(compare_markdown(cmp))
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(args.json, dumps(adm))
     code = adm.exit_code
     verdict = {0: "complete evidence, no failure", 1: "a row failed or regressed",
-               2: "incomplete evidence or an infrastructure problem: admission fails closed"
-               }[code]
+               2: "damaged or incomplete evidence or an infrastructure problem: admission "
+                  "fails closed"}[code]
     print(f"hqval admit: {verdict} (exit {code})", file=sys.stderr)
     return code

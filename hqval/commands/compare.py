@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hqval import options
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", metavar="BASE", help="baseline run directory")
@@ -28,9 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--same-device", action="store_true",
                         help="both runs were timed on one GPU (for runs whose envelopes do "
                              "not record its UUID): absolute time is then judged too")
-    parser.add_argument("--policy", default=None,
-                        help="policy YAML whose timing gates judge the change "
-                             "(default: matrices/policy.yaml)")
+    options.POLICY.add_to(parser)
     parser.add_argument("-o", "--output", default=None, help="also write the markdown here")
 
 

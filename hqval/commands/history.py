@@ -22,9 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only cells whose identity contains this text")
     parser.add_argument("--svg", metavar="DIR", default=None,
                         help="write one SVG plot per cell into DIR")
-    parser.add_argument("--policy", default=None,
-                        help="policy YAML whose gates re-judge the runs and set change_max "
-                             "(default: matrices/policy.yaml)")
+    options.POLICY.add_to(parser)
     options.JSON_OUT.add_to(parser)
 
 

@@ -23,17 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from hqval.admission import evaluate, load_policy
+    from hqval.admission import judge, load_policy
     from hqval.cli import UsageError
+    from hqval.results.store import load_runs
     from hqval.run.steps import write_report
 
     try:
-        runs, adm, cmp = evaluate(args.runs, args.baseline, args.policy)
-        policy = load_policy(args.policy)  # the report draws the gate admission applied
+        j = judge(load_runs(args.runs), load_policy(args.policy),
+                  baseline=load_runs(args.baseline, "--baseline"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     out = Path(args.out)
-    paths = write_report(runs, adm, cmp, out, policy=policy)
+    # the report draws the gate admission applied: the policy that judged the runs
+    paths = write_report(j.runs, j.admission, j.comparison, out, policy=j.policy)
     for kind, path in paths.items():
         print(f"hqval report: {kind}: {path}")
     return 0

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out: cells already recorded are kept, "
                              "every step with a missing cell is redone")
-    for opt in (options.BASELINE, options.SEED, options.WORKERS):
+    for opt in (options.BASELINE, options.POLICY, options.SEED, options.WORKERS):
         opt.add_to(parser)
     parser.add_argument("--no-mutants", action="store_true",
                         help="skip the mutants step (the reasons and checkpoint say so)")
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume, baseline=[Path(b) for b in args.baseline], seed=args.seed,
         workers=str(args.workers), mutants=not args.no_mutants, timing=not args.no_timing,
         timing_iterations=args.timing_iterations, timing_runs=args.timing_runs,
-        cache_dir=args.cache_dir, verbose=args.verbose, argv=sys.argv,
+        cache_dir=args.cache_dir, policy=Path(args.policy) if args.policy else None,
+        verbose=args.verbose, argv=sys.argv,
     )
     try:
         result = run_pipeline(config, Display())

@@ -71,17 +71,17 @@ def _show(v: Any) -> str:
 
 
 def build(runs: Sequence[Run], admission: Admission, comparison_markdown: str = "",
-          policy: Policy | None = None) -> ReportData:
+          policy: Policy | None = None, judged: bool = False) -> ReportData:
     """``policy``: the admission policy the verdicts were reached with.  Its timing gates
     re-judge the timing rows exactly as admission did (hqval.timing.gate.rejudge_rows over
     the same kernel table), so the page shows and draws the verdict and gate that were
-    applied; None shows the rows as stored."""
-    if policy is not None:
-        from hqval.admission import gate_for_row, kernel_table
-        from hqval.timing.gate import rejudge_rows
+    applied; None shows the rows as stored.  ``judged``: the runs' rows are already
+    ``hqval.admission.judge``'s under ``policy`` (not judged again)."""
+    if policy is not None and not judged:
+        from hqval.admission import judge_run
 
-        gate_for = gate_for_row(policy, kernel_table(r.envelope for r in runs))
-        runs = [Run(r.path, r.envelope, rejudge_rows(r.rows, gate_for)) for r in runs]
+        runs = [Run(r.path, r.envelope, list(judge_run(r, policy).rows), r.written_schema)
+                for r in runs]
     return ReportData(tuple(runs), tuple(merge_rows(runs)), admission, comparison_markdown,
                       policy)
 

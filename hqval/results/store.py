@@ -18,6 +18,7 @@ API versions): each entry turns a version-N envelope and its rows into version N
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import errno
 import fcntl
@@ -28,6 +29,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -137,6 +139,9 @@ def make_envelope(
     arches = [arch] if isinstance(arch, str) else list(arch)
     env: dict[str, Any] = {
         "schema_version": hqval.SCHEMA_VERSION,
+        # the run's name: every row the run writes carries it (RunWriter.append), kept
+        # across --resume, so a row of any other run is told apart
+        "run_id": uuid.uuid4().hex,
         "hqval_version": hqval.__version__,
         "suite_commit": git_commit(suite_root),
         "kernel_tree": str(kernel_tree) if kernel_tree else None,
@@ -234,8 +239,20 @@ def _renumber(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+def _v2_to_v3(
+    envelope: dict[str, Any], rows: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """v3 names the run (envelope ``run_id``) and binds every row to it (``run_id``) and
+    to the code object it judged (``object_sha256``, the envelope's ``objects``).  A v2
+    run has neither: its rows are read as written, and admission says they are unbound
+    (``hqval.admission.evidence.binding_damage``)."""
+    env = dict(envelope)
+    env["schema_version"] = 3
+    return env, rows
+
+
 # version N -> function producing version N+1
-MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1, 1: _v1_to_v2}
+MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1, 1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(
@@ -485,6 +502,9 @@ class RunWriter:
         batch = list(rows)
         if not batch:
             return 0
+        run_id = str(self.envelope.get("run_id") or "")
+        batch = [r if r.run_id == run_id else dataclasses.replace(r, run_id=run_id)
+                 for r in batch]
         payload = "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in batch)
         try:
             fd = os.open(self._rows_path,

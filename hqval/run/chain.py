@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hqval import provenance
-from hqval.admission import Admission, admit_runs, load_policy, problem_lines, to_markdown
+from hqval.admission import Admission, judge, load_policy, problem_lines, to_markdown
 from hqval.backends import open_for
 from hqval.manifest import DEFAULT_MUTANTS, KernelSpec, Manifest, load_manifest, load_mutants
 from hqval.matrix import resolve_arches
@@ -85,7 +85,7 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             # never as evidence about the tree's kernels
             self_test = frozenset(m.name for m in mutants.kernels)
     opened = open_for(config.backend, [a.name for a in arches], config.cache_dir)
-    policy = load_policy()
+    policy = load_policy(config.policy)  # parsed once: the run's context carries it
     specs = [*manifest.kernels, *(mutants.kernels if mutants else [])]
     compiler = compiler_version = None
     try:
@@ -115,7 +115,7 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             writer.close()
             raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
                               "the same --manifest, --arch and --backend, or start a new --out")
-    ctx = RunContext(config, arches, manifest, mutants, opened, writer, progress)
+    ctx = RunContext(config, arches, manifest, mutants, opened, writer, progress, policy)
     ctx.expected = expected_cells(ctx, policy)
     writer.update_envelope(expected={k: len(v) for k, v in ctx.expected.items()},
                            expected_cells=ctx.expected)
@@ -218,9 +218,11 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
                       f"{ctx.writer.path}" + (f" (resuming: {len(ctx.writer.done)} rows "
                                               "already there)" if config.resume else ""))
         results = tuple(run_step(ctx, name, step) for name, step in STEPS)
-        run = load(ctx.writer.path)
-        baseline = [load(p) for p in config.baseline]
-        adm, _ = admit_runs([run], baseline=baseline)
+        judged = ctx.judged
+        if judged is None:  # the admit step crashed: judge what the run holds
+            judged = judge([load(ctx.writer.path)], ctx.policy,
+                           baseline=[load(p) for p in config.baseline])
+        adm = judged.admission
     finally:
         ctx.writer.close()
     report_dir = ctx.writer.path / "report"

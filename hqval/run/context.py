@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from hqval.result import Row
 
 if TYPE_CHECKING:
+    from hqval.admission import Judged, Policy
     from hqval.backends.base import Backend
     from hqval.manifest import Manifest
     from hqval.matrix import Arch
@@ -59,6 +60,8 @@ class RunConfig:
     timing_iterations: int = 100
     timing_runs: int = 3
     cache_dir: str | None = None
+    # the admission policy file (--policy / HQVAL_POLICY); None: matrices/policy.yaml
+    policy: Path | None = None
     verbose: bool = False  # pytest's own output for the check sessions
     argv: Sequence[str] | None = None
 
@@ -72,9 +75,14 @@ class RunContext:
     backends: dict[str, Backend]  # arch name -> the backend opened for it, before compiling
     writer: RunWriter
     progress: Progress
+    # the admission policy, parsed once when the run opens (every step judges with it)
+    policy: Policy
     # step -> the identities of every cell it must produce (hqval.run.expected)
     expected: dict[str, list[str]] = field(default_factory=dict)
     compiled: dict[tuple[str, str], CompileResult] = field(default_factory=dict)
+    # the run judged once (``hqval.admission.judge``) by the admit step; the report step
+    # and the chain's exit code read it
+    judged: Judged | None = None
 
     def backend_label(self, arch: str) -> str:
         """The backend part of a cell identity on ``arch`` (what ``auto`` chose)."""

@@ -11,13 +11,14 @@ the cells the run already has (``--resume``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hqval import isa, provenance, toolchain
-from hqval.admission import Admission, Policy, admit_runs, dumps, load_policy
+from hqval.admission import Admission, Judged, JudgedRun, Policy, dumps, judge, load_policy
 from hqval.checks import mutation, session
 from hqval.checks.cell import CHECKS, Cell
 from hqval.manifest import KernelSpec
@@ -266,7 +267,7 @@ def timing(ctx: RunContext) -> StepResult:
                 f"timing needs device events on hardware; {backend.name} has no clock "
                 "(cells stay emulated, not measured)")])
             continue
-        rows += bench.run_bench(backend, ctx.manifest, timing_plan(ctx, a, load_policy()),
+        rows += bench.run_bench(backend, ctx.manifest, timing_plan(ctx, a, ctx.policy),
                                 emit=lambda batch: _emit(ctx, list(batch)))
     return StepResult("timing", tuple(rows), seconds=time.monotonic() - t0)
 
@@ -274,11 +275,15 @@ def timing(ctx: RunContext) -> StepResult:
 # ---------------------------------------------------------------------------- admit
 
 
-def admission(ctx: RunContext) -> Admission:
+def judged(ctx: RunContext) -> Judged:
+    """The run's rows (and its baselines') judged under the run's policy."""
     run = store.load(ctx.writer.path)
     baseline = [store.load(p) for p in ctx.config.baseline]
-    adm, _ = admit_runs([run], baseline=baseline)
-    return adm
+    return judge([run], ctx.policy, baseline=baseline)
+
+
+def admission(ctx: RunContext) -> Admission:
+    return judged(ctx).admission
 
 
 def admit(ctx: RunContext) -> StepResult:
@@ -286,7 +291,8 @@ def admit(ctx: RunContext) -> StepResult:
     on the gfx arches; an NVIDIA arch is reported, not admitted."""
     t0 = time.monotonic()
     ctx.progress.start("admit", len(ctx.expected.get("admit", [])))
-    adm = admission(ctx)
+    ctx.judged = judged(ctx)
+    adm = ctx.judged.admission
     rows = [c.to_row() for c in adm.cells]
     rows += [note_row("admit", a.name, ctx.backend_label(a.name),
                       f"{a.name} is not an admission target (the policy covers RDNA gfx "
@@ -295,6 +301,9 @@ def admit(ctx: RunContext) -> StepResult:
     # admission is recomputed on every run (a resumed run's rows changed), so its rows
     # are always appended: the newest supersedes
     ctx.writer.append(rows)
+    # the report shows the admission rows too: they join the judged run (not evidence,
+    # nothing to re-judge)
+    ctx.judged = _with_rows(ctx.judged, ctx.writer.written[-len(rows):] if rows else [])
     for r in rows:
         ctx.progress.cell(r.identity, str(r.status))
     return StepResult("admit", tuple(rows), seconds=time.monotonic() - t0)
@@ -315,26 +324,38 @@ def report(ctx: RunContext) -> StepResult:
     for stale in (ctx.writer.path / "admission.json", out / "admission.json",
                   out / "checkpoint.md", out / "report.html"):
         stale.unlink(missing_ok=True)
-    run = store.load(ctx.writer.path)
-    baseline = [store.load(p) for p in ctx.config.baseline]
-    adm, cmp = admit_runs([run], baseline=baseline)
-    write_report([run], adm, cmp, out, ctx.writer.path / "admission.json")
+    j = ctx.judged if ctx.judged is not None else judged(ctx)
+    write_report(j.runs, j.admission, j.comparison, out, ctx.writer.path / "admission.json",
+                 policy=ctx.policy)
     return StepResult("report", (), seconds=time.monotonic() - t0)
 
 
-def write_report(runs: Sequence[store.Run], adm: Admission, cmp: object,
+def _with_rows(j: Judged, rows: Sequence[Row]) -> Judged:
+    """``j`` with ``rows`` (a run's own admission rows, never re-judged) added to its
+    single run: an admission row supersedes the run's earlier one of that cell."""
+    if not rows or len(j.runs) != 1:
+        return j
+    (run,) = j.runs
+    new = {r.identity for r in rows}
+    kept = tuple(r for r in run.rows if r.identity not in new) + tuple(rows)
+    return dataclasses.replace(j, runs=(dataclasses.replace(run, rows=kept),))
+
+
+def write_report(runs: Sequence[JudgedRun], adm: Admission, cmp: object,
                  out_dir: Path, admission_json: Path | None = None,
                  policy: Policy | None = None) -> dict[str, Path]:
     """The report step's files (``hqval report`` writes the same): report.html,
-    checkpoint.md and, where asked, admission.json.  ``policy`` is the one admission
-    applied (default matrices/policy.yaml): the report draws its gates."""
+    checkpoint.md and, where asked, admission.json, from judged runs
+    (``hqval.admission.judge``).  ``policy`` is the one that judged them: the report
+    draws its gates."""
     from hqval.report.render import build
     from hqval.report.render import write_report as render
     from hqval.results.compare import Comparison
     from hqval.results.compare import to_markdown as compare_markdown
 
     md = compare_markdown(cmp) if isinstance(cmp, Comparison) else ""
-    paths = render(build(list(runs), adm, md, policy=policy or load_policy()), out_dir)
+    loaded = [store.Run(r.path, r.envelope, list(r.rows), r.written_schema) for r in runs]
+    paths = render(build(loaded, adm, md, policy=policy or load_policy(), judged=True), out_dir)
     if admission_json is not None:
         store.write_atomic(admission_json, dumps(adm))
         paths["admission"] = admission_json

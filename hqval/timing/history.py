@@ -216,24 +216,23 @@ def cell_histories(runs: Sequence[object], policy: object, *,
     """Every gated timing cell of ``runs`` (loaded ``hqval.results.store.Run``, oldest
     first) re-judged under ``policy`` (an ``hqval.admission.Policy``), one night per run
     that holds it (labelled by the run's date, else its directory name)."""
-    from hqval.admission import Policy, gate_for_row, kernel_table
+    from hqval.admission import Policy, applied_gate, judge_run
     from hqval.results.store import Run
-    from hqval.timing.gate import is_gated, rejudge_rows
+    from hqval.timing.gate import is_gated
 
     assert isinstance(policy, Policy)
     loaded = [r for r in runs if isinstance(r, Run)]
-    gate_for = gate_for_row(policy, kernel_table(r.envelope for r in loaded))
     series: dict[str, list[Night]] = {}
     tol: dict[str, float] = {}
     for run in loaded:
         label = run.path.name or str(run.path)
-        for r in rejudge_rows(run.rows, gate_for):
+        for r in judge_run(run, policy).rows:
             v = r.details.get("verdict")
             if not is_gated(r) or not isinstance(v, dict) or r.details.get("untrusted"):
                 continue
             if select and select not in r.identity:
                 continue
-            g = gate_for(r)
+            g = applied_gate(r)
             tol[r.identity] = g.change_max if g is not None else 1.01
             series.setdefault(r.identity, []).append(
                 Night(label, float(v["ratio"]), float(v["ci_low"]), float(v["ci_high"])))

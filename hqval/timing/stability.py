@@ -125,13 +125,11 @@ def load_study(directory: Path) -> tuple[dict[str, Any], list[Any]]:
 
 
 def analyze_study(directory: Path, *, policy: str | None = None) -> Study:
-    from hqval.admission import gate_for_row, kernel_table, load_policy
-    from hqval.timing.gate import rejudge_rows
+    from hqval.admission import judge_run, load_policy
 
     cal, runs = load_study(directory)
     pol = load_policy(policy)
-    gate_for = gate_for_row(pol, kernel_table(r.envelope for r in runs))
-    judged = [rejudge_rows(r.rows, gate_for) for r in runs]
+    judged = [list(judge_run(r, pol).rows) for r in runs]
     clean = [[r for r in rows if not is_timing_mutant(r)] for rows in judged]
     study = Study(directory, pol.source, len(runs), str(runs[0].envelope.get("device")), cal)
     # A study is one device call (scripts/h200_timing_study.sh): every re-run on one GPU,
@@ -415,15 +413,13 @@ def cross_device(directories: Sequence[Path], *, policy: str | None = None
     ``hqval compare`` judges them (two runs never judge absolute time, so the ratio
     alone); ``max_change_low``: the largest lower CI bound of a ratio change (a regression
     needs it above ``change_max``).  Only the cells both studies timed are compared."""
-    from hqval.admission import gate_for_row, kernel_table, load_policy
-    from hqval.timing.gate import rejudge_rows
+    from hqval.admission import judge_run, load_policy
 
     pol = load_policy(policy)
     studies = []
     for d in directories:
         _, runs = load_study(d)
-        gate_for = gate_for_row(pol, kernel_table(r.envelope for r in runs))
-        studies.append((d, [(r.envelope, [x for x in rejudge_rows(r.rows, gate_for)
+        studies.append((d, [(r.envelope, [x for x in judge_run(r, pol).rows
                                           if not is_timing_mutant(x)]) for r in runs]))
     cache: CellCache = {}
     out = []

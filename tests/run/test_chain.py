@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hqval.admission import load_policy
 from hqval.backends import get
 from hqval.cli import main
 from hqval.manifest import load_manifest
@@ -26,7 +27,7 @@ def _ctx(tmp_path: Path, expected: list[str]) -> RunContext:
     config = RunConfig(arches=["gfx1100"], out=tmp_path / "run")
     writer = store.RunWriter.create(config.out, store.make_envelope(backend="emu"))
     ctx = RunContext(config, [resolve_arch("gfx1100")], load_manifest(), None,
-                     {"gfx1100": get("emu", "gfx1100")}, writer, Silent())
+                     {"gfx1100": get("emu", "gfx1100")}, writer, Silent(), load_policy())
     ctx.expected = {"checks": expected}
     return ctx
 

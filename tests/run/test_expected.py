@@ -29,7 +29,7 @@ def _ctx(tmp_path: Path, arches: list[str], mutants: bool) -> RunContext:
     backends = {a.name: get("emu", a.name) if a.is_amd else SimpleNamespace(name="cuda")
                 for a in resolved}
     return RunContext(config, resolved, load_manifest(), load_mutants() if mutants else None,
-                      backends, writer, Silent())  # type: ignore[arg-type]
+                      backends, writer, Silent(), load_policy())  # type: ignore[arg-type]
 
 
 def test_expected_cells_of_gfx1100_with_mutants(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def test_hardware_timing_without_its_planned_rows_is_not_done(
     config = RunConfig(arches=["sm_90"], out=tmp_path / "run")
     writer = store.RunWriter.create(config.out, store.make_envelope(backend="cuda"))
     ctx = RunContext(config, [resolve_arch("sm_90")], load_manifest(), None,
-                     {"sm_90": device}, writer, Silent())
+                     {"sm_90": device}, writer, Silent(), load_policy())
     ctx.expected = expected_cells(ctx, load_policy())
 
     def no_rows(*a: Any, **k: Any) -> list[Any]:
@@ -55,7 +55,7 @@ def test_hardware_timing_judges_its_cells_on_the_policy_gate(
     config = RunConfig(arches=["sm_90"], out=tmp_path / "run")
     writer = store.RunWriter.create(config.out, store.make_envelope(backend="cuda"))
     ctx = RunContext(config, [resolve_arch("sm_90")], load_manifest(), None,
-                     {"sm_90": device}, writer, Silent())
+                     {"sm_90": device}, writer, Silent(), load_policy())
     plans: list[Any] = []
 
     def capture(backend: Any, manifest: Any, plan: Any, **k: Any) -> list[Any]:

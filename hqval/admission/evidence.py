@@ -1,0 +1,271 @@
+"""What a run's rows are evidence for: the kernel table a run recorded (kernel -> qt,
+path, arches, ...), the (qt, path) each row belongs to, the evidence a path needs on an
+arch, and the cells a run expected up front that have no row.
+
+Rows are mapped to formats and paths by their kernel: ``details["qt"]`` and
+``details["kind"]`` (or ``details["path"]``) when the producing step put them there,
+otherwise the kernel table recorded in the run envelope from the manifest.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hqval.admission.policy import PATH_OF_KIND, PathPolicy, Policy
+from hqval.matrix import Arch
+from hqval.result import Row, Status
+from hqval.timing.gate import Gate
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    qt: int
+    path: str
+    mutant_of: str | None = None
+    kind: str = ""
+    # the manifest's requires (any | wmma_gfx11 | wmma_gfx12); None when the run did not
+    # record it (then a kernel is expected on an arch where it has rows that apply)
+    requires: str | None = None
+    # a mutant of the suite's own kernels run on an external tree: a suite self-test, never
+    # evidence about the tree's cells
+    self_test: bool = False
+    # the manifest's ``production: false``: its rows are kept and reported, never gating
+    production: bool = True
+
+    def applies_to(self, arch: Arch) -> bool | None:
+        if self.requires is None:
+            return None
+        needed = {"any": None, "wmma_gfx11": "gfx11", "wmma_gfx12": "gfx12"}.get(self.requires)
+        return needed is None or arch.wmma == needed
+
+
+def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo]:
+    """Kernel -> (qt, path) from the kernel tables the runs recorded."""
+    out: dict[str, KernelInfo] = {}
+    for env in envelopes:
+        for name, k in (env.get("kernels") or {}).items():
+            kind = k.get("kind")
+            qt = k.get("qt")
+            if isinstance(qt, int) and kind in PATH_OF_KIND:
+                req = k.get("requires")
+                out[name] = KernelInfo(qt, PATH_OF_KIND[kind], k.get("mutant_of"), str(kind),
+                                       str(req) if isinstance(req, str) else None,
+                                       bool(k.get("self_test")),
+                                       k.get("production") is not False)
+    return out
+
+
+def _classify(row: Row, kernels: Mapping[str, KernelInfo]) -> KernelInfo | None:
+    """The (qt, path) a row is evidence for, or None.  Timing cells name their kernel as
+    ``kernel@MxK``.  A mutant's own check rows are not evidence about the real kernel:
+    only the kill-matrix rows (kind ``mutant``) count, as a gate."""
+    d = row.details
+    qt = d.get("qt")
+    path = d.get("path") or PATH_OF_KIND.get(str(d.get("kind")))
+    info: KernelInfo | None
+    if isinstance(qt, int) and path in ("decode", "prefill"):
+        info = KernelInfo(qt, str(path), d.get("mutant_of"))
+    else:
+        info = kernels.get(row.kernel.split("@", 1)[0])
+        if info is None and isinstance(d.get("mutant_of"), str):
+            info = kernels.get(d["mutant_of"])
+    if info is not None and info.mutant_of is not None and row.kind != "mutant":
+        return None
+    return info
+
+
+def _classify_any(row: Row, kernels: Mapping[str, KernelInfo]) -> KernelInfo | None:
+    """Like ``_classify`` but keeps mutants' own rows (to recognise them as such)."""
+    info = kernels.get(row.kernel.split("@", 1)[0])
+    if info is None and isinstance(row.details.get("mutant_of"), str):
+        return KernelInfo(0, "decode", str(row.details["mutant_of"]))
+    return info
+
+
+def is_infrastructure(row: Row) -> bool:
+    """An error that says nothing about the kernels: a missing backend, tool or step."""
+    return row.status is Status.ERROR and bool(row.details.get("infrastructure"))
+
+
+def _failed(row: Row) -> bool:
+    return row.status in (Status.FAIL, Status.ERROR)
+
+
+def emulator_gap(row: Row) -> str | None:
+    """The instruction the emulator lacks, when that is why ``row`` reached no verdict."""
+    gap = row.details.get("emulator_gap")
+    return str(gap) if gap and row.status is Status.SKIPPED else None
+
+
+def _gaps(rows: Iterable[Row]) -> list[str]:
+    return sorted({f"{r.kernel} ({r.check}): the emulator lacks {emulator_gap(r)}"
+                   for r in rows if emulator_gap(r)})
+
+
+@functools.lru_cache(maxsize=1)
+def _suite_kernels() -> dict[str, KernelInfo]:
+    """(qt, path) of the suite's own kernels (kernels/kernels.yaml), for timing rows of runs
+    that recorded no kernel table (bench runs before the table, held-out H200 runs): their
+    cells find the same gate as any other run's."""
+    from hqval.manifest import ManifestError, load_manifest
+
+    try:
+        specs = load_manifest(None).kernels
+    except (ManifestError, OSError):
+        return {}
+    return {s.name: KernelInfo(s.qt, PATH_OF_KIND[s.kind]) for s in specs
+            if s.kind in PATH_OF_KIND}
+
+
+def gate_for_row(
+    policy: Policy, kernels: Mapping[str, KernelInfo]
+) -> Callable[[Row], Gate | None]:
+    """A function row -> the policy's timing gate for the row's (qt, path, mode), or None.
+    A timing mutant's rows take the gate of the kernel it slows."""
+    def gate_for(row: Row) -> Gate | None:
+        d = row.details
+        qt, mode = d.get("qt"), d.get("mode")
+        path = d.get("path") or PATH_OF_KIND.get(str(d.get("kind")))
+        if not (isinstance(qt, int) and path):
+            name = row.kernel.split("@", 1)[0].split("+", 1)[0]  # a timing mutant: its real kernel
+            info = kernels.get(name) or _suite_kernels().get(name)
+            if info is None:
+                return None
+            qt, path = info.qt, info.path
+        if mode not in ("hot", "cold"):
+            return None
+        return policy.gate(qt, str(path), str(mode))
+    return gate_for
+
+
+
+
+def _listed(items: Sequence[str], last: str = "and") -> str:
+    """``a``, ``a and b``, ``a, b and c``: a list as a sentence reads it."""
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a path needs on an arch, kernel by kernel: the path's kernels that apply
+    there, the expected cells without any row, and the gates the run skipped."""
+
+    kernels: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+def gate_skips(rows: Iterable[Row]) -> dict[str, list[str]]:
+    """arch -> the gates a run was told to skip there (``--no-mutants``): the steps'
+    own ``skipped`` rows that name the flag."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        flag = r.details.get("skipped_by")
+        if r.kind == "step" and r.status is Status.SKIPPED and isinstance(flag, str):
+            out.setdefault(r.arch, []).append(f"{r.check} gate skipped ({flag})")
+    return out
+
+
+def expected_evidence(
+    pp: PathPolicy, arch: Arch, kernels: Mapping[str, KernelInfo], rows: Sequence[Row],
+    qt_rows: Sequence[Row], skipped: Sequence[str] = (),
+) -> Evidence:
+    """Every expected cell of every kernel of the path on ``arch``: its compile row, its
+    audit rows (when the policy audits), a row of each required check (each fallback
+    check when the arch falls back) and a verdict for each of its mutants (unless the
+    run skipped the mutants gate).  A cell with a row of any status is present; the
+    status is judged by ``admit_cell``."""
+    fallback = any(arch.cap(n.cap) not in n.allowed for n in pp.needs)
+    present: dict[tuple[str, str], set[str]] = {}
+    for r in [*rows, *qt_rows]:
+        present.setdefault((r.kernel, r.kind), set()).add(r.check)
+    path_kernels = sorted(n for n, k in kernels.items()
+                          if k.qt == pp.qt and k.path == pp.path and k.mutant_of is None)
+    mine: list[str] = []
+    for name in path_kernels:
+        applies = kernels[name].applies_to(arch)
+        if applies is None:  # not recorded: expected where it has applicable rows
+            applies = any(r.kernel == name and r.status is not Status.UNSUPPORTED
+                          for r in rows)
+        if applies or fallback:
+            mine.append(name)
+    missing: list[str] = []
+    notes = list(skipped)
+    if pp.mutants and not fallback and mine \
+            and not any("mutants gate" in s for s in skipped) \
+            and not any(k.mutant_of in mine and not k.self_test for k in kernels.values()):
+        # not blocking (a tree need not ship mutants) but never silent
+        notes.append(f"mutants gate: no mutant of this tree breaks {_listed(mine)}; the "
+                     "kill matrix says nothing about these kernels")
+    for name in mine:
+        applies = kernels[name].applies_to(arch) is not False
+        if applies and not fallback:
+            if "compile" not in present.get((name, "compile"), set()):
+                missing.append(f"compile of {name}")
+            if pp.audit and not present.get((name, "audit")):
+                missing.append(f"audit of {name}")
+        checks = pp.fallback_checks if fallback else pp.checks
+        missing += [f"{c} of {name}" for c in checks
+                    if c not in present.get((name, "check"), set())]
+        if pp.mutants and not fallback and not any("mutants gate" in s for s in skipped):
+            # the suite's own mutants on an external tree are a self-test of the checks,
+            # not evidence about this tree's cells (they are dropped before this point)
+            for m, k in kernels.items():
+                if k.mutant_of == name and not k.self_test \
+                        and "mutant" not in present.get((m, "mutant"), set()):
+                    missing.append(f"mutant verdict of {m}")
+    return Evidence(tuple(mine), tuple(missing), tuple(notes))
+
+
+EVIDENCE_STEPS = ("compile", "audit", "checks", "mutants", "timing")
+
+
+def expected_cells_damage(envelope: Mapping[str, Any]) -> str:
+    """Why the expected cells a ``hqval run`` recorded up front cannot be trusted, or "".
+    Only a run's envelope (it names its ``steps``; schema 2 and later) has them; there
+    every evidence step has a list covering every arch of the run (a step with nothing to
+    do expects its note), whose length is the count recorded beside it.  An envelope
+    without them would let a row be removed unnoticed wherever the kernels' own evidence
+    does not reach."""
+    if "steps" not in envelope:
+        return ""  # a bench run, an older schema: judged on the kernels' own evidence
+    cells, counts = envelope.get("expected_cells"), envelope.get("expected")
+    if not isinstance(cells, Mapping):
+        return "envelope.json has no expected_cells (the envelope is damaged; re-run)"
+    for step in EVIDENCE_STEPS:
+        ids = cells.get(step)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return f"envelope.json expected_cells has no list for step {step} (damaged)"
+        if isinstance(counts, Mapping) and counts.get(step) != len(ids):
+            return (f"envelope.json expects {counts.get(step)!r} cells of step {step} but "
+                    f"lists {len(ids)} (damaged)")
+        lacking = [a for a in envelope.get("arch") or []
+                   if not any(i.rsplit("|", 2)[-2:-1] == [a] for i in ids)]
+        if lacking:
+            return (f"envelope.json expected_cells lists no cell of step {step} on "
+                    f"{', '.join(map(str, lacking))} (damaged)")
+    return ""
+
+
+def missing_cells(runs: Sequence[Any]) -> list[str]:
+    """The expected cells each run recorded up front (envelope ``expected_cells``) that
+    have no row in it."""
+    out: list[str] = []
+    for run in runs:
+        damage = expected_cells_damage(run.envelope) \
+            if getattr(run, "written_schema", 0) >= 2 else ""
+        if damage:
+            out.append(f"every expected cell: {damage} ({run.path})")
+            continue
+        expected = run.envelope.get("expected_cells") or {}
+        have = {r.identity for r in run.rows}
+        for step in EVIDENCE_STEPS:
+            out += [f"{i} (step {step}, {run.path})" for i in expected.get(step, [])
+                    if i not in have]
+    return out
+
+

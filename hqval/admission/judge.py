@@ -1,0 +1,166 @@
+"""One judged run: ``judge(runs, policy) -> Judged``.
+
+Every reader of a run's verdicts (``hqval admit``, ``compare``, ``report``, ``history``,
+the run chain, ``hqval.results.store.load_run``) goes through ``judge``: each run is
+judged with its own kernel table (timing verdicts recomputed from the stored samples
+under the policy's gates), then the judged runs are combined into the one
+``Admission``.  Nothing is merged by kernel name across runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from hqval.admission.decision import Admission, admit, combine
+from hqval.admission.evidence import KernelInfo, gate_for_row, kernel_table, missing_cells
+from hqval.admission.policy import Policy, arch_caps_from_matrix, load_policy
+from hqval.matrix import Arch
+from hqval.result import Row
+from hqval.timing.gate import Gate, rejudge_rows
+
+
+class RunLike(Protocol):
+    """What ``judge`` reads of a loaded run (``hqval.results.store.Run``)."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def envelope(self) -> dict[str, Any]: ...
+    @property
+    def rows(self) -> list[Row]: ...
+
+
+@dataclass(frozen=True)
+class JudgedRun:
+    """One run judged on its own: its rows with every timing verdict recomputed from the
+    stored samples under the policy (``details.gate``, ``details.verdict``), and the kernel
+    table of its own envelope."""
+
+    path: Path
+    envelope: dict[str, Any]
+    rows: tuple[Row, ...]
+    kernels: Mapping[str, KernelInfo]
+    written_schema: int = 0
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The judged runs (and baselines) and the one admission over them."""
+
+    runs: tuple[JudgedRun, ...]
+    admission: Admission
+    policy: Policy
+    baseline: tuple[JudgedRun, ...] = ()
+    comparison: Any = None  # hqval.results.compare.Comparison with a baseline, else None
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r for run in self.runs for r in run.rows]
+
+    @property
+    def exit_code(self) -> int:
+        return self.admission.exit_code
+
+
+def judge_run(run: RunLike, policy: Policy) -> JudgedRun:
+    """One run judged with its own kernel table: timing verdicts recomputed from the
+    samples under ``policy``'s gates."""
+    kernels = kernel_table([run.envelope])
+    rows = tuple(rejudge_rows(run.rows, gate_for_row(policy, kernels)))
+    return JudgedRun(Path(run.path), run.envelope, rows, kernels,
+                     int(getattr(run, "written_schema", 0)))
+
+
+def applied_gate(row: Row) -> Gate | None:
+    """The gate ``judge`` applied to a row (``details.gate``), None where none did."""
+    g = row.details.get("gate")
+    if not isinstance(g, Mapping):
+        return None
+    try:
+        return Gate.from_dict(g)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def judge(
+    runs: Sequence[RunLike],
+    policy: Policy,
+    *,
+    baseline: Sequence[RunLike] = (),
+    arches: Mapping[str, Arch] | None = None,
+    only_arches: Iterable[str] | None = None,
+) -> Judged:
+    """Every run judged on its own (``judge_run``), then one admission over them: each
+    run's cells are decided with that run's own kernel table and the cells of several runs
+    combined (``combine``); nothing is merged by kernel name.  ``baseline``: earlier runs
+    the timing cells are compared against (a regression rejects its cell)."""
+    from hqval.results.compare import compare_rows, same_device
+
+    if arches is None:
+        arches = arch_caps_from_matrix()
+    judged = tuple(judge_run(r, policy) for r in runs)
+    base = tuple(judge_run(r, policy) for r in baseline)
+    cmp = None
+    regressed: list[str] = []
+    if base:
+        cmp = compare_rows([r for b in base for r in b.rows],
+                           [r for j in judged for r in j.rows],
+                           ", ".join(str(b.path) for b in base),
+                           ", ".join(str(j.path) for j in judged),
+                           gate_for=applied_gate,
+                           same_device=same_device(*(r.envelope for r in [*base, *judged])))
+        regressed = [c.identity for c in cmp.regressions]
+    wanted = list(only_arches) if only_arches is not None else None
+    each = [_admit_one(j, policy, arches, regressed, wanted) for j in judged]
+    adm = combine(each, [str(j.path) for j in judged])
+    if regressed:
+        adm = dataclasses.replace(adm, regressions=tuple(regressed))
+    return Judged(judged, adm, policy, base, cmp)
+
+
+def _admit_one(run: JudgedRun, policy: Policy, arches: Mapping[str, Arch],
+               regressed: Sequence[str], only_arches: Sequence[str] | None) -> Admission:
+    if only_arches is None:  # every arch the run was asked for, rows or not
+        asked = [a for a in run.envelope.get("arch") or [] if isinstance(a, str)]
+        only_arches = list(dict.fromkeys(
+            [a for a in asked if a in arches]
+            + sorted({r.arch for r in run.rows if r.arch in arches})))
+    return admit(list(run.rows), policy, arches, kernels=run.kernels, regressed=regressed,
+                 only_arches=only_arches, missing=missing_cells([run]))
+
+
+def admit_runs(
+    runs: Sequence[Any],
+    *,
+    policy: Policy | None = None,
+    arches: Mapping[str, Arch] | None = None,
+    baseline: Sequence[Any] = (),
+    only_arches: Iterable[str] | None = None,
+) -> tuple[Admission, Any]:
+    """``judge``'s admission and comparison (for callers of the older interface)."""
+    j = judge(runs, policy or load_policy(), baseline=baseline, arches=arches,
+              only_arches=only_arches)
+    return j.admission, j.comparison
+
+
+def compare_runs(base: RunLike, new: RunLike, *, policy: Policy | None = None,
+                 history: Sequence[RunLike] = (), same_device: bool | None = None) -> Any:
+    """Two loaded runs compared under ``policy``'s timing gates (default
+    matrices/policy.yaml), each judged on its own (``judge_run``) and compared under the
+    gates that judged them; ``history``: earlier loaded runs; ``same_device``: True when
+    the caller knows both were timed on one GPU, for runs that do not record its UUID
+    (what the envelopes record takes precedence)."""
+    from hqval.results.compare import compare_rows
+    from hqval.results.compare import same_device as envelopes_same_device
+
+    pol = policy if policy is not None else load_policy()
+    b, n = judge_run(base, pol), judge_run(new, pol)
+    hist = [judge_run(h, pol) for h in history]
+    recorded = envelopes_same_device(base.envelope, new.envelope)  # what they record wins
+    return compare_rows(b.rows, n.rows, str(base.path), str(new.path),
+                        gate_for=applied_gate, history=[h.rows for h in hist],
+                        same_device=recorded if recorded is not None else same_device)
