@@ -133,7 +133,7 @@ def _known_cells(job: Job, ends: Sequence[Commit], target: Target | None
 
 
 def _check_backend(target: Target, request: Request) -> None:
-    if target.kind == "compile" or request.open_backend is not None:
+    if target.kind in ("compile", "audit") or request.open_backend is not None:
         return
     from hqval.backends import BackendUnavailable, get
 

@@ -4,6 +4,8 @@ makes that bisect can judge, for the error that names close matches.
 A bisectable cell is one of
 
 - ``compile[KERNEL|ARCH|toolchain]``: does the kernel build (a build failure is *bad*);
+- ``audit_RULE[KERNEL|ARCH|isa]``: one ISA audit rule on the kernel's code object (the
+  rules that compare with the v1 baseline audit the baseline's object too);
 - ``CHECK[KERNEL|ARCH|BACKEND]`` for a check of ``hqval.checks.cell.CHECKS`` on ``emu``,
   ``hip`` or ``cuda``;
 - ``timing_MODE[KERNEL@MxK|ARCH|BACKEND]`` (MODE hot or cold) on a hardware backend: the
@@ -46,7 +48,7 @@ class Target:
     kernel: str  # the manifest kernel (a timing cell's shape taken off)
     arch: str
     backend: str
-    kind: str  # compile | check | timing
+    kind: str  # compile | audit | check | timing
     mode: str = ""  # timing: hot or cold
     shape: tuple[int, int] = (0, 0)  # timing: (M, K)
 
@@ -59,6 +61,8 @@ def parse(identity: str) -> Target | None:
     check, kernel, arch, backend = m["check"], m["kernel"], m["arch"], m["backend"]
     if check == "compile" and backend == "toolchain":
         return Target(identity, check, kernel, arch, backend, "compile")
+    if backend == "isa" and check.removeprefix("audit_") in audit_rules():
+        return Target(identity, check, kernel, arch, backend, "audit")
     if check in CHECKS:
         return Target(identity, check, kernel, arch, backend, "check")
     t, s = TIMING.match(check), SHAPE.match(kernel)
@@ -80,6 +84,7 @@ def made_by(specs: Iterable[KernelSpec], arches: Iterable[Arch],
                 continue
             if a.is_amd:
                 out.append(cell_id("compile", s.name, a.name, "toolchain"))
+                out += [cell_id(f"audit_{rule}", s.name, a.name, "isa") for rule in audit_rules()]
             for b in CHECK_BACKENDS:
                 if (b == "cuda" and a.is_amd) or (b == "hip" and not a.is_amd):
                     continue
@@ -89,6 +94,13 @@ def made_by(specs: Iterable[KernelSpec], arches: Iterable[Arch],
                 out += [cell_id(f"timing_{mode}", f"{s.name}@{shape[0]}x{shape[1]}", a.name, b)
                         for mode in TIMING_MODES]
     return out
+
+
+def audit_rules() -> tuple[str, ...]:
+    """The ISA audit's rule names (its cells are ``audit_<rule>``)."""
+    from hqval import isa
+
+    return tuple(isa.RULES)
 
 
 def close_matches(identity: str, known: list[str], n: int = 5) -> list[str]:

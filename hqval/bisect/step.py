@@ -165,8 +165,9 @@ def _spec(manifest: Manifest, name: str) -> KernelSpec | None:
 
 def _needed(manifest: Manifest, spec: KernelSpec, arch: Arch, target: Target
             ) -> list[KernelSpec]:
-    """The kernels the cell runs: its own, its baseline, the qt=6 arm of a timing cell and
-    the decode GEMV a prefill or fallback check compares with."""
+    """The kernels the cell runs: its own, its baseline (which the audit and bit identity
+    compare with), the qt=6 arm of a timing cell and the decode GEMV a prefill or fallback
+    check compares with."""
     from hqval.checks.dispatch import NoRoute, decode_kernel
     from hqval.timing import bench
 
@@ -217,6 +218,7 @@ def _run(job: Job, commit: Commit, manifest: Manifest, spec: KernelSpec,
          needs: list[KernelSpec], arch: Arch, writer: RunWriter) -> Outcome:
     target = job.target
     compile_rows: list[Row] = []
+    cells: list[toolchain.CompileCell] = []
     if arch.is_amd:
         cells = toolchain.compile_matrix(needs, [arch], cache_dir=job.cache_dir)
         compile_rows = [c.row() for c in cells]
@@ -237,7 +239,9 @@ def _run(job: Job, commit: Commit, manifest: Manifest, spec: KernelSpec,
             what = "it" if r.kernel == spec.name else f"{r.kernel}, which the cell also runs,"
             return Outcome(commit, "skip", f"does not compile: {what} failed to build "
                                            f"({_first(r.message)})", (r,), writer.path)
-    if target.kind == "check":
+    if target.kind == "audit":
+        cell_rows, why = _audit(job, cells, arch, writer)
+    elif target.kind == "check":
         cell_rows, why = _check(job, manifest, spec, arch, writer)
     else:
         cell_rows, why = _timing(job, manifest, spec, arch, writer)
@@ -266,6 +270,18 @@ def _verdict(commit: Commit, row: Row | None, context: list[Row], run_dir: Path)
         return Outcome(commit, "bad", _first(row.message) or "fail", rows, run_dir)
     return Outcome(commit, "skip", f"no verdict: the cell is {row.status} "
                                    f"({_first(row.message)})", rows, run_dir)
+
+
+def _audit(job: Job, cells: list[toolchain.CompileCell], arch: Arch, writer: RunWriter
+           ) -> tuple[list[Row], str]:
+    """The ISA audit of the kernel's code object (and its baseline's, which the rules that
+    compare with v1 read), through the audit cache like the run's audit step."""
+    from hqval import isa
+
+    pairs = [(c.spec, c.result) for c in cells if c.result is not None]
+    rows = isa.audit_arches([(arch, pairs)], cache_dir=job.cache_dir)[0]
+    writer.append(rows)
+    return rows, ""
 
 
 def _check(job: Job, manifest: Manifest, spec: KernelSpec, arch: Arch,

@@ -36,6 +36,18 @@ BAD_SRC = ('#include "hq4_gemv.h"\n'
            "};\n"
            "HQ_GEMV(tree_gemv_r1, Swapped, 1, false)\n")
 
+# numerically right, but the header's two scalar loads become one vector load per lane:
+# only the ISA audit's header_scalar rule can see it
+LANE_HEADER_SRC = ('#include "hq4_gemv.h"\n'
+                   "struct LaneHeader : HdrMq4v2 {\n"
+                   "    static HQ_DEVICE Hq4Raw load(const unsigned char* __restrict__ gp, "
+                   "unsigned int boff) {\n"
+                   "        const unsigned int hs = hq_load_u32(gp + (boff < 64u ? 0u : 4u));\n"
+                   "        return Hq4Raw{hs, hs};\n"
+                   "    }\n"
+                   "};\n"
+                   "HQ_GEMV(tree_gemv_r1, LaneHeader, 1, false)\n")
+
 
 def _manifest(kernel: bool = True, slow: int = 0) -> str:
     text = ("schema: 2\ninclude_dirs: [include]\nkernels:\n"
@@ -99,6 +111,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
     commit("c9 good again")
     commit("c10 unrelated", note="docs")
     commit("c11 slower: a redundant pass per group", manifest=_manifest(slow=64))
+    commit("c12 header read per lane", src=LANE_HEADER_SRC, manifest=_manifest(slow=64))
     yield Tree(root, commits, base / "cache")
 
 
@@ -170,6 +183,18 @@ def test_compile_cell_a_failed_build_is_bad(tree: Tree, tmp_path: Path,
     broken = out.split("last broken: ", 1)[1]
     assert broken.startswith(tree.commits["c2 does not compile"])
     assert f"{cell} fail" in broken
+
+
+def test_audit_cell_names_the_commit_its_rule_fails_at(
+        tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cell = "audit_header_scalar[tree_gemv_r1|gfx1100|isa]"
+    code = _bisect(tree, tmp_path / "a", "c10 unrelated", "c12 header read per lane",
+                   cell=cell)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert f"first bad commit of {cell}: {tree.commits['c12 header read per lane']}" in out
+    assert out.split("last good: ", 1)[1].startswith(
+        tree.commits["c11 slower: a redundant pass per group"])
 
 
 def test_commits_that_cannot_be_judged_are_skipped_with_the_reason(
