@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from hqval.admission import Admission, AdmissionStatus, Cell, Policy
 from hqval.report.timing import TimingCell, is_ratio_row, timing_cells, verdict_counts
 from hqval.result import Row, Status
+from hqval.results.compare import ORDER, Change, Comparison, Section, to_markdown
 from hqval.results.store import Run
 
 STATUS_ORDER = [s.value for s in AdmissionStatus]
@@ -20,13 +21,82 @@ def anchor(identity: str) -> str:
     return "r-" + re.sub(r"[^A-Za-z0-9_-]+", "-", identity).strip("-")
 
 
+def row_order(r: Row) -> tuple[str, str, str, str, str]:
+    """The order a table lists rows in: by check, kernel, arch and backend, never the
+    order the rows were written (xdist workers finish in any order)."""
+    return (r.check, r.kernel, r.arch, r.backend, r.identity)
+
+
+@dataclass(frozen=True)
+class ComparisonSection:
+    """One section of "since the baseline" (worse, better, noisy, missing, status flips,
+    new): its changes, each note without the parts every timing change shares."""
+
+    section: Section
+    changes: tuple[tuple[Change, str], ...]  # (change, its own note)
+
+    @property
+    def slug(self) -> str:
+        return "baseline-" + re.sub(r"[^a-z]+", "-", str(self.section)).strip("-")
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    comparison: Comparison
+    sections: tuple[ComparisonSection, ...]
+    shared_notes: tuple[str, ...]  # said of every timing change: printed once
+    unchanged: int
+
+    def count(self, section: Section) -> int:
+        return len(self.comparison.section(section))
+
+
+def comparison_view(cmp: Comparison) -> ComparisonView:
+    """The comparison as the page's sections, in compare's own order; a note part that
+    every timing change carries ("absolute time not judged: ...") is said once above the
+    sections instead of in every row."""
+    timed = [c for c in cmp.changes if c.kind == "timing" and c.change is not None]
+    parts = [set(c.note.split("; ")) for c in timed if c.note]
+    shared = set.intersection(*parts) if parts and len(parts) == len(timed) else set()
+    shared.discard("")
+    order = [p for p in (timed[0].note.split("; ") if timed else []) if p in shared]
+
+    def own(c: Change) -> str:
+        bits = [b for b in c.note.split("; ") if b and b not in shared] if c.note else []
+        return "; ".join(bits)
+
+    sections = tuple(ComparisonSection(s, tuple((c, own(c)) for c in cmp.section(s)))
+                     for s in ORDER if s is not Section.UNCHANGED and cmp.section(s))
+    return ComparisonView(cmp, sections, tuple(order), len(cmp.section(Section.UNCHANGED)))
+
+
 @dataclass(frozen=True)
 class ReportData:
     runs: tuple[Run, ...]
     rows: tuple[Row, ...]
     admission: Admission
-    comparison_markdown: str = ""
+    comparison: Comparison | None = None  # against --baseline: "since the baseline"
     policy: Policy | None = None  # the admission policy in use (its gates are drawn)
+
+    @property
+    def comparison_markdown(self) -> str:
+        """The comparison for checkpoint.md (compare's own markdown printer)."""
+        return to_markdown(self.comparison) if self.comparison is not None else ""
+
+    def comparison_view(self) -> ComparisonView | None:
+        return comparison_view(self.comparison) if self.comparison is not None else None
+
+    def anchored(self) -> set[str]:
+        """The identities the page gives an id to (a link to any other would dangle)."""
+        mutants = self.mutant_kernels()
+        out = {c.key for c in self.admission.cells}
+        for r in self.rows:
+            if r.kind == "check" and r.kernel in mutants:
+                continue  # a mutant's cells are in the kill matrix, under its verdict
+            if r.kind == "admit":
+                continue
+            out.add(r.identity)
+        return out
 
     @property
     def arches(self) -> list[str]:
@@ -53,11 +123,32 @@ class ReportData:
         """Check rows of the real kernels by check (mutants' cells are in the kill matrix)."""
         mutants = self.mutant_kernels()
         out: dict[str, list[Row]] = {}
-        for r in self.of_kind("check"):
+        for r in sorted(self.of_kind("check"), key=row_order):
             if r.kernel in mutants:
                 continue
             out.setdefault(r.check, []).append(r)
         return dict(sorted(out.items()))
+
+    def failing_checks(self) -> list[Row]:
+        """The real kernels' check cells that failed or errored, in page order."""
+        return [r for rows in self.checks_by_name().values() for r in rows
+                if r.status in (Status.FAIL, Status.ERROR)]
+
+    def not_applicable_checks(self) -> int:
+        """Check rows of cells the check does not apply to (stored as unsupported by
+        runs that made such cells): n/a, never counted as unsupported evidence."""
+        return sum(r.status is Status.UNSUPPORTED for rows in self.checks_by_name().values()
+                   for r in rows)
+
+    def cells_in_order(self) -> list[Cell]:
+        """Admission cells by arch, then the policy's format and path order."""
+        cols = {k: i for i, k in enumerate(self.columns)}
+        return sorted(self.admission.cells,
+                      key=lambda c: (c.arch, cols.get((c.qt, c.format, c.path), 0)))
+
+    def sorted_of_kind(self, kind: str) -> list[Row]:
+        """The rows of ``kind`` in the page's stable order (``row_order``)."""
+        return sorted(self.of_kind(kind), key=row_order)
 
     def timing(self) -> list[TimingCell]:
         """The v2/v1 (and A/A) ratio cells of every run, grouped by mode, R and shape."""

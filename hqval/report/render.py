@@ -31,7 +31,9 @@ from hqval.report.data import (
     not_claimed,
     summary,
 )
-from hqval.result import Status
+from hqval.report.numbers import fmt_gbps, fmt_p, fmt_ratio, fmt_value, pct, readable
+from hqval.result import Row, Status
+from hqval.results.compare import Comparison
 from hqval.results.store import Run
 
 ENVELOPE_KEYS = ("date", "host", "platform", "device", "arch", "backend", "runtime",
@@ -47,21 +49,12 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,  # a block tag's own newline is not output (markdown spacing)
     )
-    env.globals.update(anchor=anchor, fmt=_fmt, show=_show)
+    env.globals.update(anchor=anchor, fmt=fmt_value, show=_show, fmt_ratio=fmt_ratio,
+                       fmt_p=fmt_p, fmt_gbps=fmt_gbps, pct=pct)
     # the markdown template escapes every value from the runs (title, envelope fields,
     # identities, notes) through the one markdown printer
     env.filters.update(md=md.text, mdcode=md.code)
     return env
-
-
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return ""
-    if not math.isfinite(v):
-        return str(v)
-    if v == 0:
-        return "0"
-    return f"{v:.4g}" if 1e-3 <= abs(v) < 1e5 else f"{v:.3e}"
 
 
 def _show(v: Any) -> str:
@@ -70,7 +63,7 @@ def _show(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def build(runs: Sequence[Run], admission: Admission, comparison_markdown: str = "",
+def build(runs: Sequence[Run], admission: Admission, comparison: Comparison | None = None,
           policy: Policy | None = None, judged: bool = False) -> ReportData:
     """``policy``: the admission policy the verdicts were reached with.  Its timing gates
     re-judge the timing rows exactly as admission did (hqval.timing.gate.rejudge_rows over
@@ -82,8 +75,7 @@ def build(runs: Sequence[Run], admission: Admission, comparison_markdown: str = 
 
         runs = [Run(r.path, r.envelope, list(judge_run(r, policy).rows), r.written_schema)
                 for r in runs]
-    return ReportData(tuple(runs), tuple(merge_rows(runs)), admission, comparison_markdown,
-                      policy)
+    return ReportData(tuple(runs), tuple(merge_rows(runs)), admission, comparison, policy)
 
 
 @dataclass(frozen=True)
@@ -148,10 +140,37 @@ def plots(data: ReportData) -> list[Plot]:
     return out
 
 
+EXIT_MEANING = {0: "complete evidence and no failure",
+                1: "a row failed (a rejected cell, a kernel-level finding or a regression)",
+                2: "incomplete evidence, a damaged run or an infrastructure problem: "
+                   "admission fails closed"}
+
+def _status_counts(rows: Sequence[Row]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        out[str(r.status)] = out.get(str(r.status), 0) + 1
+    order = [str(s) for s in Status]
+    return dict(sorted(out.items(), key=lambda kv: order.index(kv[0])
+                       if kv[0] in order else len(order)))
+
+
 def render_html(data: ReportData, title: str | None = None) -> str:
     all_plots = plots(data)
     cells = data.timing()
+    attention = [(s.value, [c for c in data.cells_in_order() if c.status is s])
+                 for s in (AdmissionStatus.REJECTED, AdmissionStatus.INCOMPLETE)]
+    hist = tv.history(cells)
+    lo, hi = svg.history_range(hist) if hist else (0.0, 0.0)
     return _env().get_template("report.html.j2").render(
+        exit_meaning=EXIT_MEANING.get(data.admission.exit_code, "see the sections below"),
+        attention=[(s, cs) for s, cs in attention if cs],
+        cview=data.comparison_view(),
+        linkable=data.anchored(),
+        timing_counts=tv.verdict_counts(cells),
+        status_counts=_status_counts,
+        readable=readable,
+        mutant_kernels=sorted(data.mutant_kernels()),
+        history_scale=f"{lo:.3f} to {hi:.3f}",
         title=title or finding(data),
         version=hqval.__version__,
         generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -264,9 +283,10 @@ def render_checkpoint(data: ReportData, title: str | None = None,
         timing_table=md.table(
             ["mode · R · shape", "cell", "verdict", "ratio", "CI", "p (MWU)", "gate applied",
              "predicted", "GB/s", "run"],
-            [[t.group_label, md.code(t.row.identity), t.verdict, _fmt(t.ratio),
-              f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "",
-              _fmt(t.p), t.gate_text, _fmt(t.predicted), _fmt(t.gbps), t.run_label]
+            [[t.group_label, md.code(t.row.identity), t.verdict, fmt_ratio(t.ratio),
+              f"[{fmt_ratio(t.ci_low)}, {fmt_ratio(t.ci_high)}]" if t.ci_low is not None
+              else "", fmt_p(t.p), t.gate_text, fmt_ratio(t.predicted), fmt_gbps(t.gbps),
+              t.run_label]
              for t in timing])
         if timing else "",
         noisy=[(md.code(c.row.identity), md.text(c.why_noisy()), samples_link(c))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from hqval.formats import HFQ4G256_QT as V1_QT
 from hqval.report.data import anchor
+from hqval.report.numbers import fmt_p
 from hqval.report.timing import TimingCell, format_name
 from hqval.result import Row
 
@@ -88,7 +89,7 @@ def _tick_labels(lo: float, hi: float, n: int = 6) -> list[tuple[float, str]]:
 def _cell_title(c: TimingCell) -> str:
     ci = f" CI [{c.ci_low:.4f}, {c.ci_high:.4f}]" if c.ci_low is not None and \
         c.ci_high is not None else ""
-    p = f" p={c.p:.2g}" if c.p is not None else ""
+    p = f" p{'' if fmt_p(c.p).startswith('<') else '='}{fmt_p(c.p)}" if c.p is not None else ""
     ratio = f"{c.ratio:.4f}" if c.ratio is not None else "no ratio"
     return (f"{c.row.identity} ({c.run_label}): {ratio}{ci}{p}; {c.verdict}; gate "
             f"{c.gate_text} ({c.gate_source})")
@@ -127,27 +128,36 @@ def timing_plot(cells: Sequence[TimingCell], admission_gate: float | None = None
 
     label_w = min(440, 12 + 6.3 * max(len(row_label(c)) for c in cells))
     left = label_w + 10
-    h = 30 + ROW_H * (len(cells) + len(groups)) + 30
+    top = 44  # the admission gate's label, then the top axis, above the first group
+    h = top + ROW_H * (len(cells) + len(groups)) + 30
     k, b = _axis(lo, hi, left, WIDTH - 16)
 
     def x(v: float) -> float:
         return k * v + b
 
+    ticks = _tick_labels(lo, hi)
     out = [_open(WIDTH, h, "v2/v1 timing ratio per cell, grouped by mode, R and shape")]
-    for t, tl in _tick_labels(lo, hi):
-        out.append(f'<line x1="{x(t):.1f}" y1="20" x2="{x(t):.1f}" y2="{h - 26}" '
-                   'stroke="#eee"/>' + _text(x(t), h - 12, tl, 10, "middle"))
-    out.append(f'<line x1="{x(1):.1f}" y1="16" x2="{x(1):.1f}" y2="{h - 26}" stroke="#888"/>')
+    # the ratio axis at the top and the bottom (a long plot is read far from either end)
+    for t, tl in ticks:
+        out.append(f'<line x1="{x(t):.1f}" y1="{top - 14}" x2="{x(t):.1f}" y2="{h - 26}" '
+                   'stroke="#eee"/>' + _text(x(t), top - 18, tl, 10, "middle",
+                                             'class="axis top"')
+                   + _text(x(t), h - 12, tl, 10, "middle", 'class="axis bottom"'))
+    out.append(f'<line x1="{x(1):.1f}" y1="{top - 14}" x2="{x(1):.1f}" y2="{h - 26}" '
+               'stroke="#888"/>')
     if admission_gate:
-        out.append(f'<line class="admission-gate" x1="{x(admission_gate):.1f}" y1="16" '
-                   f'x2="{x(admission_gate):.1f}" y2="{h - 26}" stroke="#c0392b" '
-                   'stroke-dasharray="5 3"/>'
+        out.append(f'<line class="admission-gate" x1="{x(admission_gate):.1f}" '
+                   f'y1="{top - 14}" x2="{x(admission_gate):.1f}" y2="{h - 26}" '
+                   'stroke="#c0392b" stroke-dasharray="5 3"/>'
                    + _text(x(admission_gate), 12, f"admission gate {admission_gate:g}", 10,
                            "middle"))
-    y = 30
+    y = top
     for label, members in groups:
         out.append(f'<rect x="0" y="{y - 12}" width="{WIDTH}" height="{ROW_H}" fill="#f3f3f3"/>'
                    + _text(4, y + 1, label, 11, extra='font-weight="600"'))
+        # and on every group's band, grey, where it does not run into the label
+        out += [_text(x(t), y + 1, tl, 9, "middle", 'fill="#999" class="axis band"')
+                for t, tl in ticks if x(t) > 10 + 6.6 * len(label) + 20]
         y += ROW_H
         for c in members:
             title = _cell_title(c)
@@ -406,11 +416,30 @@ def sweep_plot(cells: Sequence[TimingCell]) -> str:
 
 # ---------------------------------------------------------------- history across runs
 
+def history_range(history: Mapping[str, Sequence[TimingCell]]) -> tuple[float, float]:
+    """The one ratio scale every history panel shares: every night's ratio, each
+    candidate's gate (and each A/A control's band) and 1.00, padded.  A panel zoomed to
+    its own cell's +-0.5% makes run-to-run noise look like a trend; on one scale a
+    wiggle is as large as it is, next to the gate it would have to cross.  A CI wider than
+    the scale is clipped at its edge."""
+    vals = [1.0]
+    for cs in history.values():
+        for c in cs:
+            if c.ratio is not None:
+                vals.append(c.ratio)
+            if c.gate is not None:
+                vals += [1 + c.gate, 1 - c.gate] if c.aa else [c.gate]
+    lo, hi = min(vals), max(vals)
+    pad = max(0.004, (hi - lo) * 0.08)
+    return lo - pad, hi + pad
+
+
 def history_plot(history: dict[str, list[TimingCell]],
                  fits: Mapping[str, Fit] | None = None) -> str:
     """v2/v1 ratio of each cell seen in several runs (nights or machines), oldest to
     newest (one x position per run, the same in every panel), with CI bars and each
-    night's verdict; the dashed tick is that night's gate.  ``fits`` (identity ->
+    night's verdict, every panel on one ratio scale (``history_range``) with the gate
+    drawn as a dashed line (a tick per night where the nights' gates differ).  ``fits`` (identity ->
     hqval.timing.history's step fit over the cell's gated, trusted nights, the same data
     ``hqval history`` reads) adds the fitted levels as a green step line and a triangle at
     each step: red for a regression, grey for a recurring or unconfirmed one."""
@@ -424,14 +453,9 @@ def history_plot(history: dict[str, list[TimingCell]],
     n_rows = math.ceil(len(items) / per_row)
     width, h = pw * min(per_row, len(items)), ph * n_rows + 8
     out = [_open(width, h, "ratio history per cell across runs", "plot history")]
+    lo, hi = history_range(history)
     for n, (ident, cs) in enumerate(items):
         ox, oy = pw * (n % per_row), 4 + ph * (n // per_row)
-        vals = [v for c in cs for v in (c.ratio, c.ci_low, c.ci_high) if v is not None]
-        vals += [c.gate for c in cs if c.gate is not None and not c.aa]
-        vals.append(1.0)
-        lo, hi = min(vals), max(vals)
-        pad = max(0.004, (hi - lo) * 0.1)
-        lo, hi = lo - pad, hi + pad
         x0, x1, y0, y1 = ox + 40, ox + pw - 12, oy + ph - 16, oy + 30
         c0 = cs[-1]
         out.append(f'<rect x="{ox + 2}" y="{oy}" width="{pw - 6}" height="{ph - 4}" '
@@ -453,6 +477,19 @@ def history_plot(history: dict[str, list[TimingCell]],
             out.append(_text(x0 - 4, py(t) + 3, tl, 8, "end"))
         out.append(f'<line x1="{x0}" y1="{py(1):.1f}" x2="{x1}" y2="{py(1):.1f}" '
                    'stroke="#aaa"/>')
+        gates = {c.gate for c in cs if c.gate is not None}
+        one_gate = len(gates) == 1
+        if one_gate:
+            (g,) = gates
+            if cs[0].aa:
+                out.append(f'<rect class="gate band" x="{x0}" y="{py(1 + g):.1f}" '
+                           f'width="{x1 - x0}" height="{py(1 - g) - py(1 + g):.1f}" '
+                           'fill="#27ae60" fill-opacity="0.12"><title>A/A gate: within '
+                           f'1 ± {g:g}</title></rect>')
+            else:
+                out.append(f'<line class="gate" x1="{x0}" y1="{py(g):.1f}" x2="{x1}" '
+                           f'y2="{py(g):.1f}" stroke="#c0392b" stroke-dasharray="4 3">'
+                           f'<title>gate {g:g}</title></line>')
         pts = [(i, c) for i, c in enumerate(cs) if c.ratio is not None]
         path = "".join(f"{'M' if j == 0 else 'L'}{px(i):.1f} {py(c.ratio or 1):.1f}"
                        for j, (i, c) in enumerate(pts))
@@ -460,9 +497,10 @@ def history_plot(history: dict[str, list[TimingCell]],
         for i, c in pts:
             assert c.ratio is not None
             if c.ci_low is not None and c.ci_high is not None:
-                out.append(f'<line x1="{px(i):.1f}" y1="{py(c.ci_low):.1f}" x2="{px(i):.1f}" '
-                           f'y2="{py(c.ci_high):.1f}" stroke="#333"/>')
-            if c.gate is not None and not c.aa:
+                lo_ci, hi_ci = max(c.ci_low, lo), min(c.ci_high, hi)
+                out.append(f'<line x1="{px(i):.1f}" y1="{py(lo_ci):.1f}" x2="{px(i):.1f}" '
+                           f'y2="{py(hi_ci):.1f}" stroke="#333"/>')
+            if c.gate is not None and not c.aa and not one_gate:
                 out.append(f'<line x1="{px(i) - 6:.1f}" y1="{py(c.gate):.1f}" '
                            f'x2="{px(i) + 6:.1f}" y2="{py(c.gate):.1f}" stroke="#c0392b" '
                            'stroke-dasharray="2 2"/>')

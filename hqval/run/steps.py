@@ -351,11 +351,11 @@ def write_report(runs: Sequence[JudgedRun], adm: Admission, cmp: object,
     from hqval.report.render import build
     from hqval.report.render import write_report as render
     from hqval.results.compare import Comparison
-    from hqval.results.compare import to_markdown as compare_markdown
 
-    md = compare_markdown(cmp) if isinstance(cmp, Comparison) else ""
+    comparison = cmp if isinstance(cmp, Comparison) else None
     loaded = [store.Run(r.path, r.envelope, list(r.rows), r.written_schema) for r in runs]
-    paths = render(build(loaded, adm, md, policy=policy or load_policy(), judged=True), out_dir)
+    paths = render(build(loaded, adm, comparison, policy=policy or load_policy(),
+                         judged=True), out_dir)
     if admission_json is not None:
         store.write_atomic(admission_json, dumps(adm))
         paths["admission"] = admission_json

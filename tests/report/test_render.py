@@ -260,6 +260,9 @@ _MEASURE = """<script>
   });
   document.body.setAttribute("data-overflow",
       String(document.documentElement.scrollWidth - w) + " " + out.join(" | "));
+  document.body.setAttribute("data-scroll-width",
+      String(document.documentElement.scrollWidth) + " " + String(document.body.scrollWidth));
+  document.body.setAttribute("data-height", String(document.documentElement.scrollHeight));
 })();
 </script></body>"""
 
@@ -269,7 +272,8 @@ var n = document.body.firstElementChild;
 while (n && n !== t && !n.contains(t)) {{ var x = n.nextElementSibling; n.remove(); n = x; }}
 }})();</script></body>"""
 
-VIEWS = ("admission", "checks", "mutants", "timing", "noisy", "plot-timing-ratios")
+VIEWS = ("summary", "admission", "baseline", "checks", "mutants", "timing", "noisy",
+         "plot-timing-ratios")
 
 
 def _full_report(make_run: RunFactory) -> str:
@@ -278,10 +282,22 @@ def _full_report(make_run: RunFactory) -> str:
     runs = [store.load(make_run(evidence("gfx1100", "hip"), arch="gfx1100", backend="hip")),
             store.load(make_run(evidence("gfx1010", fail="reference_parity"), arch="gfx1010")),
             store.load(make_run([*_timing_rows(), *_r2_rows()], arch="sm_90", backend="cuda"))]
-    adm, _ = admit_runs(runs, arches=CAPS)
+    base = store.load(make_run(evidence("gfx1100", "hip", fail="bit_identity"),
+                               arch="gfx1100", backend="hip", name="base"))
+    adm, cmp = admit_runs(runs, arches=CAPS, baseline=[base])
     from hqval.admission import load_policy
 
-    return render_html(build(runs, adm, policy=load_policy()))
+    return render_html(build(runs, adm, cmp, policy=load_policy()))
+
+
+def _fits_1400(dom: str) -> None:
+    """Nothing scrolls sideways in a 1400 px window: the document is no wider than it."""
+    overflow = re.search(r'data-overflow="(-?\d+) ?([^"]*)"', dom)
+    widths = re.search(r'data-scroll-width="(\d+) (\d+)"', dom)
+    assert overflow and widths, "the measuring script did not run"
+    assert int(overflow.group(1)) <= 0, f"scrolls sideways by {overflow.group(1)} px: " \
+        f"{overflow.group(2)}"
+    assert int(widths.group(1)) <= 1400 and int(widths.group(2)) <= 1400, widths.group(0)
 
 
 def _r2_rows() -> list[Row]:
@@ -322,10 +338,8 @@ def test_html_in_headless_chromium(make_run: RunFactory, tmp_path: Path) -> None
     for plot in ("plot margins", "plot heatmap", "plot dist", "plot sweep"):
         assert f'<svg xmlns="http://www.w3.org/2000/svg" class="{plot}' in dom, plot
     assert dom.count("<svg") >= 6
-    overflow = re.search(r'data-overflow="(-?\d+) ?([^"]*)"', dom)
-    assert overflow, "the measuring script did not run"
-    assert int(overflow.group(1)) <= 0, f"scrolls sideways by {overflow.group(1)} px: " \
-        f"{overflow.group(2)}"
+    assert re.search(r'<details class="cmp" id="baseline-status-flips" open', dom)
+    _fits_1400(dom)
     keep = os.environ.get("HQVAL_SCREENSHOT_DIR")  # CI keeps them as artifacts
     for view in VIEWS:
         assert f'id="{view}"' in html, view
@@ -350,6 +364,8 @@ def test_the_overflow_measure_catches_a_wide_page(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120, check=False)
     m = re.search(r'data-overflow="(-?\d+)', res.stdout)
     assert m and int(m.group(1)) > 0, res.stdout[-500:]
+    with pytest.raises(AssertionError, match="scrolls sideways"):
+        _fits_1400(res.stdout)
 
 
 @pytest.mark.chromium
@@ -442,8 +458,7 @@ def test_the_committed_checkpoint_reports_fit_1400_px(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=180, check=False)
         assert res.returncode == 0, res.stderr[-2000:]
         assert [ln for ln in res.stderr.splitlines() if ":CONSOLE" in ln] == []
-        m = re.search(r'data-overflow="(-?\d+) ?([^"]*)"', res.stdout)
-        assert m and int(m.group(1)) <= 0, (name, m and m.group(0))
+        _fits_1400(res.stdout)
 
 
 def test_history_draws_hqval_historys_step_fit(make_run: RunFactory) -> None:
@@ -504,11 +519,136 @@ def test_every_cell_lists_its_kernels_with_their_own_status(make_run: RunFactory
     """The rejected gfx1010 qt=44 decode cell names the kernel that failed, with that
     kernel's own status, in the HTML evidence section and in the checkpoint."""
     html, md_text = _report(make_run)
-    section = re.search(r'<div id="r-admit-qt44-decode-gfx1010">.*?</div>', html, re.S)
-    assert section, "no evidence section for gfx1010 qt=44 decode"
+    # a rejected cell's evidence is open; a passing one is collapsed
+    section = re.search(r'<details class="cell" id="r-admit-qt44-decode-gfx1010" open>.*?'
+                        r'</details>', html, re.S)
+    assert section, "no open evidence section for the rejected gfx1010 qt=44 decode"
+    assert re.search(r'<details class="cell" id="r-admit-qt44-decode-gfx1100">', html)
     assert "kernels behind this cell" in section.group(0)
     assert re.search(r"<code>gemv_mq4g256v2_r1</code>: <span class=\"(\w+)\">(?!passed)",
                      section.group(0)), section.group(0)
     assert "Kernels behind each cell" in md_text
     line = next(ln for ln in md_text.splitlines() if ln.startswith("| gfx1010 qt=44 decode"))
     assert "gemv_mq4g256v2_r1" in line and "rejected" in line
+
+
+def _baseline_report(make_run: RunFactory, evil: str = "") -> str:
+    """A night whose bit_identity cell flipped to fail against the night before, and one
+    cell (named ``evil``, with markup in it) the new night lost."""
+    extra = [Row("check", "bit_identity", evil, "gfx1100", "emu", Status.PASS,
+                 message="ok")] if evil else []
+    base = store.load(make_run([*evidence("gfx1100"), *extra], name="base"))
+    new = store.load(make_run(evidence("gfx1100", fail="bit_identity"), name="new"))
+    adm, cmp = admit_runs([new], arches=CAPS, baseline=[base])
+    assert cmp is not None
+    return render_html(build([new], adm, cmp))
+
+
+def test_the_comparison_is_html_sections_not_markdown_in_a_pre(make_run: RunFactory) -> None:
+    evil = "k|x`y <img src=x onerror=alert(1)> **bold** [click](https://evil.example)"
+    html = _baseline_report(make_run, evil)
+    section = html.split('<h2 id="baseline">', 1)[1].split("<h2 ", 1)[0]
+    assert "<pre>" not in html and "###" not in section and "| --- |" not in section
+    flips = re.search(r'<details class="cmp" id="baseline-status-flips" open>.*?</details>',
+                      section, re.S)
+    assert flips, section[:2000]
+    assert "<h3>status flips (1)</h3>" in flips.group(0)
+    # the flipped cell links to its row on the page; the vanished one (no row) does not
+    assert ('<a href="#r-bit_identity-gemv_mq4g256v2_r1-gfx1100-emu"><code>bit_identity['
+            'gemv_mq4g256v2_r1|gfx1100|emu]</code></a>') in flips.group(0)
+    assert '<b class="fail">REGRESSION</b>' in flips.group(0)
+    missing = re.search(r'id="baseline-missing".*?</details>', section, re.S)
+    assert missing and "<code>bit_identity[k|x`y &lt;img src=x onerror=alert(1)&gt; " \
+        "**bold** [click](https://evil.example)|gfx1100|emu]</code>" in missing.group(0)
+    assert "<img" not in html and 'href="https://evil' not in html
+    # the summary at the top counts the regressions and links to the sections
+    top = html.split('<h2 id="admission">', 1)[0]
+    assert re.search(r'<a href="#baseline">Since the baseline</a> \([^)]*\): '
+                     r"<b>2 regression\(s\)</b>", top), top
+    assert '<a href="#baseline-status-flips">status flips 1</a>' in top
+    doc = _Doc()
+    doc.feed(html)
+    dangling = [h for h in doc.hrefs if h.startswith("#") and h[1:] not in doc.ids]
+    assert dangling == []
+
+
+def test_timing_changes_share_their_common_notes_once() -> None:
+    from hqval.report.data import comparison_view
+    from hqval.results.compare import Change, Comparison, Ratio, Section
+
+    r = Ratio(1.0, 0.99, 1.01)
+    common = "absolute time not judged: the runs do not both name their device"
+    cmp = Comparison("a", "b", (
+        Change("t1", "timing", Section.WORSE, "", "", True, r, r, r,
+               note=f"CI widened by the A/A error 0.28%; {common}"),
+        Change("t2", "timing", Section.NOISY, "", "", False, r, r, r, note=common),
+        Change("p1", "parity", Section.FLIPPED, "pass", "fail", True, note="wrong")))
+    view = comparison_view(cmp)
+    assert view.shared_notes == (common,)
+    notes = {c.identity: n for s in view.sections for c, n in s.changes}
+    assert notes == {"t1": "CI widened by the A/A error 0.28%", "t2": "", "p1": "wrong"}
+    assert [s.slug for s in view.sections] == ["baseline-worse", "baseline-noisy",
+                                               "baseline-status-flips"]
+
+
+def test_the_summary_comes_first_and_names_what_needs_a_look(make_run: RunFactory) -> None:
+    html, _ = _report(make_run)
+    body = html.split("<body>", 1)[1]
+    assert body.index('<h2>Summary</h2>') < body.index('<h2 id="admission">')
+    assert body.index('<h2>Summary</h2>') < body.index("<table")
+    top = body.split('<h2 id="admission">', 1)[0]
+    assert 'Admission exit status <b>1</b>' in top
+    assert '<span class="rejected">rejected</span>: <a href="#r-admit-qt44-decode-gfx1010">' \
+        in top
+    assert ('<a href="#r-reference_parity-gemv_mq4g256v2_r1-gfx1010-emu"><code>'
+            'reference_parity[gemv_mq4g256v2_r1|gfx1010|emu]</code></a>') in top
+
+
+def test_rows_are_listed_in_a_stable_order_not_as_workers_finished(
+        make_run: RunFactory) -> None:
+    """The same rows written in two orders (xdist workers finish in any order) give the
+    same page, each table sorted by check, kernel and arch."""
+    import random
+
+    rows = [*evidence("gfx1100"), *[Row(r.kind, r.check, r.kernel, "gfx1201", r.backend,
+                                        r.status, message=r.message)
+                                    for r in evidence("gfx1100")]]
+    pages = []
+    for seed in (1, 2):
+        shuffled = list(rows)
+        random.Random(seed).shuffle(shuffled)
+        run = store.load(make_run(shuffled, name=f"order{seed}"))
+        adm, _ = admit_runs([run], arches=CAPS)
+        html = render_html(build([run], adm))
+        html = re.sub(r"\d{4}-\d\d-\d\dT[\d:]+\+00:00", "DATE", html)
+        pages.append(html.replace(str(run.path), "RUN"))
+    assert pages[0] == pages[1]
+    checks = re.findall(r'<tr id="r-(bit_identity-[^"]+)">', pages[0])
+    assert len(checks) > 2 and checks == sorted(checks)
+
+
+def test_numbers_are_rounded_as_a_reader_needs() -> None:
+    from hqval.report.numbers import fmt_p, fmt_ratio, fmt_value, readable
+
+    assert fmt_p(1e-99) == "<1e-6" and fmt_p(3.2e-5) == "3.2e-5" and fmt_p(0.194) == "0.19"
+    assert fmt_ratio(1.003456) == "1.0035" and fmt_value(1e-4) == "0.0001"
+    assert fmt_value(12.0) == "12" and fmt_value(1.23456e-7) == "1.23e-07"
+    assert readable("1.0111 [1.0055, 1.0111] p=1.5e-15; 11.65 us") == \
+        "1.0111 [1.0055, 1.0111] p<1e-6; 11.65 us"
+    assert readable("p=0.094 within") == "p=0.094 within"
+
+
+def test_no_p_value_is_printed_past_what_it_says(make_run: RunFactory) -> None:
+    a = [[10.0 + 0.01 * (i % 7) for i in range(40)] for _ in range(3)]
+    row = Row("timing", "timing_cold", "gemv_mq4g256v2_r1@4096x5120", "sm_90", "cuda",
+              Status.FAIL, measured=1.03, tolerance=1.01,
+              message="1.0300 [1.0290, 1.0310] p=1e-99; slower",
+              details={"mode": "cold", "rows_per_block": 1, "samples_a": a,
+                       "samples_b": [[x * 1.03 for x in r] for r in a],
+                       "stats": {"ratio": 1.03, "mwu_p": 1e-99}})
+    run = store.load(make_run([row], arch="sm_90", backend="cuda"))
+    adm, _ = admit_runs([run], arches=CAPS)
+    html = render_html(build([run], adm))
+    assert "1e-99" not in html and "1.000e-99" not in html
+    assert "p&lt;1e-6; slower" in html and '<td class="num">&lt;1e-6</td>' in html
+    assert "ratio of medians" not in html and "cell_ratio" in html

@@ -128,3 +128,43 @@ def test_margin_matrix_colours_by_margin_and_calls_zero_exact() -> None:
 
 def test_margin_matrix_skips_rows_without_a_bound() -> None:
     assert margin_matrix([Row("check", "p", "k", "a", "emu", Status.PASS)]) == ""
+
+
+def _texts(svg: str, cls: str) -> list[str]:
+    return [e.text or "" for e in marks(svg, cls) if e.tag == f"{NS}text"]
+
+
+def test_a_long_forest_plot_has_its_axis_at_the_top_and_the_bottom() -> None:
+    cells = [cell(f"gemv_mq4c_r1@{m}x5120", 1.0 + 0.001 * i)
+             for i, m in enumerate(range(1024, 1024 * 60, 1024))]
+    svg = timing_plot(cells)
+    top, bottom = _texts(svg, "top"), _texts(svg, "bottom")
+    assert len(top) >= 3 and top == bottom
+    ys = {float(e.get("y", "0")) for e in marks(svg, "top")}
+    height = float(ET.fromstring(svg).get("height", "0"))
+    assert max(ys) < 40 < height - 40  # one above the first row, one below the last
+    # and on every group's band, so a reader in the middle has one in sight
+    assert len(_texts(svg, "band")) >= len(cells) * 2
+
+
+def _night(c: TimingCell, night: str) -> TimingCell:
+    return TimingCell(**{**c.__dict__, "run_label": night})
+
+
+def test_history_panels_share_one_scale_with_the_gate_drawn() -> None:
+    """A quiet cell (+-0.2%) and one that moved to 1.04: both panels on one scale, so the
+    quiet one is flat next to its gate, not zoomed until its noise looks like a trend."""
+    quiet = [_night(cell("gemv_mq4c_r1@4096x5120", r, tolerance=1.05), f"night-{i}")
+             for i, r in enumerate((0.998, 1.002, 0.999))]
+    moved = [_night(cell("gemv_mq4c_r1@5120x5120", r, tolerance=1.05), f"night-{i}")
+             for i, r in enumerate((1.0, 1.02, 1.04))]
+    svg = history_plot(history([*quiet, *moved]))
+    root = ET.fromstring(svg)
+    ticks = [e.text for e in root.iter(f"{NS}text") if e.get("text-anchor") == "end"]
+    assert len(ticks) % 2 == 0 and ticks[:len(ticks) // 2] == ticks[len(ticks) // 2:]
+    gates = marks(svg, "gate")
+    assert len(gates) == 2 and len({g.get("y1") for g in gates}) == 1  # 1.05, the same y
+    # the quiet cell's dots span a small part of the panel: its 0.4% is drawn as 0.4%
+    dots = [float(e.get("cy", "0")) for e in marks(svg, "pass")]
+    spread_quiet, spread_moved = max(dots[:3]) - min(dots[:3]), max(dots[3:]) - min(dots[3:])
+    assert spread_quiet * 5 < spread_moved
