@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from hqval.deadline import Deadline
     from hqval.manifest import KernelSpec
 
 
@@ -68,6 +69,10 @@ class Backend(abc.ABC):
     # $HQVAL_CACHE or ~/.cache/hqval), set by ``hqval.backends.get`` from --cache-dir so
     # the checks run the very objects the compile and audit steps built.
     cache_dir: str | None = None
+    # The deadline of the cell now running (``hqval.deadline.bounded``): a hardware
+    # backend's waits poll against it and its launches are refused once it has passed;
+    # None: each wait gets ``hqval.deadline.DEFAULT_WAIT_S``.
+    deadline: Deadline | None = None
 
     def __init__(self, arch: str) -> None:
         self.arch = arch

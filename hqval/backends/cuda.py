@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hqval import suite_dir
+from hqval import deadline, suite_dir
 from hqval.backends.base import (
     Arg,
     Backend,
@@ -325,6 +325,7 @@ class CudaBackend(Backend):
         data = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
         if offset + data.nbytes > buf.nbytes:
             raise ValueError(f"copy_in of {data.nbytes} B at +{offset} overruns {buf.nbytes} B")
+        self.synchronize()  # the copy waits for earlier work: wait here, under the deadline
         self._call("cuMemcpyHtoD", self._at(buf, offset), data.ctypes.data, data.nbytes)
 
     def copy_out(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> np.ndarray:
@@ -332,6 +333,7 @@ class CudaBackend(Backend):
         if offset + n > buf.nbytes:
             raise ValueError(f"copy_out of {n} B at +{offset} overruns {buf.nbytes} B")
         out = np.empty(n, dtype=np.uint8)
+        self.synchronize()  # the copy waits for earlier work: wait here, under the deadline
         self._call("cuMemcpyDtoH", out.ctypes.data, self._at(buf, offset), n)
         return out
 
@@ -358,12 +360,35 @@ class CudaBackend(Backend):
             for a in args
         ]
         params = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
+        deadline.current(self, f"launch of {program.symbol}").check(
+            f"launching {program.symbol}")
         self._call("cuLaunchKernel", program.handle, *grid, *block, 0, self.cu.CUstream(0),
                    params.ctypes.data, 0)
         return LaunchInfo()
 
     def synchronize(self) -> None:
+        """Wait for all work of the context, polling an event against the deadline
+        (``hqval.deadline``), then surface any error of that work."""
+        event = self.record_event()
+        try:
+            self.wait_event(event, "synchronising the device")
+        finally:
+            self._call("cuEventDestroy", event)
         self._call("cuCtxSynchronize")
+
+    def wait_event(self, event: Any, doing: str) -> None:
+        """Poll ``event`` until it completes; ``DeadlineExceeded`` past the deadline."""
+        not_ready = self.cu.CUresult.CUDA_ERROR_NOT_READY
+
+        def ready() -> bool:
+            (err,) = self.cu.cuEventQuery(event)
+            if err == not_ready:
+                return False
+            if int(err) != 0:
+                raise RuntimeError(f"cuEventQuery failed: {self._describe(err)}")
+            return True
+
+        deadline.wait_for(ready, deadline.current(self, doing), doing)
 
     # -- events -----------------------------------------------------------------------
     def record_event(self) -> Any:
@@ -373,7 +398,7 @@ class CudaBackend(Backend):
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
         """Milliseconds between two recorded events; each pair is read once and released."""
-        self._call("cuEventSynchronize", end)
+        self.wait_event(end, "waiting for a timed sample")
         ms = float(self._call("cuEventElapsedTime", start, end))
         self._call("cuEventDestroy", start)
         self._call("cuEventDestroy", end)

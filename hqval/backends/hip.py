@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hqval import deadline
 from hqval.backends.base import (
     Arg,
     Backend,
@@ -52,7 +53,7 @@ HIP_CALLS: dict[str, tuple[str, ...]] = {
     "hipDeviceSynchronize": (),
     "hipEventCreate": (),
     "hipEventRecord": ("event", "stream"),
-    "hipEventSynchronize": ("event",),
+    "hipEventQuery": ("event",),
     "hipEventElapsedTime": ("start", "stop"),
     "hipEventDestroy": ("event",),
 }
@@ -193,11 +194,13 @@ class HipBackend(Backend):
         data = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
         if offset + data.nbytes > buf.nbytes:
             raise ValueError(f"copy_in of {data.nbytes} B at +{offset} overruns {buf.nbytes} B")
+        self.synchronize()  # the copy waits for earlier work: wait here, under the deadline
         self._call("hipMemcpyHtoD", self._at(buf, offset), data, data.nbytes)
 
     def copy_out(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> np.ndarray:
         n = buf.nbytes - offset if nbytes is None else nbytes
         out = np.empty(n, dtype=np.uint8)
+        self.synchronize()  # the copy waits for earlier work: wait here, under the deadline
         self._call("hipMemcpyDtoH", out, self._at(buf, offset), n)
         return out
 
@@ -211,11 +214,35 @@ class HipBackend(Backend):
         extra = tuple(a.handle if isinstance(a, Buffer) else ctypes.c_void_p(0) if a is None
                       else ctypes.c_float(a) if isinstance(a, float) else ctypes.c_int32(a)
                       for a in args)
+        deadline.current(self, f"launch of {program.symbol}").check(
+            f"launching {program.symbol}")
         self._call("hipModuleLaunchKernel", program.handle, *grid, *block, 0, None, None, extra)
         return LaunchInfo()
 
     def synchronize(self) -> None:
+        """Wait for all work on the device, polling an event against the deadline
+        (``hqval.deadline``), then surface any error of that work."""
+        event = self.record_event()
+        try:
+            self.wait_event(event, "synchronising the device")
+        finally:
+            self._call("hipEventDestroy", event)
         self._call("hipDeviceSynchronize")
+
+    def wait_event(self, event: Any, doing: str) -> None:
+        """Poll ``event`` until it completes; ``DeadlineExceeded`` past the deadline."""
+        not_ready = self.hip.hipError_t.hipErrorNotReady
+
+        def ready() -> bool:
+            result = self.hip.hipEventQuery(event)
+            err = result[0] if isinstance(result, tuple) else result
+            if err == not_ready:
+                return False
+            if int(err) != 0:
+                raise RuntimeError(f"hipEventQuery failed: {self._describe(err)}")
+            return True
+
+        deadline.wait_for(ready, deadline.current(self, doing), doing)
 
     def record_event(self) -> Any:
         event = self._call("hipEventCreate")
@@ -225,7 +252,7 @@ class HipBackend(Backend):
     def elapsed_ms(self, start: Any, end: Any) -> float:
         """Milliseconds between two recorded events; each pair is read once and released
         (the timing harness records one pair per sample)."""
-        self._call("hipEventSynchronize", end)
+        self.wait_event(end, "waiting for a timed sample")
         ms = float(self._call("hipEventElapsedTime", start, end))
         self._call("hipEventDestroy", start)
         self._call("hipEventDestroy", end)

@@ -72,7 +72,7 @@ def torch_mv_bf16(backend: Backend, shape: Shape, mode: Mode, llc_bytes: int,
                for _ in range(copies)]
     x = torch.randn(shape.K, device="cuda", dtype=torch.bfloat16, generator=gen)
     y = torch.empty(shape.M, device="cuda", dtype=torch.bfloat16)
-    torch.cuda.synchronize()
+    backend.synchronize()  # torch's stream is the legacy default one: bounded wait
 
     def launcher(w: Any) -> Any:
         return lambda: torch.mv(w, x, out=y)
@@ -80,7 +80,7 @@ def torch_mv_bf16(backend: Backend, shape: Shape, mode: Mode, llc_bytes: int,
     arm = Arm("torch_mv_bf16", [launcher(w) for w in weights])
     runs = time_single(backend, arm, config, filler)
     del weights
-    torch.cuda.synchronize()
+    backend.synchronize()
     return Baseline("torch_mv_bf16", runs, wbytes + 2 * shape.K + 2 * shape.M)
 
 

@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from hqval.backends.base import Backend
+from hqval.deadline import CELL_DEADLINE_S, DeadlineExceeded, bounded
+from hqval.errors import infrastructure_details
 from hqval.formats import HFQ4G256_QT
-from hqval.result import Row, Status
+from hqval.result import Row, Status, cell_id
 from hqval.timing import stats
 from hqval.timing.baselines import Baseline, copy_bandwidth, stream_read, torch_mv_bf16
 from hqval.timing.cost import ArchRates, KernelCost, predict_ratio
@@ -73,6 +75,10 @@ class BenchPlan:
     mutants_for: dict[str, tuple[str | int, ...]] | None = None
     # Re-measure inconclusive candidate cells up to the gate's max_runs.
     remeasure: bool = True
+    # Each cell (a baseline, the A/A control, a candidate with its re-measured runs, a
+    # mutant, a shape's buffer setup) must finish within this many seconds
+    # (hqval.deadline); one that does not is an infrastructure error row naming it.
+    deadline_s: float = CELL_DEADLINE_S
 
     def gate(self, spec: Any, mode: str) -> Gate:
         g = self.gates(spec, mode) if self.gates is not None else None
@@ -169,35 +175,56 @@ def _kernels_for(manifest: Any, plan: BenchPlan, R: int) -> tuple[Any, list[Any]
     return v1_spec, [s for s in (find_kernels(manifest, qt, R) for qt in plan.candidates) if s]
 
 
+def _shape_plan(plan: BenchPlan, v1_spec: Any, cands: Sequence[Any], shape: Shape,
+                mode: Mode, backend: str, ceilings: set[tuple[str, str, str]]
+                ) -> list[tuple[str, str]]:
+    """(check, kernel) of every row ``_shape_cells`` writes for one shape and mode, in
+    order; the ceilings already timed (``ceilings``, updated) are not timed again."""
+    out = [(f"timing_aa_{mode}", _cell_name(v1_spec.name, shape))]
+    for check, kernel, runs in (
+            ("stream_read", "stream_read", plan.read_floor),
+            ("torch_mv_bf16", "torch.mv", plan.torch and backend == "cuda")):
+        if runs and (check, shape.name, mode) not in ceilings:
+            ceilings.add((check, shape.name, mode))
+            out.append((f"{check}_{mode}", _cell_name(kernel, shape)))
+    out += [(f"timing_{mode}", _cell_name(s.name, shape)) for s in cands]
+    for twin in {s.name: s for s in cands if s.qt in plan.mutants_of}.values():
+        for k in plan.mutant_ks(mode, shape):
+            m = _cell_name(timing_mutant(twin, k).name, shape)
+            out += [(f"timing_{mode}", m), (f"timing_mutant_{mode}", m)]
+    return out
+
+
 def planned_cells(manifest: Any, plan: BenchPlan, backend: str) -> list[str]:
     """The identity of every row ``run_bench`` writes for ``plan`` on a backend named
     ``backend``, known before anything runs (``hqval.run.expected``): the run is complete
-    only when each has a row.  Follows ``_run_bench`` and ``_shape_cells`` cell by cell;
-    a plan the bench cannot run (no qt=6 kernel with R rows) raises as the bench would."""
-    from hqval.result import cell_id
-
-    def ident(check: str, kernel: str) -> str:
-        return cell_id(check, kernel, plan.arch, backend)
-
-    out = [ident("copy_bandwidth", "device_copy")] if plan.copy else []
+    only when each has a row.  Follows ``_run_bench`` and ``_shape_cells`` cell by cell
+    (``_shape_plan``); a plan the bench cannot run (no qt=6 kernel with R rows) raises as
+    the bench would."""
+    out = [cell_id("copy_bandwidth", "device_copy", plan.arch, backend)] if plan.copy else []
     ceilings: set[tuple[str, str, str]] = set()
     for R in plan.rows:
         v1_spec, cands = _kernels_for(manifest, plan, R)
         for mode in plan.modes:
             for shape in plan.shapes:
-                out.append(ident(f"timing_aa_{mode}", _cell_name(v1_spec.name, shape)))
-                for check, kernel, runs in (
-                        ("stream_read", "stream_read", plan.read_floor),
-                        ("torch_mv_bf16", "torch.mv", plan.torch and backend == "cuda")):
-                    if runs and (check, shape.name, mode) not in ceilings:
-                        ceilings.add((check, shape.name, mode))
-                        out.append(ident(f"{check}_{mode}", _cell_name(kernel, shape)))
-                out += [ident(f"timing_{mode}", _cell_name(s.name, shape)) for s in cands]
-                for twin in {s.name: s for s in cands if s.qt in plan.mutants_of}.values():
-                    for k in plan.mutant_ks(mode, shape):
-                        m = _cell_name(timing_mutant(twin, k).name, shape)
-                        out += [ident(f"timing_{mode}", m), ident(f"timing_mutant_{mode}", m)]
+                out += [cell_id(check, kernel, plan.arch, backend) for check, kernel
+                        in _shape_plan(plan, v1_spec, cands, shape, mode, backend, ceilings)]
     return out
+
+
+def infrastructure_row(plan: BenchPlan, backend: str, check: str, kernel: str,
+                       exc: BaseException, message: str | None = None) -> Row:
+    """The error row of a timing cell that hqval's machinery could not time (a missed
+    deadline): ``details["infrastructure"]``, naming the cell."""
+    what = cell_id(check, kernel, plan.arch, backend)
+    return Row(kind="timing", check=check, kernel=kernel, arch=plan.arch, backend=backend,
+               status=Status.ERROR, message=message or f"{what} not timed: {exc}",
+               details=infrastructure_details(exc, cell=what))
+
+
+class DeviceStuck(DeadlineExceeded):
+    """After a cell missed its deadline the device did not drain either: nothing more
+    can be timed on it in this run."""
 
 
 def run_bench(
@@ -233,58 +260,117 @@ def _run_bench(
         emit(rows)
 
     copy: Baseline | None = None
-    if plan.copy:
-        copy = copy_bandwidth(backend, cfg, filler)
-        add(Row(kind="timing", check="copy_bandwidth", kernel="device_copy", arch=plan.arch,
-                backend=name, status=Status.PASS, measured=copy.gbps,
-                derivation="GB/s = (bytes read + bytes written) / median event time",
-                message=f"{copy.gbps:.0f} GB/s device-to-device",
-                details={"samples_us": copy.runs, "nbytes": copy.nbytes,
-                         "median_us": copy.median_us}))
-        progress(f"device copy: {copy.gbps:.0f} GB/s")
+    try:
+        if plan.copy:
+            try:
+                with bounded(backend, cell_id("copy_bandwidth", "device_copy", plan.arch, name),
+                             plan.deadline_s):
+                    copy = copy_bandwidth(backend, cfg, filler)
+            except DeadlineExceeded as exc:
+                add(infrastructure_row(plan, name, "copy_bandwidth", "device_copy", exc))
+                drain(backend, plan, exc)
+            else:
+                add(Row(kind="timing", check="copy_bandwidth", kernel="device_copy",
+                        arch=plan.arch, backend=name, status=Status.PASS, measured=copy.gbps,
+                        derivation="GB/s = (bytes read + bytes written) / median event time",
+                        message=f"{copy.gbps:.0f} GB/s device-to-device",
+                        details={"samples_us": copy.runs, "nbytes": copy.nbytes,
+                                 "median_us": copy.median_us}))
+                progress(f"device copy: {copy.gbps:.0f} GB/s")
 
-    # Ceilings that do not depend on R (read floor, torch.mv): timed and reported once per
-    # shape and mode, then reused by every R of a --sweep-rows run.
-    ceilings: dict[tuple[str, str, Mode], Baseline] = {}
-    for R in plan.rows:
-        v1_spec, cands = _kernels_for(manifest, plan, R)
-        for mode in plan.modes:
-            for shape in plan.shapes:
-                add(*_shape_cells(backend, plan, facts, rates, filler, copy, ceilings, v1_spec,
-                                  cands, shape, mode, progress))
+        # Ceilings that do not depend on R (read floor, torch.mv): timed and reported once
+        # per shape and mode, then reused by every R of a --sweep-rows run.
+        ceilings: dict[tuple[str, str, Mode], Baseline] = {}
+        timed: set[tuple[str, str, str]] = set()
+        for R in plan.rows:
+            v1_spec, cands = _kernels_for(manifest, plan, R)
+            for mode in plan.modes:
+                for shape in plan.shapes:
+                    todo = _shape_plan(plan, v1_spec, cands, shape, mode, name, timed)
+                    _shape_cells(backend, plan, facts, rates, filler, copy, ceilings, v1_spec,
+                                 cands, shape, mode, progress, add, todo)
+    except DeviceStuck as exc:
+        # every cell not yet written is an infrastructure error naming why
+        written = {r.identity for r in out}
+        for ident in planned_cells(manifest, plan, name):
+            if ident not in written:
+                check, _, rest = ident.partition("[")
+                add(infrastructure_row(plan, name, check, rest.split("|", 1)[0], exc,
+                                       f"{ident} not timed: {exc}"))
     return out
+
+
+def drain(backend: Backend, plan: BenchPlan, after: BaseException) -> None:
+    """Wait for the device to finish what a cell that missed its deadline left queued;
+    ``DeviceStuck`` when it does not within the deadline either."""
+    try:
+        with bounded(backend, "draining the device", plan.deadline_s):
+            backend.synchronize()
+    except DeadlineExceeded as exc:
+        raise DeviceStuck(f"the device did not drain after a missed deadline ({after}); "
+                          f"{exc}") from exc
 
 
 def _shape_cells(
     backend: Backend, plan: BenchPlan, facts: DeviceFacts, rates: ArchRates | None,
     filler: Any, copy: Baseline | None, ceilings: dict[tuple[str, str, Mode], Baseline],
     v1_spec: Any, cands: Sequence[Any], shape: Shape, mode: Mode,
-    progress: Callable[[str], None],
-) -> list[Row]:
+    progress: Callable[[str], None], add: Callable[..., None],
+    todo: Sequence[tuple[str, str]],
+) -> None:
+    """Time one shape and mode, passing each row to ``add`` as its cell finishes.  Each
+    cell runs under its own deadline (``plan.deadline_s``); a cell that misses it is an
+    infrastructure error row naming it, and the next cell runs.  When the buffers or the
+    A/A control miss theirs, every cell of the shape left (``todo``) is such a row."""
     cfg = mode_config(plan.config, mode)
     arch, name = plan.arch, backend.name
     nbytes = gemv_bytes(shape)
     setups: list[GemvSetup] = []
-    rows: list[Row] = []
-    try:
-        a = setup_gemv(backend, v1_spec, shape, mode, facts.llc_bytes, plan.seed)
-        setups.append(a)
-        a2 = setup_gemv(backend, v1_spec, shape, mode, facts.llc_bytes, plan.seed)
-        setups.append(a2)
-        cand_setups = []
-        for spec in cands:
-            s = setup_gemv(backend, spec, shape, mode, facts.llc_bytes, plan.seed)
-            setups.append(s)
-            cand_setups.append(s)
+    written: set[tuple[str, str]] = set()
 
-        # A/A control, re-run while noisy up to max_reruns times.
-        aa_history: list[float] = []
-        for _ in range(plan.max_reruns + 1):
-            aa = time_pair(backend, a.arm, a2.arm, cfg, filler)
-            aa_stats = stats.summarize(aa.runs_a, aa.runs_b, seed=plan.seed)
-            aa_history.append(aa_stats.ratio)
-            if not aa_stats.aa_noisy():
-                break
+    def put(row: Row) -> None:
+        written.add((row.check, row.kernel))
+        add(row)
+
+    def ident(check: str, kernel: str) -> str:
+        return cell_id(check, kernel, arch, name)
+
+    def missed(check: str, kernel: str, exc: DeadlineExceeded) -> None:
+        put(infrastructure_row(plan, name, check, kernel, exc))
+        drain(backend, plan, exc)
+
+    aa_check, aa_kernel = f"timing_aa_{mode}", _cell_name(v1_spec.name, shape)
+    try:
+        try:
+            with bounded(backend, f"{ident(aa_check, aa_kernel)} (buffers and A/A control)",
+                         plan.deadline_s):
+                a = setup_gemv(backend, v1_spec, shape, mode, facts.llc_bytes, plan.seed)
+                setups.append(a)
+                a2 = setup_gemv(backend, v1_spec, shape, mode, facts.llc_bytes, plan.seed)
+                setups.append(a2)
+                cand_setups = []
+                for spec in cands:
+                    s = setup_gemv(backend, spec, shape, mode, facts.llc_bytes, plan.seed)
+                    setups.append(s)
+                    cand_setups.append(s)
+
+                # A/A control, re-run while noisy up to max_reruns times.
+                aa_history: list[float] = []
+                for _ in range(plan.max_reruns + 1):
+                    aa = time_pair(backend, a.arm, a2.arm, cfg, filler)
+                    aa_stats = stats.summarize(aa.runs_a, aa.runs_b, seed=plan.seed)
+                    aa_history.append(aa_stats.ratio)
+                    if not aa_stats.aa_noisy():
+                        break
+        except DeadlineExceeded as exc:
+            for check, kernel in todo:
+                put(infrastructure_row(
+                    plan, name, check, kernel, exc,
+                    None if (check, kernel) == (aa_check, aa_kernel) else
+                    f"{ident(check, kernel)} not timed: its shape's buffers or A/A control "
+                    f"missed the deadline ({exc})"))
+            drain(backend, plan, exc)
+            return
         noisy = aa_stats.aa_noisy()
         drained = any(aa.queue_drained)
         aa_ok = not noisy and not drained
@@ -292,8 +378,8 @@ def _shape_cells(
                + (f"; noisy after {len(aa_history)} tries ("
                   + ", ".join(f"{t:.4f}" for t in aa_history) + ")" if noisy else "")
                + ("; host outran the queue filler" if drained else ""))
-        rows.append(Row(
-            kind="timing", check=f"timing_aa_{mode}", kernel=_cell_name(v1_spec.name, shape),
+        put(Row(
+            kind="timing", check=aa_check, kernel=aa_kernel,
             arch=arch, backend=name, status=Status.PASS if aa_ok else Status.ERROR,
             measured=aa_stats.ratio, tolerance=stats.AA_TOLERANCE, derivation=AA_DERIVATION,
             seed=plan.seed, message=msg,
@@ -306,59 +392,94 @@ def _shape_cells(
         # The read floor: arm A's own weight copies, each read once per sample (the
         # weights only: x and y, a few KB, are left out).
         floor = ceilings.get(("stream_read", shape.name, mode))
-        if plan.read_floor and floor is None:
-            floor = stream_read(backend, a.weights, a.weight_bytes, cfg, filler)
-            ceilings["stream_read", shape.name, mode] = floor
-            rows.append(Row(
-                kind="timing", check=f"stream_read_{mode}",
-                kernel=_cell_name("stream_read", shape), arch=arch, backend=name,
-                status=Status.PASS, measured=floor.median_us,
-                derivation="median event time (us) of reading the cell's weight bytes once "
-                           "with a plain 16-byte-load kernel (kernels/stream_read.hip): a "
-                           "GEMV that reads the same bytes is not expected to beat it",
-                message=f"{floor.median_us:.2f} us, {floor.gbps:.0f} GB/s read floor",
-                details={"mode": mode, "shape": shape.name, "samples_us": floor.runs,
-                         "gbps": floor.gbps, "nbytes": floor.nbytes,
-                         "copies": len(a.weights)}))
-            progress(f"[{mode} {shape.name}] read floor {floor.median_us:.2f} us "
-                     f"{floor.gbps:.0f} GB/s")
+        fcheck, fkernel = f"stream_read_{mode}", _cell_name("stream_read", shape)
+        if plan.read_floor and floor is None and (fcheck, fkernel) in todo:
+            try:
+                with bounded(backend, ident(fcheck, fkernel), plan.deadline_s):
+                    floor = stream_read(backend, a.weights, a.weight_bytes, cfg, filler)
+            except DeadlineExceeded as exc:
+                missed(fcheck, fkernel, exc)
+            else:
+                ceilings["stream_read", shape.name, mode] = floor
+                put(Row(
+                    kind="timing", check=fcheck, kernel=fkernel, arch=arch, backend=name,
+                    status=Status.PASS, measured=floor.median_us,
+                    derivation="median event time (us) of reading the cell's weight bytes "
+                               "once with a plain 16-byte-load kernel (kernels/"
+                               "stream_read.hip): a GEMV that reads the same bytes is not "
+                               "expected to beat it",
+                    message=f"{floor.median_us:.2f} us, {floor.gbps:.0f} GB/s read floor",
+                    details={"mode": mode, "shape": shape.name, "samples_us": floor.runs,
+                             "gbps": floor.gbps, "nbytes": floor.nbytes,
+                             "copies": len(a.weights)}))
+                progress(f"[{mode} {shape.name}] read floor {floor.median_us:.2f} us "
+                         f"{floor.gbps:.0f} GB/s")
 
         torch_base = ceilings.get(("torch_mv_bf16", shape.name, mode))
-        if plan.torch and backend.name == "cuda" and torch_base is None:
-            torch_base = torch_mv_bf16(backend, shape, mode, facts.llc_bytes, cfg, filler)
-            ceilings["torch_mv_bf16", shape.name, mode] = torch_base
-            rows.append(Row(
-                kind="timing", check=f"torch_mv_bf16_{mode}",
-                kernel=_cell_name("torch.mv", shape), arch=arch, backend=name,
-                status=Status.PASS, measured=torch_base.median_us,
-                derivation="median event time (us) of torch.mv on bf16 weights",
-                message=f"{torch_base.median_us:.2f} us, {torch_base.gbps:.0f} GB/s",
-                details={"mode": mode, "shape": shape.name, "samples_us": torch_base.runs,
-                         "gbps": torch_base.gbps, "nbytes": torch_base.nbytes}))
+        tcheck, tkernel = f"torch_mv_bf16_{mode}", _cell_name("torch.mv", shape)
+        if (plan.torch and backend.name == "cuda" and torch_base is None
+                and (tcheck, tkernel) in todo):
+            try:
+                with bounded(backend, ident(tcheck, tkernel), plan.deadline_s):
+                    torch_base = torch_mv_bf16(backend, shape, mode, facts.llc_bytes, cfg,
+                                               filler)
+            except DeadlineExceeded as exc:
+                missed(tcheck, tkernel, exc)
+            else:
+                ceilings["torch_mv_bf16", shape.name, mode] = torch_base
+                put(Row(
+                    kind="timing", check=tcheck, kernel=tkernel, arch=arch, backend=name,
+                    status=Status.PASS, measured=torch_base.median_us,
+                    derivation="median event time (us) of torch.mv on bf16 weights",
+                    message=f"{torch_base.median_us:.2f} us, {torch_base.gbps:.0f} GB/s",
+                    details={"mode": mode, "shape": shape.name, "samples_us": torch_base.runs,
+                             "gbps": torch_base.gbps, "nbytes": torch_base.nbytes}))
 
         untrusted = None
         if not aa_ok:
             untrusted = "noisy run: " + msg
         for s in cand_setups:
-            rows.append(_candidate_row(backend, plan, facts, rates, filler, copy, floor,
-                                       torch_base, a, s, shape, mode, aa_stats.ratio,
-                                       untrusted, nbytes))
-            progress(f"[{mode} {shape.name}] {s.spec.name}: {rows[-1].message}")
+            ccheck, ckernel = f"timing_{mode}", _cell_name(s.spec.name, shape)
+            try:
+                with bounded(backend, ident(ccheck, ckernel), plan.deadline_s):
+                    row = _candidate_row(backend, plan, facts, rates, filler, copy, floor,
+                                         torch_base, a, s, shape, mode, aa_stats.ratio,
+                                         untrusted, nbytes)
+            except DeadlineExceeded as exc:
+                missed(ccheck, ckernel, exc)
+                continue
+            put(row)
+            progress(f"[{mode} {shape.name}] {s.spec.name}: {row.message}")
         twins = {s.spec.name: s for s in cand_setups if s.spec.qt in plan.mutants_of}
         for twin in twins.values():
             for k in plan.mutant_ks(mode, shape):
                 mspec = timing_mutant(twin.spec, k)
-                m = setup_gemv(backend, mspec, shape, mode, facts.llc_bytes, plan.seed)
-                setups.append(m)
-                rows.append(_candidate_row(backend, plan, facts, rates, filler, copy, floor,
-                                           torch_base, a, m, shape, mode, aa_stats.ratio,
-                                           untrusted, nbytes, gate_spec=twin.spec))
-                rows.append(_mutant_row(backend, plan, filler, twin, m, shape, mode, untrusted))
-                progress(f"[{mode} {shape.name}] {mspec.name}: {rows[-1].message}")
+                mkernel = _cell_name(mspec.name, shape)
+                vcheck, kcheck = f"timing_{mode}", f"timing_mutant_{mode}"
+                try:
+                    with bounded(backend, ident(vcheck, mkernel), plan.deadline_s):
+                        m = setup_gemv(backend, mspec, shape, mode, facts.llc_bytes, plan.seed)
+                        setups.append(m)
+                        row = _candidate_row(backend, plan, facts, rates, filler, copy, floor,
+                                             torch_base, a, m, shape, mode, aa_stats.ratio,
+                                             untrusted, nbytes, gate_spec=twin.spec)
+                except DeadlineExceeded as exc:
+                    put(infrastructure_row(plan, name, kcheck, mkernel, exc))
+                    missed(vcheck, mkernel, exc)
+                    continue
+                put(row)
+                try:
+                    with bounded(backend, ident(kcheck, mkernel), plan.deadline_s):
+                        row = _mutant_row(backend, plan, filler, twin, m, shape, mode,
+                                          untrusted)
+                except DeadlineExceeded as exc:
+                    missed(kcheck, mkernel, exc)
+                    continue
+                put(row)
+                progress(f"[{mode} {shape.name}] {mspec.name}: {row.message}")
     finally:
-        for s in setups:
-            s.free(backend)
-    return rows
+        for setup in setups:
+            setup.free(backend)
 
 
 def _candidate_row(

@@ -9,11 +9,22 @@ after another by the caller, never concurrently on one device.
 
 Launch gaps: a GEMV on an H200 runs for 3 to 20 us, about what one Python launch costs.
 If the device drains its queue between samples, the start event is stamped before the
-host has even issued the kernel, and the sample measures the host.  So each run starts by
-enqueuing a spin kernel (the ``QueueFiller``) long enough to cover the host's enqueue of
-the whole run; afterwards the harness asks whether the spin was still running when the
-host finished.  If it was not, the run is retried with a longer spin, and a run that
+host has even issued the kernel, and the sample measures the host.  So each launch-phase
+segment of a run starts by enqueuing a spin kernel (the ``QueueFiller``) long enough to
+cover the host's enqueue of that segment; afterwards the harness asks whether the spin
+was still running when the host finished, and waits for the segment before the next one.
+If a spin was not still running, the run is retried with longer spins, and a run that
 still drained is reported (``queue_drained``), not silently trusted.
+
+One spin per segment, not one per run: the device holds a bounded number of queued
+launches and events (about 1,020 on the H200 with CUDA 13), and a host that fills the
+queue blocks until the spin ends, so the spin always "drained".  A torch.mv sample
+(cuBLAS enqueues more than one kernel) filled it 170 samples into a primed 200-sample
+run; each retry doubled the spin, the doubled spin carried into the next run, and the
+torch.mv baseline ran for ever (1 s, 2 s, ... 64 s spins).  A segment is at most
+``MAX_SEGMENT_PAIRS`` ABBA pairs.  The spin's length comes from the median host cost of a
+warm-up pair, not the mean, which the first call's one-time set-up (157 ms for torch.mv's
+first cuBLAS call) inflated 30-fold; and no spin is ever longer than ``MAX_FILL_US``.
 """
 
 from __future__ import annotations
@@ -63,11 +74,6 @@ class QueueFiller(Protocol):
 
     def still_busy(self, token: Any) -> bool: ...
 
-    def nop(self) -> None:
-        """Enqueue one kernel launch that reads no memory and takes no time (the spin
-        kernel for 0 us), untimed: shifts the launch index of what follows by one."""
-        ...
-
 
 # Launch-phase segments of a run.  On the H200 every fourth kernel launch of a stream
 # ran about 2% faster than the other three (cold 4096x5120 and 17408x5120; the fast
@@ -77,9 +83,25 @@ class QueueFiller(Protocol):
 # phase the run began at: with 3 runs a cell's ratio carried the offset of its place in
 # the launch stream, the same in every re-run and different from cell to cell
 # (reports/checkpoints/2026-12-01-h200-timing-stability-4, section 3c).  Each run is cut
-# into this many segments with one untimed no-op launch between them, so every stratum
-# sees every launch phase in one segment of the run.
+# into this many segments (or a multiple of it) with one untimed launch between them, the
+# spin that starts the next segment, so every stratum sees every launch phase.
 LAUNCH_PHASES = 4
+# ABBA pairs a segment holds at most: with a primer and two events a sample, 64 samples
+# of a torch.mv arm are ~400 queued entries, well inside the device's queue.
+MAX_SEGMENT_PAIRS = 32
+# Spin bounds: at least 2 ms; never more than 1 s (a longer spin cannot help: the host
+# enqueues a segment in milliseconds).
+MIN_FILL_US = 2000
+MAX_FILL_US = 1_000_000
+
+
+def segments(order: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """``order`` cut into a multiple of ``LAUNCH_PHASES`` segments of at most
+    ``MAX_SEGMENT_PAIRS`` pairs each (as even as the pairs allow)."""
+    per_phase = -(-len(order) // (LAUNCH_PHASES * MAX_SEGMENT_PAIRS))
+    count = min(max(LAUNCH_PHASES * per_phase, 1), max(len(order), 1))
+    size = -(-len(order) // count)
+    return [list(order[i:i + size]) for i in range(0, len(order), size)]
 
 
 @dataclass(frozen=True)
@@ -114,6 +136,9 @@ class PairSamples:
 
 
 def _bracketed(backend: Backend, arm: Arm, copy: int, prime: int = 0) -> tuple[Any, Any]:
+    deadline = backend.deadline  # the cell's (hqval.deadline.bounded): no sample after it
+    if deadline is not None:
+        deadline.check(f"timing a sample of {arm.name}")
     for _ in range(prime):  # untimed: the sample then follows a read of its own copy
         arm.launchers[copy]()
     start = backend.record_event()
@@ -146,41 +171,50 @@ def time_pair(
         return c
 
     # Warm-ups: same bracketed pattern, so module load, first-touch and clock ramp are
-    # out of the way, and the host cost of one sample pair is measured.
-    t0 = time.perf_counter()
+    # out of the way, and the host cost of one sample pair is measured (its median: the
+    # first pair carries one-time set-up, such as a library's first call).
     pending = []
+    pair_s: list[float] = []
     for i in range(config.warmup):
+        t0 = time.perf_counter()
         for arm_i in (0, 1) if i % 2 == 0 else (1, 0):
             pending.append(_bracketed(backend, arms[arm_i], next_copy(arm_i), config.prime))
-    host_per_pair = (time.perf_counter() - t0) / max(config.warmup, 1)
+        pair_s.append(time.perf_counter() - t0)
+    host_per_pair = sorted(pair_s)[len(pair_s) // 2] if pair_s else 0.0
     for s, e in pending:
         backend.elapsed_ms(s, e)
     backend.synchronize()
 
     out = PairSamples()
-    order = abba_order(config.iterations)
-    # Spin for twice the host's measured enqueue time of one run, at least 2 ms.
-    fill_us = max(2000, int(2.0 * host_per_pair * config.iterations * 1e6))
+    parts = segments(abba_order(config.iterations))
+    longest = max(len(p) for p in parts)
+    # Spin for twice the host's enqueue time of the longest segment.
+    fill_us = min(max(MIN_FILL_US, int(2.0 * host_per_pair * longest * 1e6)), MAX_FILL_US)
     for run in range(config.runs):
         current_run[0] = run
         for attempt in range(config.max_fill_retries + 1):
-            token = filler.start(fill_us) if filler is not None else None
             events: list[tuple[int, Any, Any]] = []
-            segment = -(-len(order) // LAUNCH_PHASES)
-            for k, (first, second) in enumerate(order):
-                if filler is not None and k and k % segment == 0:
-                    filler.nop()  # the next segment starts one launch phase later
-                for arm_i in (first, second):
-                    s, e = _bracketed(backend, arms[arm_i], next_copy(arm_i), config.prime)
-                    events.append((arm_i, s, e))
-            drained = filler is None or not filler.still_busy(token)
+            drained = False
+            for part in parts:
+                # The spin is the one untimed launch between segments: the next segment
+                # starts one launch phase later.
+                token = filler.start(fill_us) if filler is not None else None
+                for first, second in part:
+                    for arm_i in (first, second):
+                        s, e = _bracketed(backend, arms[arm_i], next_copy(arm_i), config.prime)
+                        events.append((arm_i, s, e))
+                if filler is not None:
+                    drained = not filler.still_busy(token) or drained
+                    backend.synchronize()  # the queue holds one segment at a time
             samples: tuple[list[float], list[float]] = ([], [])
             for arm_i, s, e in events:
                 samples[arm_i].append(backend.elapsed_ms(s, e) * 1000.0)
             backend.synchronize()
             if not drained or filler is None or attempt == config.max_fill_retries:
                 break
-            fill_us *= 2
+            if fill_us >= MAX_FILL_US:
+                break  # a longer spin cannot help; the run is reported drained
+            fill_us = min(2 * fill_us, MAX_FILL_US)
             if progress:
                 progress(f"run {run}: host outran the queue filler; retrying with {fill_us} us")
         out.runs_a.append(samples[0])
@@ -225,17 +259,16 @@ class CudaSpinFiller:
         self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [int(microseconds)])
         return self.backend.record_event()
 
-    def nop(self) -> None:
-        self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [0])
-
     def still_busy(self, token: Any) -> bool:
         cu = self.backend.cu
         (err,) = cu.cuEventQuery(token)
         busy = bool(err == cu.CUresult.CUDA_ERROR_NOT_READY)
         if not busy and int(err) != 0:
             raise RuntimeError(f"cuEventQuery failed: {err}")
-        cu.cuEventSynchronize(token)
-        cu.cuEventDestroy(token)
+        try:
+            self.backend.wait_event(token, "waiting for the queue filler's spin")
+        finally:
+            cu.cuEventDestroy(token)
         return busy
 
 
@@ -277,9 +310,6 @@ class HipSpinFiller:
         self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [int(microseconds)])
         return self.backend.record_event()
 
-    def nop(self) -> None:
-        self.backend.launch(self.program, (1, 1, 1), (1, 1, 1), [0])
-
     def still_busy(self, token: Any) -> bool:
         hip = self.backend.hip
         result = hip.hipEventQuery(token)
@@ -287,8 +317,10 @@ class HipSpinFiller:
         busy = bool(err == hip.hipError_t.hipErrorNotReady)
         if not busy and int(err) != 0:
             raise RuntimeError(f"hipEventQuery failed: {err}")
-        hip.hipEventSynchronize(token)
-        hip.hipEventDestroy(token)
+        try:
+            self.backend.wait_event(token, "waiting for the queue filler's spin")
+        finally:
+            hip.hipEventDestroy(token)
         return busy
 
 

@@ -105,6 +105,8 @@ class SimulatedDevice(Backend):
                block: tuple[int, int, int], args: Sequence[Arg]) -> LaunchInfo:
         from hqval.formats import by_qt
 
+        if self.deadline is not None:  # as a hardware backend: no launch past it
+            self.deadline.check(f"launching {program.symbol}")
         spec = program.spec
         w, x, y, m, k = args
         assert isinstance(w, Buffer) and isinstance(x, Buffer) and isinstance(y, Buffer)
@@ -153,9 +155,6 @@ class _NeverDrains:
     """The simulated queue never drains: the host always keeps up with its clock."""
 
     def start(self, microseconds: int) -> Any:
-        return None
-
-    def nop(self) -> None:
         return None
 
     def still_busy(self, token: Any) -> bool:

@@ -143,3 +143,76 @@ def test_chain_mutant_small_amount_survives_large_is_killed() -> None:
     # +0.1% in the model: the gate must not call it slower than change_max (1%)
     assert small.status.value != "pass" and "killed" not in small.message
     assert big.status.value == "pass" and "killed" in big.message
+
+
+# ---- deadlines: a cell that does not finish in time is an infrastructure row, the run goes on
+
+
+def test_a_cell_past_its_deadline_is_an_infrastructure_row_and_the_bench_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from hqval import deadline
+    from hqval.commands.bench import policy_gates
+    from hqval.timing.gemv import Shape
+    from hqval.timing.harness import TimingConfig
+    from hqval.timing.simulate import SimulatedDevice
+
+    class Stalls(SimulatedDevice):
+        """Once its buffers are verified, each launch of qt=44's kernel takes 1 s of the
+        deadlines' clock: its timing cell misses 30 s."""
+
+        qt44 = 0
+
+        def launch(self, program: Any, grid: Any, block: Any, args: Any) -> Any:
+            if program.spec.qt == 44:
+                self.qt44 += 1
+                if self.qt44 > 32:  # its 32 cold copies' verifying launches
+                    skew[0] += 1.0
+            return super().launch(program, grid, block, args)
+
+    skew = [0.0]
+    monkeypatch.setattr(deadline, "_now", lambda: time.monotonic() + skew[0])
+    plan = bench.BenchPlan(arch="sim", shapes=[Shape(128, 1024)], modes=["cold"], rows=[8],
+                           config=TimingConfig(warmup=2, iterations=40, runs=2), copy=False,
+                           read_floor=False, torch=False, gates=policy_gates(None),
+                           deadline_s=30.0)
+    manifest = load_manifest(None)
+    rows = {r.identity: r for r in bench.run_bench(Stalls(seed=3), manifest, plan)}
+    assert list(rows) == bench.planned_cells(manifest, plan, "sim")  # every cell has a row
+    stuck = rows["timing_cold[gemv_mq4g256v2_r8@128x1024|sim|sim]"]
+    assert stuck.status.value == "error" and stuck.details["infrastructure"] is True
+    assert "timing_cold[gemv_mq4g256v2_r8@128x1024|sim|sim]" in stuck.message
+    assert "deadline of 30 s" in stuck.message
+    # the cell after it was timed
+    assert rows["timing_cold[gemv_mq4c_r8@128x1024|sim|sim]"].status.value == "pass"
+    # Must say no to nothing else: the same plan on a device that does not stall
+    clean = bench.run_bench(SimulatedDevice(seed=3), manifest, plan)
+    assert not any(r.details.get("infrastructure") for r in clean)
+
+
+def test_a_device_that_never_drains_ends_the_bench_with_a_row_for_every_cell() -> None:
+    from hqval.commands.bench import policy_gates
+    from hqval.deadline import DeadlineExceeded
+    from hqval.timing.gemv import Shape
+    from hqval.timing.harness import TimingConfig
+    from hqval.timing.simulate import SimulatedDevice
+
+    class Wedged(SimulatedDevice):
+        """Its first synchronisation after the copies never completes."""
+
+        def synchronize(self) -> None:
+            assert self.deadline is not None
+            raise self.deadline.error("synchronising the device")
+
+    plan = bench.BenchPlan(arch="sim", shapes=[Shape(128, 1024), Shape(256, 1024)],
+                           modes=["cold"], rows=[8],
+                           config=TimingConfig(warmup=2, iterations=40, runs=2), copy=False,
+                           read_floor=False, torch=False, gates=policy_gates(None),
+                           deadline_s=30.0)
+    manifest = load_manifest(None)
+    rows = bench.run_bench(Wedged(seed=3), manifest, plan)
+    assert [r.identity for r in rows] == bench.planned_cells(manifest, plan, "sim")
+    assert all(r.status.value == "error" and r.details["infrastructure"] for r in rows)
+    assert "did not drain" in rows[-1].message
+    assert issubclass(bench.DeviceStuck, DeadlineExceeded)

@@ -94,13 +94,10 @@ class Filler:
     def still_busy(self, token: int) -> bool:
         return token > self.busy_after
 
-    def nop(self) -> None:
-        return None
-
 
 class PhaseClock(HostClock):
     """A device whose every fourth kernel launch runs 2% faster, counting every launch of
-    the stream (the filler's spin and no-ops too), as the H200 measured."""
+    the stream (the filler's spins too), as the H200 measured."""
 
     def __init__(self, fast_phase: int) -> None:
         super().__init__()
@@ -129,9 +126,6 @@ class PhaseFiller:
     def still_busy(self, token: int) -> bool:
         return True
 
-    def nop(self) -> None:
-        self.be.log_launch("nop")
-
 
 def test_launch_phase_segments_cancel_a_period_four_launch_effect(
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,20 +146,119 @@ def test_launch_phase_segments_cancel_a_period_four_launch_effect(
     # Must say no: one segment a run (as before), 3 runs cover 3 of the 4 phases and the
     # cell's ratio carries the offset of where the stream started (runs +-1%, cell +-0.34%)
     monkeypatch.setattr(harness, "LAUNCH_PHASES", 1)
+    monkeypatch.setattr(harness, "MAX_SEGMENT_PAIRS", 10**6)
     assert max(abs(ratio(p) - 1.0) for p in range(4)) > 0.003
 
 
 def test_drained_queue_retries_with_longer_fill_then_reports() -> None:
     be = HostClock()
     a, b = _arm(be, "A", 1, 1.0), _arm(be, "B", 1, 1.0)
-    filler = Filler(busy_after=1)  # the first fill is too short, the second holds
+    # two pairs: two segments, each started by its own spin
+    filler = Filler(busy_after=1)  # the first spin is too short, the later ones hold
     out = time_pair(be, a, b, TimingConfig(warmup=2, iterations=2, runs=1), filler)
-    assert filler.calls[1] == 2 * filler.calls[0]
-    assert out.queue_drained == [False]
+    assert filler.calls[0] == filler.calls[1] and filler.calls[2] == 2 * filler.calls[0]
+    assert len(filler.calls) == 4 and out.queue_drained == [False]
     never = Filler(busy_after=10**6)
     out = time_pair(be, a, b, TimingConfig(warmup=2, iterations=2, runs=1,
                                            max_fill_retries=2), never)
-    assert len(never.calls) == 3 and out.queue_drained == [True]
+    assert len(never.calls) == 3 * 2 and out.queue_drained == [True]
+
+
+def test_segments_hold_a_bounded_number_of_pairs() -> None:
+    """A run is cut into a multiple of the launch phases, never more than
+    MAX_SEGMENT_PAIRS pairs a segment (the device's queue holds one segment at a time)."""
+    from hqval.timing import harness
+    from hqval.timing.schedule import abba_order
+
+    for n in (2, 4, 100, 128, 130, 400, 1000):
+        parts = harness.segments(abba_order(n))
+        assert [p for part in parts for p in part] == abba_order(n)
+        assert max(map(len, parts)) <= harness.MAX_SEGMENT_PAIRS
+        assert len(parts) % harness.LAUNCH_PHASES == 0 or len(parts) == n
+    assert list(map(len, harness.segments(abba_order(100)))) == [25, 25, 25, 25]
+
+
+class QueueDepthClock(HostClock):
+    """A device that holds at most ``depth`` queued launches and events while its spin
+    runs: a host that enqueues more blocks until the spin ends, so the spin 'drained'
+    (what torch.mv's cuBLAS launches did on the H200, with a whole run behind one spin)."""
+
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        self.depth, self.queued, self.spinning = depth, 0, False
+
+    def record_event(self) -> Any:
+        self._enqueue()
+        return super().record_event()
+
+    def _enqueue(self) -> None:
+        self.queued += 1
+        if self.spinning and self.queued > self.depth:
+            self.spinning = False  # the host blocked until the spin ended
+
+    def synchronize(self) -> None:
+        self.queued = 0
+
+
+class DepthFiller:
+    def __init__(self, be: QueueDepthClock) -> None:
+        self.be, self.spins = be, 0
+
+    def start(self, microseconds: int) -> int:
+        self.be.queued, self.be.spinning = 1, True
+        self.spins += 1
+        return 0
+
+    def still_busy(self, token: int) -> bool:
+        return self.be.spinning
+
+
+def test_a_run_longer_than_the_device_queue_is_not_retried_for_ever(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from hqval.timing import harness
+
+    def drained(max_pairs: int, phases: int = harness.LAUNCH_PHASES
+                ) -> tuple[list[bool], int]:
+        monkeypatch.setattr(harness, "MAX_SEGMENT_PAIRS", max_pairs)
+        monkeypatch.setattr(harness, "LAUNCH_PHASES", phases)
+        be = QueueDepthClock(depth=300)
+        a, b = _arm(be, "A", 1, 10.0), _arm(be, "B", 1, 10.0)
+        a.launchers = [lambda: (be._enqueue(), be._enqueue(), be.log.append("A:0"))]
+        b.launchers = [lambda: (be._enqueue(), be._enqueue(), be.log.append("B:0"))]
+        filler = DepthFiller(be)
+        out = time_pair(be, a, b, TimingConfig(warmup=2, iterations=100, runs=3), filler)
+        return out.queue_drained, filler.spins
+
+    # the shipped segments fit the queue: no run drains, one spin per segment
+    assert drained(harness.MAX_SEGMENT_PAIRS) == ([False] * 3, 3 * 4)
+    # Must say no: the whole run behind one spin (as before) overflows the queue: every
+    # run drains, is retried up to max_fill_retries times and then reported, never more
+    flags, spins = drained(10**6, phases=1)
+    assert flags == [True] * 3 and spins == 3 * (TimingConfig().max_fill_retries + 1)
+
+
+def test_the_spin_ignores_the_first_calls_set_up_and_is_capped() -> None:
+    """The spin comes from the median warm-up pair: a 0.2 s first call (a library's set-up)
+    does not make every spin seconds long."""
+    import time as _time
+
+    from hqval.timing import harness
+
+    be = HostClock()
+    first = [True]
+
+    def slow_once() -> None:
+        if first[0]:
+            first[0] = False
+            _time.sleep(0.2)
+        be.log.append("A:0")
+
+    be.cost["A"] = 1.0
+    a = Arm("A", [slow_once])
+    filler = Filler(busy_after=-1)
+    time_pair(be, a, a, TimingConfig(warmup=8, iterations=4, runs=1), filler)
+    assert filler.calls and max(filler.calls) < 50_000, filler.calls
+    assert harness.MAX_FILL_US <= 1_000_000
 
 
 def test_config_validates() -> None:
