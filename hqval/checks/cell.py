@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hqval import deadline
 from hqval.backends.base import Backend, Program
 from hqval.checks.launch import GuardViolation
+from hqval.errors import infrastructure_details, is_infrastructure
 from hqval.result import Row, Status, cell_id
 
 if TYPE_CHECKING:
@@ -161,6 +163,10 @@ def unknown_checks(names: list[str] | None) -> str:
     return f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}"
 
 
+# Backends that run on a device driver: their cells run under ``hqval.deadline``.
+HARDWARE_BACKENDS = ("hip", "cuda")
+
+
 def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
     """Run one cell; never raises for a kernel or fixture problem, always returns a row."""
     fn = check_function(check)
@@ -169,6 +175,10 @@ def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
                        f"{spec.name} is AMD-only (WMMA/ISA); no {ctx.arch.name} build")
     emu_errors = _emu_errors()
     try:
+        if ctx.backend.name in HARDWARE_BACKENDS:  # a deadline on its launches and waits
+            with deadline.bounded(ctx.backend, cell_id(check, spec.name, ctx.arch.name,
+                                                       ctx.backend.name)):
+                return fn(ctx, spec)
         return fn(ctx, spec)
     except GuardViolation as exc:
         return ctx.row(check, spec, Status.FAIL, f"guard: {exc}")
@@ -183,4 +193,7 @@ def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
                            f"untested: the emulator lacks {mnemonic}: {exc}",
                            details={"emulator_gap": mnemonic})
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        if is_infrastructure(exc):  # hqval's machinery (a missed deadline), not the kernel
+            return ctx.row(check, spec, Status.ERROR, f"could not reach a verdict: {tb}",
+                           details=infrastructure_details(exc))
         return ctx.row(check, spec, Status.ERROR, f"could not reach a verdict: {tb}")

@@ -62,6 +62,22 @@ def test_other_exceptions_are_errors_never_passes(emu_ctx: Ctx,
     _register(monkeypatch, broken)
     row = run_cell(ctx, "probe", ctx.kernel("gemv_hfq4g256_r1"))
     assert row.status == Status.ERROR and "could not reach a verdict" in row.message
+    assert "infrastructure" not in row.details  # a kernel's cell error, not hqval's
+
+
+def test_a_missed_deadline_is_an_infrastructure_error_naming_the_cell(
+        emu_ctx: Ctx, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hqval.deadline import Deadline
+
+    ctx = emu_ctx("gfx1100")
+
+    def stalls(c: CheckContext, s: KernelSpec) -> Row:
+        raise Deadline(f"probe[{s.name}|gfx1100|hip]", 120).error("synchronising the device")
+
+    _register(monkeypatch, stalls)
+    row = run_cell(ctx, "probe", ctx.kernel("gemv_hfq4g256_r1"))
+    assert row.status == Status.ERROR and row.details["infrastructure"] is True
+    assert "probe[gemv_hfq4g256_r1|gfx1100|hip]" in row.message and "deadline" in row.message
 
 
 def test_uncompilable_kernel_is_an_error(emu_ctx: Ctx) -> None:
