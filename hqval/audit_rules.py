@@ -1,8 +1,6 @@
-"""The names of the ISA audit rules (``hqval.isa`` applies them), on their own so the
-manifest loader can check an ``audit_waive`` entry names a rule without importing the
-audit, which loads manifests itself."""
+"""The audit rule names' old module name (they live in ``hqval.audit.rules``)."""
 
 from __future__ import annotations
 
-RULES = ("header_scalar", "no_spill", "vgpr_budget", "v2_valu_delta", "wmma", "payload_offset")
-RULE_LETTER = dict(zip(RULES, "abcdef", strict=True))
+from hqval.audit.rules import RULE_LETTER as RULE_LETTER
+from hqval.audit.rules import RULES as RULES

@@ -489,12 +489,11 @@ def _sha256(path: Path) -> str:
 def code_object_target(data: bytes) -> str:
     """The processor a code object was built for, from its NT_AMDGPU_METADATA note
     (``amdhsa.target`` = ``amdgcn-amd-amdhsa--gfx1100[:feature...]``); "" if unreadable."""
-    from hqval.emu.codeobject import CodeObject
-    from hqval.emu.errors import EmuError
+    from hqval.codeobject import load
 
     try:
-        target = CodeObject.parse(data).target
-    except (EmuError, ValueError, IndexError, KeyError, struct.error, UnicodeDecodeError):
+        target = load(data).target
+    except (ValueError, IndexError, KeyError, struct.error, UnicodeDecodeError):
         return ""
     return target.rpartition("--")[2].split(":")[0]
 
@@ -508,7 +507,7 @@ def _parsed_once(what: str, digest: str, data: bytes) -> Any:
     that raises is not remembered)."""
     got = _parsed.get((what, digest))
     if got is None:
-        from hqval.elf import elf_symbols
+        from hqval.codeobject import elf_symbols
 
         got = code_object_target(data) if what == "target" else frozenset(elf_symbols(data))
         if len(_parsed) > 4096:

@@ -118,7 +118,7 @@ def is_isa_only_off_amd(expected_killer: str, arch: str) -> bool:
 def build(mutants: Manifest, arches: Sequence[Arch], cache_dir: str | None = None
           ) -> tuple[dict[tuple[str, str], Built], list[Row]]:
     """Compile each mutant per arch and audit what compiled: (built map, audit rows)."""
-    from hqval.isa import audit_matrix
+    from hqval.audit import audit_matrix
     from hqval.toolchain import compile_kernel
 
     built: dict[tuple[str, str], Built] = {}

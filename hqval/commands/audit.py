@@ -1,5 +1,5 @@
 """``hqval audit``: read the machine code of every compiled kernel and apply the ISA rules
-(``hqval.isa``): scalar header loads, no spills, VGPR budget, v2 VALU cost over v1, WMMA
+(``hqval.audit``): scalar header loads, no spills, VGPR budget, v2 VALU cost over v1, WMMA
 generation, payload offset.  Exit 0 only if every applicable rule passed.
 ``--table`` prints the per-kernel facts (VGPR, SGPR, spills, LDS, occupancy, histogram)."""
 
@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hqval.audit import IsaError, analyze, audit_matrix, summary
     from hqval.cli import UsageError
-    from hqval.isa import IsaError, analyze, audit_matrix, summary
     from hqval.manifest import load_specs
     from hqval.matrix import gfx_arches
     from hqval.result import Row, row_lines

@@ -21,8 +21,8 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from hqval.emu.codeobject import CodeObject
-from hqval.emu.disasm import Instruction, parse_text
+from hqval.codeobject import CodeObject, CodeObjectError, Instruction, parse_text
+from hqval.codeobject import load as load_code_object
 from hqval.emu.errors import EmuError, UnknownArch, UnsupportedInstruction
 from hqval.emu.machine import ARCH_GEN, Machine
 from hqval.emu.operands import Ctx
@@ -62,7 +62,10 @@ def object_arch(co: CodeObject) -> str:
 
 def scan_object(raw: bytes) -> ObjectScan:
     """Translate every kernel of ``raw`` (and the device functions it may call)."""
-    co = CodeObject.parse(raw)
+    try:
+        co = load_code_object(raw)
+    except CodeObjectError as exc:
+        raise EmuError(str(exc)) from exc
     arch = object_arch(co)
     module = Machine(arch).load(raw)
     kernels = tuple(KernelScan(k, tuple(module.unsupported(k))) for k in module.symbols())

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from hqval.codeobject import CodeObject, CodeObjectError, Instruction, KernelInfo
+from hqval.codeobject import load as load_code_object
 from hqval.emu import memory, scalar, vector
-from hqval.emu.codeobject import CodeObject, KernelInfo
-from hqval.emu.disasm import Instruction, objdump_text, parse_lines, symbol_lines
 from hqval.emu.errors import EmuError, UnknownArch, UnsupportedInstruction
 from hqval.emu.fparith import launch_fp
 from hqval.emu.memory import Memory
@@ -116,7 +116,6 @@ class Module:
     arch: str
     digest: bytes = b""  # sha256 of the code object's bytes
     _programs: dict[str, Program] = field(default_factory=dict)
-    _lines: dict[str, list[str]] | None = None  # the disassembly's lines per symbol
 
     def symbols(self) -> list[str]:
         return sorted(self.code_object.kernels)
@@ -140,18 +139,19 @@ class Module:
                 raise EmuError(f"kernel {symbol!r} not in module "
                                f"(has: {', '.join(self.symbols())})")
             info = self.code_object.kernels[symbol]
-            # the kernel first (entry = index 0), then the device functions it may call
+            # the kernel first (entry = index 0), then the device functions it may call;
+            # hqval.codeobject decodes the whole object once (per content and disassembler)
             callees = [f for f in self.code_object.functions
                        if f != symbol and f not in self.code_object.kernels]
-            if self._lines is None:
-                # one llvm-objdump run for the whole code object (a translation unit holds
-                # many kernels; per-symbol runs each decode it all again), parsed per kernel
-                self._lines = symbol_lines(objdump_text(self.code_object.raw, self.arch))
-            if symbol not in self._lines:
-                raise EmuError(f"kernel {symbol!r} has no code in the disassembly")
-            code = parse_lines(self._lines[symbol])
-            for f in callees:
-                code.extend(parse_lines(self._lines.get(f, [])))
+            co = self.code_object
+            try:
+                code = co.disassembly(symbol, self.arch)
+                present = set(co.disassembled_symbols(self.arch))
+                for f in callees:
+                    if f in present:
+                        code.extend(co.disassembly(f, self.arch))
+            except CodeObjectError as exc:
+                raise EmuError(str(exc)) from exc
             self._programs[symbol] = translate_kernel(info, code, self.arch,
                                                       info.wavefront_size)
         return self._programs[symbol]
@@ -259,7 +259,10 @@ class Machine:
         key = hashlib.sha256(code_object).hexdigest()
         if key in self._modules:
             return self._modules[key]
-        co = CodeObject.parse(code_object)
+        try:
+            co = load_code_object(code_object)
+        except CodeObjectError as exc:
+            raise EmuError(str(exc)) from exc
         target = co.target.split("--")[-1].split(":")[0]
         if target and target != self.arch:
             raise EmuError(f"code object is for {target}, this machine models {self.arch}: "

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hqval.emu.disasm import Instruction
+from hqval.codeobject import Instruction
 from hqval.emu.errors import EmuError, OutOfBounds, UnsupportedInstruction
 from hqval.emu.operands import (
     NULL,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hqval.emu.disasm import Instruction
+from hqval.codeobject import Instruction
 from hqval.emu.errors import EmuError
 from hqval.emu.fparith import fp_quiet
 from hqval.emu.operands import EXEC, SCC, VCC, Ctx, Sel, WaveState, parse_operand, sreader, swriter

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hqval.emu.disasm import Instruction
+from hqval.codeobject import Instruction
 from hqval.emu.errors import EmuError
 from hqval.emu.fparith import (
     cvt_f32_to_i32,

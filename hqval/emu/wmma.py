@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from hqval.emu.disasm import Instruction
+from hqval.codeobject import Instruction
 from hqval.emu.errors import UnsupportedInstruction
 from hqval.emu.operands import (
     Ctx,

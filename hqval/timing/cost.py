@@ -39,7 +39,7 @@ Time of one kernel = max(memory, issue, latency):
   other load (x, re-read from L0/L1), takes ``vmem``.  Waves that a SIMD holds at once
   overlap their chains: ``concurrent = min(occupancy, waves the launch gives a SIMD)``,
   occupancy from the code object's VGPR count, the arch's VGPR file and wave slots
-  (``hqval.isa.occupancy``) and its LDS use; the launch gives ``ceil(M/R) x block/32``
+  (``hqval.audit.occupancy``) and its LDS use; the launch gives ``ceil(M/R) x block/32``
   waves to ``CUs x 2`` SIMDs.
   latency = iterations per wave x chain x max(1, waves per SIMD / concurrent) / clock.
   The loop's prologue and epilogue (setup, reduction, store) are left to the issue term.
@@ -157,35 +157,36 @@ class LoopBody:
 
 
 def loop_op(ins: Any, weight_loads: frozenset[int]) -> LoopOp | None:
-    """The walk's view of one ``hqval.isa.Instruction`` (None: not issued to a pipe --
+    """The walk's view of one ``hqval.codeobject.Instruction`` (None: not issued to a pipe --
     s_clause, s_delay_alu, s_nop, branches and the other control instructions)."""
-    m, text = ins.mnemonic, f"{ins.mnemonic} {ins.operands}".strip()
+    m, text = ins.mnemonic, f"{ins.mnemonic} {ins.operand_text}".strip()
     if ins.klass == "control":
         if m == "s_waitcnt":
             waits = tuple(("vm" if c == "vmcnt" else "lgkm", int(n))
-                          for c, n in _WAIT.findall(ins.operands))
+                          for c, n in _WAIT.findall(ins.operand_text))
             return LoopOp("wait", waits=waits, text=text) if waits else None
         for prefix, counter in _WAIT_OPS.items():
             if m == prefix or m.startswith(prefix + "_"):
-                last = ins.operands.split(",")[-1].strip()
+                last = ins.operand_text.split(",")[-1].strip()
                 try:
                     return LoopOp("wait", waits=((counter, int(last, 0)),), text=text)
                 except ValueError:
                     return None
         return None
-    halves = [ins.operands]
-    if m.startswith("v_dual_") and "::" in ins.operands:
-        first, second = ins.operands.split("::", 1)
+    halves = [ins.operand_text]
+    if m.startswith("v_dual_") and "::" in ins.operand_text:
+        first, second = ins.operand_text.split("::", 1)
         halves = [first, second.strip().split(None, 1)[1] if " " in second.strip() else ""]
         mnems = [m, second.strip().split(None, 1)[0]]
     else:
         mnems = [m]
     dst: list[str] = []
     src: list[str] = []
-    from hqval.isa import _NO_DST, _TWO_DST, Instruction
+    from hqval.codeobject import Instruction
+    from hqval.codeobject.disasm import _NO_DST, _TWO_DST
 
     for mn, ops in zip(mnems, halves, strict=True):
-        d, s_ = Instruction(ins.addr, mn, ops.strip()).dst_src
+        d, s_ = Instruction.of(ins.addr, mn, ops.strip()).dst_src
         dst += d
         src += s_ + (d if _READS_DST.match(mn) else ())
         # vcc, which the register parser does not name: written as a compare's or a
@@ -195,7 +196,7 @@ def loop_op(ins: Any, weight_loads: frozenset[int]) -> LoopOp | None:
             if part in ("vcc", "vcc_lo", "vcc_hi"):
                 (dst if i < n_dst else src).append("vcc")
     klass = ins.klass
-    if klass == "valu":
+    if klass in ("valu", "wmma"):  # v_wmma issues to the VALU (matrix) pipe
         kind = "trans" if _TRANS.match(m) else "valu"
     elif klass == "vmem":
         kind = ("vmem_w" if ins.addr in weight_loads else "vmem") if ins.is_load else "store"
@@ -213,10 +214,10 @@ def loop_op(ins: Any, weight_loads: frozenset[int]) -> LoopOp | None:
 
 def loop_body(code: Any, spec: Any, per_group_row: dict[str, float]) -> tuple[LoopBody | None,
                                                                                 str]:
-    """The main loop of ``code`` (an ``hqval.isa.KernelCode``) as LoopOps, and the group-rows
+    """The main loop of ``code`` (an ``hqval.audit.KernelCode``) as LoopOps, and the group-rows
     one iteration covers: its VALU instructions over the emulator's VALU per group-row
     (``(None, why)`` when the loop is not a whole number of group-rows)."""
-    from hqval.isa import pointer_origins, weight_args
+    from hqval.audit.static import pointer_origins, weight_args
 
     body = code.main_loop()
     if not body:
@@ -307,11 +308,11 @@ def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = Non
 
 def occupancy(cost: KernelCost, rates: ArchRates) -> int:
     """Waves a SIMD can hold for ``cost``'s code object: the VGPR file and wave slots
-    (``hqval.isa.occupancy``), and LDS (a CU's ``lds_bytes`` over the blocks' use, their
+    (``hqval.audit.occupancy``), and LDS (a CU's ``lds_bytes`` over the blocks' use, their
     waves split over its 2 SIMDs).  SGPRs do not limit it on gfx10+ (each wave has its
     own fixed set; clang-19 reports the same occupancy for 102 SGPRs as for a few), and
     tests/timing/test_cost.py checks the result against clang-19's occupancy remark."""
-    from hqval.isa import occupancy as vgpr_occupancy
+    from hqval.audit.occupancy import occupancy as vgpr_occupancy
 
     occ = vgpr_occupancy(rates.arch, cost.vgprs)
     if cost.lds_bytes > 0:
@@ -360,7 +361,7 @@ class ArchRates:
     issue_per_s: float  # wave instructions per second, whole device
     source: str
     rule: str = SHARED  # issue rule (PIPES on RDNA, SHARED on NVIDIA)
-    # The latency term (RDNA): the arch (for hqval.isa.occupancy), SIMDs, clock and the
+    # The latency term (RDNA): the arch (for hqval.audit.occupancy), SIMDs, clock and the
     # family's latencies; None on NVIDIA, where the term is not modelled.
     arch: Any = field(default=None, compare=False)
     simds: int = 0
@@ -544,7 +545,7 @@ def measure_cost(spec: Any, arch: str = "gfx1100", seed: int = 0) -> KernelCost:
         for b in (bw, bx, by):
             be.free(b)
     per_gr, per_block = slope(counts[0], counts[1], SLOPE_K[0] // 256, SLOPE_K[1] // 256, R, 1)
-    from hqval.isa import analyze
+    from hqval.audit.static import analyze
 
     code = analyze(Path(program.provenance["code_object"]), arch)[spec.symbol]
     body, why = loop_body(code, spec, per_gr)

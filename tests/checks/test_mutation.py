@@ -84,7 +84,7 @@ def test_every_mutant_is_killed_on_rdna4(emu_ctx: Callable[..., CheckContext],
                                          mutant: str) -> None:
     """Each mutant built for gfx1201 is failed by a check or, for the ones with the right
     numbers (vector header load, extra work), by the ISA audit rule named for it."""
-    from hqval.isa import audit_matrix
+    from hqval.audit import audit_matrix
     from hqval.toolchain import compile_kernel
 
     ctx = emu_ctx("gfx1201", mutants=True)

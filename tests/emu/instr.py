@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from hqval.codeobject import parse_text
 from hqval.emu import memory, scalar, vector
-from hqval.emu.disasm import parse_text
 from hqval.emu.operands import EXEC, Ctx, WaveState
 
 

@@ -297,8 +297,8 @@ def _compare(case: Case, regs: dict[str, int], res: pcode.Result, got: dict[str,
 
 
 def _translatable(case: Case, text: str) -> bool:
+    from hqval.codeobject import parse_text
     from hqval.emu import memory, scalar, vector
-    from hqval.emu.disasm import parse_text
     from hqval.emu.errors import EmuError
     from hqval.emu.operands import Ctx
 

@@ -21,7 +21,7 @@ def main() -> int:
     sys.path.insert(0, spec["checkout"])
     from test.mockgpu.amd.emu import run_asm  # the checkout's emulator
 
-    from hqval.emu.codeobject import CodeObject
+    from hqval.codeobject import CodeObject
     from hqval.emu.machine import kernarg_bytes
 
     with open(spec["code_object"], "rb") as f:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from hqval.admission import AdmissionStatus, Cell, KernelInfo, admit, load_policy
+from hqval.audit.cache import _baseline_spec
 from hqval.backends.emu import EmuBackend
 from hqval.checks.cell import CheckContext, run_cell
 from hqval.checks.plugin import load_for_cells
-from hqval.isa import _baseline_spec
 from hqval.manifest import ManifestError, load_manifest, load_mutants
 from hqval.matrix import load_arches
 from hqval.result import Row
@@ -101,7 +101,7 @@ def test_a_broken_copy_is_rejected_with_the_failing_check_named(
 def test_an_instruction_the_emulator_lacks_leaves_the_kernel_untested(tmp_path: Path) -> None:
     """A copy whose loop also runs v_msad_u8 (no emulator semantics; its result adds 0 on
     hardware): untested on the emulator naming the instruction, never rejected."""
-    from hqval.isa import audit_matrix
+    from hqval.audit import audit_matrix
     from hqval.toolchain import compile_matrix
 
     shutil.copytree(TREE, tmp_path / "tree")

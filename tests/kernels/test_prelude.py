@@ -129,7 +129,7 @@ def test_engine_style_sources_build_unmodified_for_every_target(arch: str, tmp_p
     """The engine-style tree (HIP headers, __launch_bounds__(32, 16), a pre-included .inc)
     builds through the suite's toolchain with no adapter; the launch bounds keep ROCm's
     meaning (the most threads a block is launched with)."""
-    from hqval.isa import analyze
+    from hqval.audit import analyze
     from hqval.toolchain import compile_kernel, find_compiler
 
     if find_compiler().hip_headers:

@@ -171,10 +171,10 @@ def test_vgpr_bank_stall_counts_operands_read_from_one_bank() -> None:
     # An accumulating fma reads its destination (loop_op puts it among the sources).
     from hqval.isa import Instruction
 
-    acc = cost.loop_op(Instruction(0, "v_fmac_f32_e32", "v40, v44, v48"), frozenset())
+    acc = cost.loop_op(Instruction.of(0, "v_fmac_f32_e32", "v40, v44, v48"), frozenset())
     assert acc is not None and cost.bank_stall(acc, 4) == 2  # v40, v44, v48: bank 0
     # v44 bank 0, v45 and the accumulator v41 bank 1: 1, where the sources alone give 0
-    acc1 = cost.loop_op(Instruction(0, "v_fmac_f32_e32", "v41, v44, v45"), frozenset())
+    acc1 = cost.loop_op(Instruction.of(0, "v_fmac_f32_e32", "v41, v44, v45"), frozenset())
     assert acc1 is not None and cost.bank_stall(acc1, 4) == 1
     assert cost.bank_stall(_op("valu", "v41", "v44", "v45"), 4) == 0
     # The walk issues after the stall: 1 + 2 cycles, then 1 for the next op.
@@ -226,25 +226,25 @@ def test_weights_latency_follows_where_they_are_read_from() -> None:
 def test_loop_op_reads_accumulators_and_waitcnt_forms() -> None:
     from hqval.isa import Instruction
 
-    fmac = cost.loop_op(Instruction(0, "v_fmac_f32_e32", "v4, v6, v42"), frozenset())
+    fmac = cost.loop_op(Instruction.of(0, "v_fmac_f32_e32", "v4, v6, v42"), frozenset())
     assert fmac is not None and fmac.dst == ("v4",) and "v4" in fmac.src
-    fma = cost.loop_op(Instruction(0, "v_fma_f32", "v4, s18, v42, s19"), frozenset())
+    fma = cost.loop_op(Instruction.of(0, "v_fma_f32", "v4, s18, v42, s19"), frozenset())
     assert fma is not None and "v4" not in fma.src  # the 3-operand form does not read dst
-    w = cost.loop_op(Instruction(0, "s_waitcnt", "vmcnt(3) lgkmcnt(0)"), frozenset())
+    w = cost.loop_op(Instruction.of(0, "s_waitcnt", "vmcnt(3) lgkmcnt(0)"), frozenset())
     assert w is not None and w.waits == (("vm", 3), ("lgkm", 0))
-    g12 = cost.loop_op(Instruction(0, "s_wait_loadcnt", "0x2"), frozenset())
+    g12 = cost.loop_op(Instruction.of(0, "s_wait_loadcnt", "0x2"), frozenset())
     assert g12 is not None and g12.waits == (("vm", 2),)
-    assert cost.loop_op(Instruction(0, "s_clause", "0x1"), frozenset()) is None
-    hdr = cost.loop_op(Instruction(8, "s_load_dwordx2", "s[18:19], s[4:5], null"),
+    assert cost.loop_op(Instruction.of(0, "s_clause", "0x1"), frozenset()) is None
+    hdr = cost.loop_op(Instruction.of(8, "s_load_dwordx2", "s[18:19], s[4:5], null"),
                        frozenset({8}))
     assert hdr is not None and hdr.kind == "smem_w" and hdr.dst == ("s18", "s19")
-    exp = cost.loop_op(Instruction(0, "v_exp_f32_e32", "v1, v2"), frozenset())
+    exp = cost.loop_op(Instruction.of(0, "v_exp_f32_e32", "v1, v2"), frozenset())
     assert exp is not None and exp.kind == "trans"
     # vcc: a compare writes it, a select reads it, a carry chain does both.
-    cmp = cost.loop_op(Instruction(0, "v_cmp_gt_u32_e32", "vcc_lo, 16, v0"), frozenset())
-    sel = cost.loop_op(Instruction(0, "v_cndmask_b32_e32", "v1, v2, v3, vcc_lo"), frozenset())
-    add = cost.loop_op(Instruction(0, "v_add_co_u32", "v1, vcc_lo, 0x1000, v1"), frozenset())
-    adc = cost.loop_op(Instruction(0, "v_add_co_ci_u32_e32", "v2, vcc_lo, 0, v2, vcc_lo"),
+    cmp = cost.loop_op(Instruction.of(0, "v_cmp_gt_u32_e32", "vcc_lo, 16, v0"), frozenset())
+    sel = cost.loop_op(Instruction.of(0, "v_cndmask_b32_e32", "v1, v2, v3, vcc_lo"), frozenset())
+    add = cost.loop_op(Instruction.of(0, "v_add_co_u32", "v1, vcc_lo, 0x1000, v1"), frozenset())
+    adc = cost.loop_op(Instruction.of(0, "v_add_co_ci_u32_e32", "v2, vcc_lo, 0, v2, vcc_lo"),
                        frozenset())
     assert cmp is not None and cmp.dst == ("vcc",) and "vcc" not in cmp.src
     assert sel is not None and sel.dst == ("v1",) and "vcc" in sel.src
@@ -257,16 +257,16 @@ def test_loop_body_refuses_a_loop_that_is_not_the_group_loop() -> None:
     from hqval.manifest import KernelSpec
 
     spec = KernelSpec(name="k", source=Path("k.hip"), symbol="k", qt=6, kind="gemv")
-    body = [Instruction(4 * i, "v_fma_f32", f"v{i}, v1, v2, v3") for i in range(12)]
-    loop = [*body, Instruction(48, "s_cbranch_scc1", "", target=0)]
-    code = KernelCode("k", "gfx1030", [*loop, Instruction(52, "s_endpgm", "")], {})
+    body = [Instruction.of(4 * i, "v_fma_f32", f"v{i}, v1, v2, v3") for i in range(12)]
+    loop = [*body, Instruction.of(48, "s_cbranch_scc1", "", target=0)]
+    code = KernelCode("k", "gfx1030", [*loop, Instruction.of(52, "s_endpgm", "")], {})
     # 12 VALU at 3 per group-row: 4 group-rows an iteration.
     lb, why = cost.loop_body(code, spec, {"VALU": 3.0})
     assert lb is not None and lb.group_rows_per_iter == 4.0 and why == ""
     # Must say no: at 5 per group-row the loop is 2.4 group-rows -- not the group loop.
     lb, why = cost.loop_body(code, spec, {"VALU": 5.0})
     assert lb is None and "not the group loop" in why
-    no_loop = KernelCode("k", "gfx1030", [*body, Instruction(48, "s_endpgm", "")], {})
+    no_loop = KernelCode("k", "gfx1030", [*body, Instruction.of(48, "s_endpgm", "")], {})
     assert cost.loop_body(no_loop, spec, {"VALU": 3.0}) == (None, "k: no loop in the code object")
 
 

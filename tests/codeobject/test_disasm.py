@@ -1,13 +1,8 @@
-"""disasm: parsing llvm-objdump's text (operands, modifiers, VOPD halves, encodings)."""
+"""hqval.codeobject.disasm: parsing llvm-objdump text (operands, modifiers, VOPD, encodings)."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
-
-import pytest
-
-from hqval.emu.disasm import disassemble, parse_text, split_top
+from hqval.codeobject import Instruction, parse_text, split_top
 
 
 def test_split_top_keeps_brackets_together() -> None:
@@ -32,23 +27,11 @@ def test_vopd_has_two_halves() -> None:
     assert ins.second.operands == ["v1", "5", "v0"]
 
 
-def test_disassembly_of_a_real_code_object(build: Callable[[str, str], bytes]) -> None:
-    listing = disassemble(build("ops", "gfx1100"), "gfx1100")
-    assert {"fma_f32", "diverge", "wmma_gfx11"} <= set(listing)
-    body = listing["fma_f32"]
-    assert "s_endpgm" in [i.mnemonic for i in body]
-    addrs = [i.addr for i in body]
-    assert addrs == sorted(addrs)
-    # sizes come from the encoding words: consecutive instructions abut
-    for a, b in itertools.pairwise(body):
-        assert a.addr + a.size == b.addr
-
-
 def test_split_without_nesting_equals_the_bracket_aware_scan() -> None:
     """split_top takes str.split when nothing nests; the pieces must be the scan's."""
     import random
 
-    from hqval.emu.disasm import _split_nested, split_top
+    from hqval.codeobject.disasm import _split_nested
 
     rng = random.Random(3)
     alphabet = "v0s1, :[]()x"
@@ -60,16 +43,17 @@ def test_split_without_nesting_equals_the_bracket_aware_scan() -> None:
     assert split_top("a  b ", " ") == ["a", "", "b"]
 
 
-@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100", "gfx1201"])
-def test_one_whole_object_disassembly_equals_per_symbol_runs(
-        build: Callable[[str, str], bytes], arch: str) -> None:
-    """Module.program splits one llvm-objdump run of the whole code object by symbol;
-    each symbol's instructions must be those of a run restricted to that symbol."""
-    from hqval.emu.codeobject import CodeObject
-
-    raw = build("ops", arch)
-    whole = disassemble(raw, arch)
-    for sym in CodeObject.parse(raw).functions:
-        alone = disassemble(raw, arch, [sym])[sym]
-        assert [(i.addr, i.words, i.text) for i in whole[sym]] == \
-            [(i.addr, i.words, i.text) for i in alone], sym
+def test_one_instruction_class_for_the_audit_and_the_emulator() -> None:
+    """The classes the audit and cost model count by: v_wmma is not VALU, a dual-issue
+    pair is two VALU ops, loads and branches are known, registers are named."""
+    assert parse_text("v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]").klass \
+        == "wmma"
+    pair = parse_text("v_dual_mov_b32 v4, 0 :: v_dual_lshlrev_b32 v1, 5, v0")
+    assert pair.klass == "valu" and pair.valu_ops == 2
+    ld = Instruction.of(8, "s_load_b64", "s[0:1], s[4:5], 0x10")
+    assert ld.klass == "smem" and ld.is_load and ld.imm_offset == 0x10
+    assert ld.dst_src == (("s0", "s1"), ("s4", "s5"))
+    g = parse_text("global_load_b32 v1, v[2:3], off offset:136")
+    assert g.imm_offset == 136 and g.operand_text == "v1, v[2:3], off offset:136"
+    back = parse_text("s_branch 65533", 0x100, [0xBFA0FFFD])  # -3 words after 0x104
+    assert back.is_branch and back.target == 0x100 + 4 - 12

@@ -1,0 +1,303 @@
+"""The audit of a matrix, cached by content (``<cache>/audit-v1``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hqval.audit.static import analyze, audit_kernel
+from hqval.audit.waivers import apply_waivers
+from hqval.codeobject import CodeObjectError, find_objdump, tool_identity
+from hqval.result import Row, Status
+
+if TYPE_CHECKING:
+    from hqval.manifest import KernelSpec
+
+IsaError = CodeObjectError
+
+# ---- the audit of a matrix, cached by content ----------------------------------------
+#
+# A kernel's audit rows are a function of: the bytes of its code object (and of its
+# baseline's), the disassembler that reads them, the code of the rules and what they
+# import, the kernel's manifest entry (and its baseline's) and the arch's table row.  The
+# cache key covers all of these, so an entry can only be found by an audit that would
+# compute the same rows; the entry is re-checked (its key and a sha256 of its rows) when
+# read, and a damaged one is recomputed.  Rows of an error (a tool that failed) are never
+# cached.
+
+AUDIT_CACHE_LAYOUT = 1
+# The modules whose code decides an audit row (hqval.audit's own imports, checked by
+# tests/audit/test_cache.py): their source bytes are in the key.  hqval.manifest and
+# hqval.toolchain only find the baseline's code object, whose bytes are in the key.
+RULE_MODULES = ("hqval.audit", "hqval.codeobject", "hqval.formats", "hqval.result")
+
+
+@functools.lru_cache(maxsize=1)
+def rules_identity() -> str:
+    """sha256 over the source of every module in ``RULE_MODULES`` (a package: each of its
+    .py files), the cache layout, the Python version and msgpack's (it decodes the
+    metadata note)."""
+    import importlib.util
+    import sys
+
+    import msgpack
+
+    h = hashlib.sha256(f"{AUDIT_CACHE_LAYOUT}\0{sys.version}\0{msgpack.version}".encode())
+    for name in RULE_MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise IsaError(f"audit rules: module {name} not found")
+        origin = Path(spec.origin)
+        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        for f in files:
+            h.update(f"\0{name}:{f.relative_to(origin.parent)}\0".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def disassembler_identity() -> str:
+    """The disassembler as the audit runs it (``hqval.codeobject.find_objdump``): a
+    replaced or rebuilt tool is another tool."""
+    return tool_identity(find_objdump())
+
+
+def _facts(obj: Any) -> Any:
+    """A manifest entry or arch table row as JSON-able data for the key."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _facts(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_facts(x) for x in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return repr(obj)
+
+
+def _object_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One kernel's audit: its code object and, where it has one, its baseline's."""
+
+    spec: KernelSpec
+    arch: Any
+    code_object: Path
+    baseline: tuple[KernelSpec, Path] | None
+    key: str = ""
+
+
+def audit_key(job: _Job, tools: str) -> str:
+    """The cache key of one kernel's audit rows (see the section comment)."""
+    import json
+
+    material = {
+        "rules": rules_identity(), "tools": tools, "arch": _facts(job.arch),
+        "spec": _facts(job.spec), "object": _object_sha256(job.code_object),
+        "baseline": None if job.baseline is None else
+        {"spec": _facts(job.baseline[0]), "object": _object_sha256(job.baseline[1])},
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _cache_file(cache_dir: str | Path | None, key: str) -> Path:
+    from hqval.toolchain import cache_base
+
+    return cache_base(cache_dir) / f"audit-v{AUDIT_CACHE_LAYOUT}" / key[:2] / f"{key}.json"
+
+
+def _rows_digest(rows: list[dict[str, Any]]) -> str:
+    import json
+
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+
+
+def cached_rows(cache_dir: str | Path | None, key: str) -> list[Row] | None:
+    """The rows stored under ``key``, or None (absent, unreadable, another key's, or
+    rows that do not match their recorded sha256)."""
+    import json
+
+    try:
+        entry = json.loads(_cache_file(cache_dir, key).read_text())
+        if entry.get("key") != key or _rows_digest(entry["rows"]) != entry.get("sha256"):
+            return None
+        return [Row.from_dict(d) for d in entry["rows"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _store_rows(cache_dir: str | Path | None, key: str, rows: list[Row]) -> None:
+    import json
+    import os
+    import tempfile
+
+    data = [r.to_dict() for r in rows]
+    path = _cache_file(cache_dir, key)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".json.tmp", dir=path.parent)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"key": key, "sha256": _rows_digest(data), "rows": data}, fh)
+        os.replace(tmp, path)
+    except OSError:  # an unwritable or full cache only costs the next run the audit
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _audit_job(job: _Job) -> list[Row]:
+    """The rule rows of one kernel (before waivers), or one error row when its code
+    object cannot be read."""
+    arch_name = str(getattr(job.arch, "name", job.arch))
+    try:
+        code = analyze(job.code_object, arch_name)[job.spec.symbol]
+        baseline = None
+        if job.baseline is not None:
+            bspec, bco = job.baseline
+            baseline = analyze(bco, arch_name)[bspec.symbol]
+        return audit_kernel(job.spec, job.arch, code, baseline)
+    except (IsaError, KeyError, ValueError) as exc:
+        return [Row(kind="audit", check="audit", kernel=job.spec.name, arch=arch_name,
+                    backend="isa", status=Status.ERROR, message=str(exc))]
+
+
+def _audit_jobs(jobs: list[_Job]) -> list[list[Row]]:
+    return [_audit_job(j) for j in jobs]
+
+
+def _workers(wanted: int | None, tasks: int) -> int:
+    import multiprocessing
+    import os
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1  # a spawned worker would re-run the caller's __main__
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(tasks, wanted if wanted else cpus))
+
+
+def _groups(misses: list[_Job], workers: int) -> list[list[_Job]]:
+    """The misses in groups for the workers: one per arch when there are arches enough to
+    keep every worker busy (a code object and its baselines' are then disassembled by
+    one worker only), else one per (arch, code object)."""
+    def arch_of(j: _Job) -> str:
+        return str(getattr(j.arch, "name", j.arch))
+
+    if len({arch_of(j) for j in misses}) >= workers:
+        by: dict[tuple[str, ...], list[_Job]] = {}
+        for j in misses:
+            by.setdefault((arch_of(j),), []).append(j)
+    else:
+        by = {}
+        for j in misses:
+            by.setdefault((arch_of(j), str(j.code_object)), []).append(j)
+    return list(by.values())
+
+
+def _run_jobs(groups: list[list[_Job]], jobs: int | None) -> list[list[list[Row]]]:
+    """Each group's audits, the groups spread over worker processes (forked: the
+    disassembler found and the modules imported are the caller's)."""
+    workers = _workers(jobs, len(groups))
+    if workers <= 1:
+        return [_audit_jobs(g) for g in groups]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers,
+                             mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_audit_jobs, groups))
+
+
+def audit_matrix(cells: Iterable[tuple[KernelSpec, Any]], arch: Any,
+                 cache_dir: str | Path | None = None, jobs: int | None = None) -> list[Row]:
+    """Audit rows for compiled ``(spec, CompileResult)`` cells of one arch.  A kernel's v1
+    baseline is taken from the cells, or compiled from the suite's manifest when absent."""
+    return audit_arches([(arch, list(cells))], cache_dir, jobs)[0]
+
+
+def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]],
+                 cache_dir: str | Path | None = None, jobs: int | None = None
+                 ) -> list[list[Row]]:
+    """``audit_matrix`` of several arches at once: each kernel's rows come from the audit
+    cache (``audit_key``) or are computed, the arches' misses over ``jobs`` worker
+    processes (default: the CPUs this process may use)."""
+    from hqval.toolchain import compile_kernel
+
+    plans: list[tuple[Any, list[tuple[KernelSpec, _Job | Row]]]] = []
+    tools: str | None = None
+    for arch, arch_cells in per_arch:
+        arch_name = str(getattr(arch, "name", arch))
+        cells = list(arch_cells)
+        by_name = {spec.name: (spec, res) for spec, res in cells}
+        plan: list[tuple[KernelSpec, _Job | Row]] = []
+        for spec, res in cells:
+            if res is None or not res.ok or res.code_object is None:
+                continue
+            try:
+                baseline = None
+                if spec.baseline:
+                    pair = by_name.get(spec.baseline)
+                    if pair is None:
+                        bspec = _baseline_spec(spec)
+                        pair = (bspec, compile_kernel(bspec, arch_name, cache_dir))
+                    bspec, bres = pair
+                    if bres is not None and bres.ok and bres.code_object is not None:
+                        baseline = (bspec, Path(bres.code_object))
+                job = _Job(spec, arch, Path(res.code_object), baseline)
+                if tools is None:
+                    tools = disassembler_identity()
+                plan.append((spec, dataclasses.replace(job, key=audit_key(job, tools))))
+            except (IsaError, KeyError, ValueError, OSError) as exc:
+                plan.append((spec, Row(kind="audit", check="audit", kernel=spec.name,
+                                       arch=arch_name, backend="isa", status=Status.ERROR,
+                                       message=str(exc))))
+        plans.append((arch, plan))
+    found: dict[str, list[Row]] = {}
+    misses: list[_Job] = []
+    for _, plan in plans:
+        for _, item in plan:
+            if isinstance(item, _Job) and item.key not in found:
+                rows = cached_rows(cache_dir, item.key)
+                if rows is None:
+                    misses.append(item)
+                    found[item.key] = []  # computed below (once, if two cells share it)
+                else:
+                    found[item.key] = rows
+    missing = _groups(misses, _workers(jobs, len(misses)))
+    for group, results in zip(missing, _run_jobs(missing, jobs), strict=True):
+        for job, rows in zip(group, results, strict=True):
+            found[job.key] = rows
+            if not any(r.status is Status.ERROR for r in rows):  # a failed tool: not cached
+                _store_rows(cache_dir, job.key, rows)
+    out: list[list[Row]] = []
+    for _, plan in plans:
+        rows_of_arch: list[Row] = []
+        for spec, item in plan:
+            if isinstance(item, Row):
+                rows_of_arch.append(item)
+            else:
+                rows_of_arch += apply_waivers(spec, found[item.key])
+        out.append(rows_of_arch)
+    return out
+
+
+def _baseline_spec(spec: KernelSpec) -> KernelSpec:
+    from hqval.manifest import load_manifest
+
+    assert spec.baseline is not None
+    if spec.manifest is not None and not spec.is_mutant:
+        return load_manifest(spec.manifest).by_name(spec.baseline)
+    if spec.manifest is not None:  # a mutant: its baseline is a kernel of its real manifest
+        from hqval.manifest import load_mutants
+
+        return load_manifest(load_mutants(spec.manifest).real_manifest).by_name(spec.baseline)
+    return load_manifest().by_name(spec.baseline)

@@ -1,0 +1,903 @@
+"""The static ISA audit: per kernel, the metadata note's counts, the instructions'
+classes, the loops of the control-flow graph and an abstract interpretation of the
+address arithmetic (``AddressFlow``), and the six rules decided from them.
+
+  header_scalar   (a) qt=44/45 headers are read by scalar loads, never vector loads
+  no_spill        (b) no VGPR/SGPR spills, no scratch
+  vgpr_budget     (c) VGPRs within the arch's budget for the kernel's launch bounds
+  v2_valu_delta   (d) VALU cost per group-row of a v2 kernel over its v1 baseline <= 3
+  wmma            (e) prefill kernels contain v_wmma of the arch's generation
+  payload_offset  (f) the payload is read at offset 8 of the group
+
+Rules (a), (d) and (f) are decided from executed facts where the emulator ran the kernel
+(``hqval.audit.executed``); the static findings here stay beside them as evidence.
+
+Every rule passes, fails on a proven violation (the instructions are the evidence) or says
+unsupported with the reason it could not decide.  The loads of W and their offsets come
+from the address flow: a constant the compiler folded into a base register counts like
+one in the immediate, spill reloads are never W loads, and a kernel is row-per-lane (each
+lane reads its own row, as WMMA GEMMs do) or row-per-wave (GEMV) by how its W addresses
+depend on the lane.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hqval.audit.occupancy import occupancy, vgpr_file, vgpr_granule
+from hqval.audit.rules import RULE_LETTER
+from hqval.codeobject import Instruction
+from hqval.codeobject.disasm import _NO_DST, _TWO_DST
+from hqval.codeobject.disasm import regs as _regs
+from hqval.formats import HFQ4G256_QT
+from hqval.result import Row, Status
+
+if TYPE_CHECKING:
+    from hqval.manifest import KernelSpec
+
+# Section 4: one v_cndmask plus two v_cvt_f32_f16 per group per row.
+V2_VALU_BUDGET = 3.0
+MAX_VGPRS_WAVE32 = 256  # architectural limit of one wave32 on gfx10+
+
+
+@dataclass
+class KernelCode:
+    name: str
+    arch: str
+    instructions: list[Instruction]
+    notes: dict[str, Any]
+    target_arch: str = ""
+    _loops: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
+    _flow: Any = field(default=None, repr=False, compare=False)
+
+    def address_flow(self) -> AddressFlow:
+        """The kernel's AddressFlow, computed once (several rules read it)."""
+        if self._flow is None:
+            self._flow = AddressFlow(self)
+        return self._flow  # type: ignore[no-any-return]
+
+    def loops(self) -> list[tuple[int, int]]:
+        """(first, last) instruction indexes of each loop, from backward branches."""
+        if self._loops is None:
+            self._loops = self._find_loops()
+        return self._loops
+
+    def main_loop_span(self) -> tuple[int, int] | None:
+        loops = self.loops()
+        return max(loops, key=lambda fl: fl[1] - fl[0]) if loops else None
+
+    def _find_loops(self) -> list[tuple[int, int]]:
+        index = {ins.addr: i for i, ins in enumerate(self.instructions)}
+        out = []
+        for i, ins in enumerate(self.instructions):
+            # A loop's back edge is conditional (clang rotates loops); an unconditional
+            # backward s_branch jumps to a merge block laid out earlier, and a span holding
+            # s_endpgm leaves the kernel: neither is a loop.
+            if (ins.is_branch and ins.mnemonic.startswith("s_cbranch")
+                    and ins.target is not None and ins.target <= ins.addr):
+                j = index.get(ins.target)
+                if j is not None and not any(x.mnemonic == "s_endpgm"
+                                             for x in self.instructions[j:i]):
+                    out.append((j, i))
+        return out
+
+    def main_loop(self) -> list[Instruction]:
+        """The loop with the most instructions (the unrolled group loop); [] if none."""
+        span = self.main_loop_span()
+        if span is None:
+            return []
+        return self.instructions[span[0]:span[1] + 1]
+
+    def histogram(self, body: list[Instruction] | None = None) -> Counter[str]:
+        return Counter(ins.mnemonic for ins in (self.instructions if body is None else body))
+
+    def classes(self, body: list[Instruction] | None = None) -> Counter[str]:
+        c: Counter[str] = Counter()
+        for ins in self.instructions if body is None else body:
+            c[ins.klass] += ins.valu_ops if ins.klass == "valu" else 1
+        return c
+
+
+def analyze(code_object: Path | bytes, arch: str) -> dict[str, KernelCode]:
+    """Kernels of a code object by name: metadata and instructions, read by
+    ``hqval.codeobject`` (decoded once per content and disassembler)."""
+    from hqval.codeobject import load
+
+    co = load(code_object)
+    return {name: KernelCode(name, arch, co.disassembly(name, arch), dict(info.metadata),
+                             co.target)
+            for name, info in co.kernels.items()}
+
+
+# ---- data flow: which loads read W, and at what offset ---------------------------------
+#
+# Each 32-bit register holds an abstract value: the kernel arguments it derives from
+# (``arg@OFFSET`` tags), its constant part (``off``, None once an operation makes it
+# unknown), whether it is exactly that constant (``pure``) and how it depends on the lane
+# (0: uniform, 1: lane-dependent by constants only, e.g. 4*lane, 2: the lane scaled by a
+# run-time value, e.g. (lane % 16) * row_bytes -- a row-per-lane access).  Terms other than
+# the constant (pointers, row * row_bytes, group * 136, a loaded index) are opaque and
+# taken as whole groups; an address whose constant part is known therefore has its group
+# offset in ``off % group_bytes``, wherever the compiler folded the constant (an immediate,
+# a base register, a lane offset).  Operations not modelled make the constant unknown:
+# the rules then say unsupported, never fail.
+
+@dataclass(frozen=True)
+class Val:
+    tags: frozenset[str] = frozenset()
+    off: int | None = 0
+    pure: bool = False
+    lane: int = 0
+
+
+_UNIFORM = Val()
+_LANE0 = Val(lane=1)  # work-item ids arrive in v0 (x; y and z packed above bit 10 on gfx11+)
+_U32 = 0xFFFFFFFF
+
+
+def _const(v: int) -> Val:
+    v &= _U32
+    return Val(off=v - (1 << 32) if v >> 31 else v, pure=True)  # a 32-bit literal, signed
+
+
+def _join(*vals: Val, off: int | None = None, pure: bool = False, lane: int | None = None) -> Val:
+    return Val(frozenset().union(*(v.tags for v in vals)), off, pure,
+               max((v.lane for v in vals), default=0) if lane is None else lane)
+
+
+def _sum(*vals: Val) -> Val:
+    offs = [v.off for v in vals]
+    off = None if any(o is None for o in offs) else sum(o for o in offs if o is not None)
+    return _join(*vals, off=off, pure=all(v.pure for v in vals))
+
+
+def _scale(v: Val, k: int) -> Val:
+    return _join(v, off=None if v.off is None else v.off * k, pure=v.pure)
+
+
+def _product(a: Val, b: Val) -> Val:
+    if a.pure and a.off is not None:
+        return _scale(b, a.off)
+    if b.pure and b.off is not None:
+        return _scale(a, b.off)
+    lane = 2 if (a.lane or b.lane) else 0
+    # An opaque term is whole groups, so its product with anything is too: constant 0.
+    aligned = (not a.pure and a.off == 0) or (not b.pure and b.off == 0)
+    return _join(a, b, off=0 if aligned else None, lane=lane)
+
+
+def _opaque(*vals: Val) -> Val:
+    """A bit operation of its inputs: opaque with constant 0 when they have no constant
+    part (a mask or shift of a whole-group term), else unknown."""
+    consts = [v for v in vals if v.pure]
+    if consts and len(consts) == len(vals) and all(v.off is not None for v in consts):
+        return _join(*vals, off=None, lane=0)
+    rest = [v for v in vals if not v.pure]
+    off = 0 if all(v.off == 0 for v in rest) else None
+    return _join(*vals, off=off)
+
+
+_LIT = re.compile(r"^-?(?:0x[0-9a-fA-F]+|\d+)$")
+
+
+def _operand(text: str, state: dict[str, Val]) -> Val | None:
+    reg, val = _operand_form(text)
+    return val if reg is None else state.get(reg, val)
+
+
+@functools.lru_cache(maxsize=65536)
+def _operand_form(text: str) -> tuple[str | None, Val | None]:
+    """What ``_operand`` makes of ``text``, whatever the state: (the register whose value
+    it is, that register's value before any write) or (None, the value itself)."""
+    t = text.strip()
+    if _LIT.match(t):
+        return None, _const(int(t, 0))
+    t = _SOURCE_MODS.sub("", t).rstrip(")|")  # source modifiers of a register
+    regs = _regs(t)
+    if regs:
+        return regs[0], _LANE0 if regs[0].startswith("v") else _UNIFORM
+    if t in ("null", "off", "vcc_lo", "vcc", "exec_lo", "exec", "m0", "scc") or not t:
+        return None, None
+    if t.startswith(("ttmp", "s[", "v[")):
+        return None, _UNIFORM
+    return None, None  # float literals and modifiers: not an address part
+
+
+@functools.lru_cache(maxsize=65536)
+def _split_operands(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in _OPERAND_COMMA.split(text) if p.strip())
+
+
+@dataclass(frozen=True)
+class LoadFacts:
+    """What the flow knows about one load: the arguments its address derives from, its
+    constant byte offset (None: unknown) and how the address depends on the lane."""
+
+    instruction: Instruction
+    tags: frozenset[str]
+    offsets: tuple[int | None, ...]  # one per pass over the instruction (loops: two)
+    lane: int
+
+    @property
+    def is_scratch(self) -> bool:
+        return self.instruction.mnemonic.startswith("scratch_")
+
+    def group_offset(self, group_bytes: int) -> int | None:
+        """Offset inside the group, when every pass agrees on it modulo the stride."""
+        offs = {None if o is None else o % group_bytes for o in self.offsets}
+        return next(iter(offs)) if len(offs) == 1 else None
+
+    def first_offset(self, group_bytes: int) -> int | None:
+        """Offset inside the group on the loop's first iteration (the first pass), which
+        the kernel really reads whenever the loop runs."""
+        o = self.offsets[0]
+        return None if o is None else o % group_bytes
+
+
+# the mnemonic patterns AddressFlow._value dispatches on, compiled once (it runs per
+# instruction of every audited kernel)
+_ADD_OPS = re.compile(r"(v_add_(co_)?u32|v_add_nc_u32|v_add_u32|v_add_i32|v_add_nc_i32|"
+    r"s_add_(co_)?[iu]32|s_add_u32|s_add_i32|s_add_nc_u64|v_add_nc_u64|"
+    r"v_lshl_add_u64|v_add_co_u32)")
+_SUB_OPS = re.compile(r"(v_sub_(co_)?u32|v_sub_nc_u32|s_sub_(co_)?[iu]32|s_sub_u32|s_sub_i32)")
+_SUBREV_OPS = re.compile(r"(v_subrev_(co_)?u32|v_subrev_nc_u32)")
+_MUL_OPS = re.compile(r"(v_mul_lo_u32|v_mul_u32_u24|v_mul_i32_i24|s_mul_i32|s_mul_u64|"
+    r"v_mul_lo_i32)")
+_MAD_OPS = re.compile(r"(v_mad_u64_u32|v_mad_i64_i32|v_mad_co_u64_u32|v_mad_co_i64_i32|"
+    r"v_mad_u32_u24|v_mad_i32_i24|v_mad_u32_u16)")
+_LSHLREV_OPS = re.compile(r"(v_lshlrev_b(32|64)|v_lshlrev_b16)")
+_S_LSHL_OPS = re.compile(r"s_lshl_b(32|64)")
+_S_LSHL_ADD_OPS = re.compile(r"s_lshl([1-4])_add_u32")
+_BITWISE_OPS = re.compile(r"(v_and_|s_and_|v_lshr|s_lshr|v_ashr|s_ashr|v_bfe|s_bfe|"
+    r"v_or_|s_or_|v_xor|s_xor)")
+_SOURCE_MODS = re.compile(r"^(?:-|\||abs\()")
+_OPERAND_COMMA = re.compile(r",(?![^\[]*\])")
+
+
+class AddressFlow:
+    """The abstract interpretation of a kernel's address arithmetic (see ``Val``)."""
+
+    def __init__(self, kc: KernelCode) -> None:
+        self.code = kc
+        self.facts: dict[int, LoadFacts] = {}
+        ins_list = kc.instructions
+        first_smem = next((i for i in ins_list if i.klass == "smem"), None)
+        self.found_kernarg = first_smem is not None
+        if first_smem is None:
+            return
+        parts = _split_operands(first_smem.operand_text)
+        base_regs = _regs(parts[1]) if len(parts) > 1 else []
+        state: dict[str, Val] = {r: Val(frozenset({"kernarg"})) for r in base_regs}
+        self._spills: dict[str, Val] = {}
+        # Straight through up to the end of the group loop (what the rules read), then the
+        # loop body once more from its back-edge state, so loop-carried pointers are seen.
+        span = kc.main_loop_span()
+        end = span[1] + 1 if span is not None else len(ins_list)
+        for ins in ins_list[:end]:
+            self._step(ins, state)
+        if span is not None:
+            for ins in ins_list[span[0]:span[1] + 1]:
+                self._step(ins, state)
+
+    # -- recording
+    def _record(self, ins: Instruction, addr: Val | None) -> None:
+        prev = self.facts.get(ins.addr)
+        tags: frozenset[str]
+        off: int | None
+        if addr is None:
+            tags, off, lane = frozenset(), None, 0
+        else:
+            tags, lane = addr.tags, addr.lane
+            off = None if addr.off is None else addr.off + ins.imm_offset
+        if prev is None:
+            self.facts[ins.addr] = LoadFacts(ins, tags, (off,), lane)
+        else:
+            self.facts[ins.addr] = LoadFacts(ins, prev.tags | tags, (*prev.offsets, off),
+                                             max(prev.lane, lane))
+
+    def _address(self, ins: Instruction, ops: Sequence[str], state: dict[str, Val]
+                 ) -> Val | None:
+        m = ins.mnemonic
+        if ins.klass == "smem":
+            base = _operand(ops[1], state) if len(ops) > 1 else None
+            soff = _operand(ops[2], state) if len(ops) > 2 and _regs(ops[2]) else None
+            if base is None:
+                return None
+            return _sum(base, soff) if soff is not None and not soff.pure else base
+        if m.startswith(("global_", "flat_")):
+            vaddr = _operand(ops[1], state) if len(ops) > 1 else None
+            saddr = _operand(ops[2], state) if len(ops) > 2 and ops[2] != "off" else None
+            if vaddr is None:
+                return None
+            return _sum(vaddr, saddr) if saddr is not None else vaddr
+        if m.startswith("buffer_"):
+            # buffer_load vdst, vaddr, srsrc, soffset [offen]: base of the resource + offsets
+            if len(ops) < 4:
+                return None
+            rsrc = _operand(ops[2], state)
+            soff = _operand(ops[3], state)
+            parts = [v for v in (rsrc, soff) if v is not None]
+            if "offen" in ins.operand_text:
+                vaddr = _operand(ops[1], state)
+                if vaddr is not None:
+                    parts.append(vaddr)
+            return _sum(*parts) if parts else None
+        return None
+
+    # -- one instruction
+    def _step(self, ins: Instruction, state: dict[str, Val]) -> None:
+        m = ins.mnemonic
+        if m.startswith("v_dual_"):
+            for half in ins.operand_text.split("::"):
+                words = half.strip().split(None, 1)
+                if len(words) == 2 and words[0].startswith("v_dual_"):
+                    self._alu(words[0].replace("v_dual_", "v_"), words[1], state)
+                else:
+                    self._alu(m.replace("v_dual_", "v_"), half, state)
+            return
+        ops = _split_operands(ins.operand_text)
+        if ins.is_load:
+            addr = self._address(ins, ops, state)
+            self._record(ins, addr)
+            dst = _regs(ops[0]) if ops else []
+            if m.startswith("scratch_"):
+                key = ins.operand_text.split(",", 1)[-1].strip()
+                for i, r in enumerate(dst):
+                    state[r] = self._spills.get(f"{key}#{i}", Val(off=None))
+                return
+            if ins.klass == "smem" and addr is not None and "kernarg" in addr.tags:
+                off = ins.imm_offset
+                for i, r in enumerate(dst):
+                    state[r] = Val(frozenset({f"arg@{(off + 4 * i) // 8 * 8}"}))
+                return
+            for r in dst:
+                state[r] = Val(frozenset({"data"}), lane=0 if ins.klass == "smem" else 1)
+            return
+        if m.startswith("scratch_store"):
+            key_ops = ins.operand_text.split(",")
+            data = _regs(key_ops[1]) if len(key_ops) > 1 else []
+            key = ",".join([key_ops[0], *key_ops[2:]]).strip()
+            for i, r in enumerate(data):
+                self._spills[f"{key}#{i}"] = state.get(r, Val(off=None))
+            return
+        self._alu(m, ins.operand_text, state)
+
+    def _alu(self, m: str, operands: str, state: dict[str, Val]) -> None:
+        if m.startswith(_NO_DST) or m.startswith(("s_cbranch", "s_branch")):
+            return
+        ops = _split_operands(operands)
+        if not ops:
+            return
+        two = m.startswith(_TWO_DST)
+        dst = _regs(ops[0])
+        srcs_txt = ops[2:] if two else ops[1:]
+        if m.startswith("v_writelane"):
+            if len(ops) >= 3:
+                v = _operand(ops[1], state) or Val(off=None)
+                self._spills[f"{ops[0]}@{ops[2]}"] = v
+            return
+        if m.startswith("v_readlane"):
+            if len(ops) >= 3 and dst:
+                state[dst[0]] = self._spills.get(f"{ops[1]}@{ops[2]}", Val(off=None))
+            return
+        if m.startswith(("s_addk_", "s_mulk_")):
+            srcs_txt = (ops[0], *ops[1:])  # SOPK: dst = dst op imm16
+        srcs = [_operand(s, state) for s in srcs_txt]
+        if m.startswith(("s_addk_", "s_mulk_", "s_movk_")) and srcs and srcs[-1] is not None \
+                and srcs[-1].pure and srcs[-1].off is not None:
+            imm = srcs[-1].off & 0xFFFF  # SOPK immediates are 16-bit, sign-extended
+            srcs[-1] = Val(off=imm - 0x10000 if imm >> 15 else imm, pure=True)
+        vals = [s for s in srcs if s is not None]
+        wide = bool(dst) and len(dst) == 2 and m.endswith(("_b64", "_u64", "_i64"))
+        out = self._value(m, srcs, vals, srcs_txt, state)
+        if not dst:
+            return
+        if wide or m.startswith(("v_mad_u64", "v_mad_i64", "v_mad_co_")):
+            # 64-bit results: the constant lives in the low dword; the high dword keeps tags
+            hi_regs = _regs(ops[0])
+            state[hi_regs[0]] = out
+            for r in hi_regs[1:]:
+                state[r] = _join(out, off=None)
+            return
+        for r in dst:
+            state[r] = out
+        if two and len(_regs(ops[1])) and not m.startswith(("v_mad", "v_div")):
+            for r in _regs(ops[1]):  # the carry-out
+                state[r] = _join(*vals, off=None)
+
+    def _value(self, m: str, srcs: list[Val | None], vals: list[Val], txt: Sequence[str],
+               state: dict[str, Val]) -> Val:
+        def src(i: int) -> Val:
+            s = srcs[i] if i < len(srcs) else None
+            return s if s is not None else Val(off=None)
+
+        if m.startswith("v_readfirstlane"):
+            return _join(src(0), off=src(0).off, pure=src(0).pure, lane=0)
+        if m.startswith(("v_mov_b", "s_mov_b", "s_movk_i32", "v_mov_b64")):
+            return src(0)
+        if m.startswith(("s_addk_", "s_mulk_")):
+            return _sum(src(0), src(1)) if m.startswith("s_addk") else _product(src(0), src(1))
+        if _ADD_OPS.match(m):
+            if m.startswith("v_lshl_add_u64"):
+                return _sum(_scale(src(0), 1 << (src(1).off or 0)) if src(1).pure else
+                            _join(src(0), src(1), off=None), src(2))
+            return _sum(src(0), src(1))
+        if m.startswith("v_add3_u32"):
+            return _sum(src(0), src(1), src(2))
+        if _SUB_OPS.match(m):
+            return _sum(src(0), _scale(src(1), -1))
+        if _SUBREV_OPS.match(m):
+            return _sum(src(1), _scale(src(0), -1))
+        if _MUL_OPS.match(m):
+            return _product(src(0), src(1))
+        if _MAD_OPS.match(m):
+            return _sum(_product(src(0), src(1)), src(2))
+        if _LSHLREV_OPS.match(m):
+            k = src(0)
+            return _scale(src(1), 1 << k.off) if k.pure and k.off is not None and k.off < 32 \
+                else _opaque(src(1), k)
+        if _S_LSHL_OPS.match(m):
+            k = src(1)
+            return _scale(src(0), 1 << k.off) if k.pure and k.off is not None and k.off < 64 \
+                else _opaque(src(0), k)
+        mm = _S_LSHL_ADD_OPS.match(m)
+        if mm:
+            return _sum(_scale(src(0), 1 << int(mm.group(1))), src(1))
+        if m.startswith("v_lshl_add_u32"):
+            k = src(1)
+            if k.pure and k.off is not None:
+                return _sum(_scale(src(0), 1 << k.off), src(2))
+            return _join(*vals, off=None)
+        if m.startswith("v_add_lshl_u32"):
+            k = src(2)
+            if k.pure and k.off is not None:
+                return _scale(_sum(src(0), src(1)), 1 << k.off)
+            return _join(*vals, off=None)
+        if m.startswith("v_lshl_or_b32"):
+            # (a << k) | c is an add when c is a constant below 1 << k
+            k, c = src(1), src(2)
+            if k.pure and k.off is not None and c.pure and c.off is not None \
+                    and 0 <= c.off < (1 << k.off):
+                return _sum(_scale(src(0), 1 << k.off), c)
+            return _opaque(src(0), k, c)
+        if m.startswith(("v_cndmask", "s_cselect", "s_cmov")):
+            pair = [v for v in vals[:2]]
+            if len(pair) == 2 and pair[0].off == pair[1].off and pair[0].off is not None:
+                return _join(*pair, off=pair[0].off, pure=pair[0].pure and pair[1].pure,
+                             lane=max(1 if m.startswith("v_") else 0, *(v.lane for v in pair)))
+            return _join(*vals, off=None, lane=max([1 if m.startswith("v_") else 0,
+                                                     *(v.lane for v in vals)]))
+        if m.startswith(("v_and_or", "v_bfi", "v_alignbit", "v_alignbyte", "v_perm")):
+            return _join(*vals, off=None)  # byte and bit mixes: nothing known of the result
+        if _BITWISE_OPS.match(m):
+            if m.startswith(("v_or_", "s_or_", "v_xor", "s_xor")):
+                # x | 0 and x ^ 0 keep x.  A uniform x of whole groups (8-byte aligned) with
+                # an 8-aligned constant part ORed with c < 8 is x + c (the compiler's way of
+                # writing +4 when it knows the low bits are clear).
+                consts = [v for v in vals if v.pure]
+                other = [v for v in vals if not v.pure]
+                if (m.startswith(("v_or_", "s_or_")) and len(consts) == 1 and len(other) == 1
+                        and consts[0].off is not None and 0 <= consts[0].off < 8
+                        and other[0].lane == 0 and other[0].off is not None
+                        and other[0].off % 8 == 0):
+                    return _sum(other[0], consts[0])
+                if consts and all(c.off == 0 for c in consts) and len(vals) == 2:
+                    return next(v for v in vals if not v.pure) if any(
+                        not v.pure for v in vals) else _const(0)
+                return _join(*vals, off=None)
+            return _opaque(*vals)
+        if m.startswith("v_cmp") or m.startswith("s_cmp"):
+            return _join(*vals, off=None)
+        return _join(*vals, off=None)
+
+    # -- queries
+    def origins(self) -> dict[int, frozenset[str]]:
+        return {a: f.tags for a, f in self.facts.items()}
+
+
+def pointer_origins(kc: KernelCode) -> dict[int, frozenset[str]]:
+    """For every memory load up to the end of the group loop (by address): the kernel
+    arguments its address derives from, as ``arg@OFFSET`` tags."""
+    return kc.address_flow().origins()
+
+
+# ---- the rules ---------------------------------------------------------------------------
+
+
+
+@dataclass
+class Audit:
+    spec: KernelSpec
+    arch: Any
+    code: KernelCode
+    baseline: KernelCode | None = None
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def arch_name(self) -> str:
+        return str(getattr(self.arch, "name", self.arch))
+
+    def row(self, rule: str, status: Status, message: str, *, measured: float | None = None,
+            tolerance: float | None = None, derivation: str = "",
+            details: dict[str, Any] | None = None) -> Row:
+        r = Row(kind="audit", check=f"audit_{rule}", kernel=self.spec.name, arch=self.arch_name,
+                backend="isa", status=status, measured=measured, tolerance=tolerance,
+                derivation=derivation, message=message,
+                details={"rule": RULE_LETTER[rule], **(details or {})})
+        self.rows.append(r)
+        return r
+
+
+def _loads(body: list[Instruction], klass: str) -> Counter[str]:
+    return Counter(i.mnemonic for i in body if i.klass == klass and i.is_load)
+
+
+def _dwords(mnemonic: str) -> int:
+    m = re.search(r"(?:_b|dwordx?)(\d+)$", mnemonic)
+    if not m:
+        return 1
+    n = int(m.group(1))
+    return n // 32 if "_b" in mnemonic else n
+
+
+def weight_args(spec: KernelSpec) -> frozenset[str]:
+    return frozenset({"arg@0", "arg@8", "arg@16"} if spec.kind == "gemv_qkv" else {"arg@0"})
+
+
+def _evidence(loads: Iterable[LoadFacts], limit: int = 8) -> list[str]:
+    return [f"0x{f.instruction.addr:x}: {f.instruction.mnemonic} {f.instruction.operand_text}"
+            for f in list(loads)[:limit]]
+
+
+def _format_layout(qt: int) -> tuple[int, int, frozenset[int]]:
+    """(group bytes, payload offset, header dword offsets a kernel may read) of ``qt``.
+    qt=45's [4..8) is a zero pad: a read of it is not a header read."""
+    from hqval.formats import by_qt
+
+    try:
+        fmt = by_qt(qt)
+    except KeyError:
+        return 136, 8, frozenset({0, 4})
+    header_bytes = fmt.payload_offset
+    if getattr(fmt, "header", None) == "f16" and getattr(fmt, "halves", 2) == 1:
+        header_bytes = 4
+    return fmt.group_bytes, fmt.payload_offset, frozenset(range(0, header_bytes, 4))
+
+
+@dataclass
+class WeightLoads:
+    """The loads of W in a kernel's group loop (the whole kernel when it has no loop),
+    found by data flow; spill reloads (scratch) are never among them."""
+
+    body: list[Instruction]
+    loads: list[LoadFacts]
+    in_loop: bool
+    found_kernarg: bool
+
+    @classmethod
+    def of(cls, code: KernelCode, wargs: frozenset[str]) -> WeightLoads:
+        flow = code.address_flow()
+        loop = code.main_loop()
+        body = loop or code.instructions
+        addrs = {i.addr for i in body}
+        loads = [f for a, f in sorted(flow.facts.items())
+                 if a in addrs and f.tags & wargs and not f.is_scratch]
+        return cls(body, loads, bool(loop), flow.found_kernarg)
+
+    @property
+    def vector(self) -> list[LoadFacts]:
+        return [f for f in self.loads if f.instruction.klass == "vmem"]
+
+    @property
+    def scalar(self) -> list[LoadFacts]:
+        return [f for f in self.loads if f.instruction.klass == "smem"]
+
+    @property
+    def row_per_lane(self) -> bool:
+        """Some lane reads a row of its own: the W address scales the lane by a run-time
+        value (the row stride), as GEMMs whose lanes each own a row do."""
+        return any(f.lane >= 2 for f in self.vector)
+
+    def dwords(self, loads: Iterable[LoadFacts] | None = None) -> int:
+        return sum(_dwords(f.instruction.mnemonic) for f in (self.loads if loads is None
+                                                              else loads))
+
+    def header_dwords(self, group_bytes: int, header: frozenset[int]) -> int | None:
+        """Dwords of header read per pass, or None when some load's offset is unknown."""
+        n = 0
+        for f in self.loads:
+            off = f.group_offset(group_bytes)
+            if off is None:
+                return None
+            n += sum(1 for d in range(_dwords(f.instruction.mnemonic))
+                     if (off + 4 * d) % group_bytes in header)
+        return n
+
+
+def rule_header_scalar(a: Audit) -> Row:
+    if a.spec.qt not in (44, 45):
+        return a.row("header_scalar", Status.UNSUPPORTED, f"rule (a) is for qt=44/45, not "
+                     f"qt={a.spec.qt}")
+    w = WeightLoads.of(a.code, weight_args(a.spec))
+    details: dict[str, Any] = {
+        "loop_scalar_loads": dict(Counter(f.instruction.mnemonic for f in w.scalar)),
+        "vector_loads": dict(Counter(f.instruction.mnemonic for f in w.vector)),
+        "weight_load_dwords": w.dwords(), "in_loop": w.in_loop,
+        "layout": "row-per-lane" if w.row_per_lane else "row-per-wave"}
+    if not w.found_kernarg:
+        return a.row("header_scalar", Status.UNSUPPORTED, "could not find the kernarg pointer "
+                     "(no scalar load): the loads of W cannot be told apart", details=details)
+    if not w.loads:
+        return a.row("header_scalar", Status.UNSUPPORTED, "no load of W found by data flow "
+                     "(its address leaves the modelled arithmetic)", details=details)
+    base = WeightLoads.of(a.baseline, weight_args(a.spec)) if a.baseline is not None else None
+    if base is not None:
+        details["baseline_vector_loads"] = dict(Counter(f.instruction.mnemonic
+                                                         for f in base.vector))
+        details["baseline_weight_load_dwords"] = base.dwords()
+    if w.row_per_lane:
+        # Each lane owns a row: its header words are per-lane loads by design.  What the
+        # format promises is no more W traffic than v1 (v2 re-spends v1's 8 header bytes).
+        if base is None:
+            return a.row("header_scalar", Status.UNSUPPORTED, "row-per-lane kernel: its "
+                         "per-lane header loads are compared with the v1 baseline's, and it "
+                         "has none", details=details)
+        if w.dwords() > base.dwords():
+            extra = w.dwords() - base.dwords()
+            return a.row("header_scalar", Status.FAIL, f"row-per-lane kernel reads {extra} W "
+                         f"dwords more per pass than its v1 baseline ({w.dwords()} vs "
+                         f"{base.dwords()}): " + "; ".join(_evidence(w.loads)),
+                         details={**details, "evidence": _evidence(w.loads, 32)})
+        return a.row("header_scalar", Status.PASS, f"row-per-lane kernel (lanes own rows): "
+                     f"{w.dwords()} W dwords per pass, the v1 baseline reads {base.dwords()}",
+                     details=details)
+    # Row-per-wave: every lane reads its wave's row, so the header words come from
+    # lane-invariant addresses -- scalar loads, or (an engine's cache policy) uniform
+    # buffer loads.  Proven violations: a header word read at a lane-dependent address, or
+    # more vector W traffic than the v1 baseline (whose payload loads are the same).
+    group_bytes, _, header = _format_layout(a.spec.qt)
+    per_lane_hdr = [f for f in w.vector if f.lane >= 1 and (o := f.first_offset(group_bytes))
+                    is not None and any((o + 4 * d) % group_bytes in header
+                                        for d in range(_dwords(f.instruction.mnemonic)))]
+    problems = []
+    if per_lane_hdr:
+        problems.append("header words read at lane-dependent addresses: "
+                        + "; ".join(_evidence(per_lane_hdr)))
+    if base is not None:
+        # per-lane (lane-dependent address) W traffic beyond v1's: a uniform vector load
+        # (an engine's buffer-load policy) reads one address for the wave and is not it
+        mine = [f for f in w.vector if f.lane >= 1]
+        theirs = [f for f in base.vector if f.lane >= 1]
+        extra_dw = w.dwords(mine) - base.dwords(theirs)
+        if extra_dw > 0:
+            more = Counter(f.instruction.mnemonic for f in mine) - Counter(
+                f.instruction.mnemonic for f in theirs)
+            problems.append(f"{extra_dw} lane-dependent vector W dwords more than the v1 "
+                            f"baseline ({dict(more)}): the header is read per lane"
+                            + ("" if w.scalar else "; the group loop has no scalar load of "
+                               "W: the header is read by vector loads"))
+    if problems:
+        return a.row("header_scalar", Status.FAIL, "; ".join(problems),
+                     details={**details, "evidence": _evidence(w.vector, 32)})
+    if not w.scalar and base is None:
+        return a.row("header_scalar", Status.UNSUPPORTED, "row-per-wave kernel with no scalar "
+                     "load of W and no v1 baseline: whether its vector loads read the header "
+                     "per lane cannot be told (name a baseline)", details=details)
+    how = (f"{len(w.scalar)} scalar W loads in the group loop" if w.scalar else
+           "the header by lane-invariant vector loads, as its v1 baseline")
+    compared = ("vector W loads no more than the v1 baseline's" if base is not None
+                else "no v1 baseline to compare vector loads with")
+    return a.row("header_scalar", Status.PASS, f"row-per-wave kernel: {how}; {compared}",
+                 details=details)
+
+
+def rule_no_spill(a: Audit) -> Row:
+    n = a.code.notes
+    ev = {k: int(n.get(k, 0)) for k in (".vgpr_spill_count", ".sgpr_spill_count",
+                                          ".private_segment_fixed_size")}
+    scratch = sum(1 for i in a.code.instructions if i.mnemonic.startswith("scratch_"))
+    ev["scratch_instructions"] = scratch
+    bad = {k: v for k, v in ev.items() if v}
+    if bad:
+        return a.row("no_spill", Status.FAIL, f"spills/scratch: {bad}", measured=float(
+            sum(bad.values())), tolerance=0.0, details=ev)
+    return a.row("no_spill", Status.PASS, "no spills, no scratch", measured=0.0, tolerance=0.0,
+                 details=ev)
+
+
+def rule_vgpr_budget(a: Audit) -> Row:
+    n = a.code.notes
+    vgprs = int(n.get(".vgpr_count", 0))
+    flat = int(n.get(".max_flat_workgroup_size", 1024))
+    wave = int(n.get(".wavefront_size", 32))
+    waves_per_wg = -(-flat // wave)
+    # A workgroup's waves share the 2 SIMDs of a WGP (CU mode: 2 SIMDs per CU on RDNA).
+    per_simd = -(-waves_per_wg // 2)
+    budget = min(MAX_VGPRS_WAVE32, vgpr_file(a.arch) // per_simd // vgpr_granule(a.arch)
+                 * vgpr_granule(a.arch))
+    ev = {"vgpr_count": vgprs, "sgpr_count": int(n.get(".sgpr_count", 0)),
+          "lds_bytes": int(n.get(".group_segment_fixed_size", 0)), "wavefront_size": wave,
+          "max_flat_workgroup_size": flat, "vgpr_file": vgpr_file(a.arch),
+          "occupancy_waves_per_simd": occupancy(a.arch, vgprs),
+          "sgpr_spill_count": int(n.get(".sgpr_spill_count", 0)),
+          "vgpr_spill_count": int(n.get(".vgpr_spill_count", 0)),
+          "scratch_bytes": int(n.get(".private_segment_fixed_size", 0)),
+          "classes": dict(a.code.classes()),
+          "loop_classes": dict(a.code.classes(a.code.main_loop())),
+          "histogram": dict(a.code.histogram().most_common())}
+    deriv = (f"min(256, {vgpr_file(a.arch)} VGPRs / {per_simd} waves per SIMD for launch "
+             f"bounds {flat})")
+    problems = []
+    if wave != 32:
+        problems.append(f"wave{wave} (the ABI is wave32)")
+    if flat != a.spec.block:
+        problems.append(f"launch bounds {flat} != block {a.spec.block}")
+    if vgprs > budget:
+        problems.append(f"{vgprs} VGPRs > budget {budget}")
+    status = Status.FAIL if problems else Status.PASS
+    msg = "; ".join(problems) or f"{vgprs} VGPRs <= {budget}, occupancy " \
+        f"{ev['occupancy_waves_per_simd']} waves/SIMD"
+    return a.row("vgpr_budget", status, msg, measured=float(vgprs), tolerance=float(budget),
+                 derivation=deriv, details=ev)
+
+
+def rule_v2_valu_delta(a: Audit) -> Row:
+    if a.spec.qt not in (44, 45) or a.baseline is None:
+        why = "no v1 baseline" if a.spec.qt in (44, 45) else f"qt={a.spec.qt} is not a v2 format"
+        return a.row("v2_valu_delta", Status.UNSUPPORTED, f"rule (d) needs a qt=44/45 kernel "
+                     f"and its v1 baseline ({why})")
+    loop, base_loop = a.code.main_loop(), a.baseline.main_loop()
+    if not loop or not base_loop:
+        return a.row("v2_valu_delta", Status.UNSUPPORTED, "no group loop in the kernel or its "
+                     "baseline: there is no per-iteration VALU count to compare")
+    # Group-rows per loop iteration: v1 reads two header dwords per group-row (by scalar
+    # load in a row-per-wave kernel, per lane in a row-per-lane one).
+    base = WeightLoads.of(a.baseline, weight_args(a.spec))
+    group_bytes, _, header = _format_layout(HFQ4G256_QT)  # the baseline is a v1 kernel
+    hdr = base.header_dwords(group_bytes, header) if base.loads else None
+    if hdr is None:
+        return a.row("v2_valu_delta", Status.UNSUPPORTED, "the v1 baseline's header loads "
+                     "could not be counted (a W address the data flow cannot follow), so the "
+                     "group-rows per iteration are unknown")
+    group_rows = hdr // 2
+    if group_rows < 1:
+        return a.row("v2_valu_delta", Status.UNSUPPORTED, "the v1 baseline's group loop reads "
+                     "no header dwords: the group-rows per iteration are unknown")
+    v2 = a.code.classes(loop)["valu"]
+    v1 = a.baseline.classes(base_loop)["valu"]
+    per = (v2 - v1) / group_rows
+    ev = {"valu_loop_v2": v2, "valu_loop_v1": v1, "group_rows_per_iteration": group_rows,
+          "layout": "row-per-lane" if base.row_per_lane else "row-per-wave",
+          "delta_histogram": {k: v for k, v in (
+              a.code.histogram(loop) - a.baseline.histogram(base_loop)).items()
+              if k.startswith("v_")}}
+    status = Status.PASS if per <= V2_VALU_BUDGET else Status.FAIL
+    return a.row("v2_valu_delta", status, f"{per:+.3f} VALU per group-row over "
+                 f"{a.spec.baseline} ({v2} vs {v1} per iteration of {group_rows} group-rows)",
+                 measured=per, tolerance=V2_VALU_BUDGET,
+                 derivation="section 4: one v_cndmask + two v_cvt_f32_f16 per group per row",
+                 details=ev)
+
+
+def rule_wmma(a: Audit) -> Row:
+    if a.spec.kind != "gemm":
+        return a.row("wmma", Status.UNSUPPORTED, "rule (e) is for prefill (gemm) kernels")
+    wmma = [i for i in a.code.instructions if i.mnemonic.startswith("v_wmma")]
+    want = {"wmma_gfx11": "gfx11", "wmma_gfx12": "gfx12"}.get(a.spec.requires, "")
+    arch_gen = str(getattr(a.arch, "wmma", ""))
+    forms = Counter(f"{i.mnemonic} A={i.wmma_a_regs}v" for i in wmma)
+    gen_of = {8: "gfx11", 4: "gfx12"}
+    gens = {gen_of.get(i.wmma_a_regs, "?") for i in wmma}
+    ev = {"wmma_instructions": len(wmma), "forms": dict(forms), "arch_wmma": arch_gen,
+          "required": want}
+    if not wmma:
+        return a.row("wmma", Status.FAIL, "no v_wmma instruction", measured=0.0, details=ev)
+    if gens != {want} or (arch_gen and arch_gen != want):
+        return a.row("wmma", Status.FAIL, f"v_wmma forms {sorted(gens)} do not match "
+                     f"{want} on {a.arch_name} ({arch_gen})", measured=float(len(wmma)), details=ev)
+    in_loop = sum(1 for i in a.code.main_loop() if i.mnemonic.startswith("v_wmma"))
+    ev["wmma_in_group_loop"] = in_loop
+    return a.row("wmma", Status.PASS, f"{len(wmma)} {want} v_wmma ({in_loop} in the group loop)",
+                 measured=float(len(wmma)), details=ev)
+
+
+def rule_payload_offset(a: Audit) -> Row:
+    """Loads of W (found by data flow) must land, inside a group, on the payload from +8 on
+    or on the format's header words; the payload must be read at +8.  Offsets follow the
+    address arithmetic, so +8 folded into a base register counts like +8 in the
+    immediate.  In a row-per-wave kernel the header is read by scalar loads, so a vector
+    load below +8 is a misplaced payload or a per-lane header; in a row-per-lane kernel
+    (each lane reads its own row) vector header loads are expected.  A load whose offset
+    the flow cannot follow makes the rule unsupported, never failed (the padded_offset
+    and parity checks are the dynamic authority)."""
+    group_bytes, payload_offset, header = _format_layout(a.spec.qt)
+    w = WeightLoads.of(a.code, weight_args(a.spec))
+    loads = w.vector
+    known = [(f, f.group_offset(group_bytes)) for f in loads]
+    offsets = sorted({o for _, o in known if o is not None})
+    unknown = [f for f, o in known if o is None]
+    ev: dict[str, Any] = {
+        "weight_vector_loads": len(loads), "imm_offsets": sorted({f.instruction.imm_offset
+                                                                   for f in loads}),
+        "offsets_mod_group": offsets, "unknown_offsets": len(unknown),
+        "group_bytes": group_bytes, "payload_offset": payload_offset,
+        "layout": "row-per-lane" if w.row_per_lane else "row-per-wave"}
+    if not w.found_kernarg:
+        return a.row("payload_offset", Status.UNSUPPORTED, "could not find the kernarg pointer "
+                     "(no scalar load): the loads of W cannot be told apart", details=ev)
+    if not loads:
+        return a.row("payload_offset", Status.UNSUPPORTED, "no vector load of W found by data "
+                     "flow in the group loop", details=ev)
+    # header words may be read by a vector load when each lane reads its own row, or when
+    # the address is lane-invariant (an engine's uniform buffer load of the header)
+
+    def words(f: LoadFacts, o: int) -> list[int]:
+        return [(o + 4 * d) % group_bytes for d in range(_dwords(f.instruction.mnemonic))]
+
+    # A load may span header and payload (a merged 16-byte load from +0): its dwords below
+    # the payload must be header words the kernel may read by vector load.
+    # Evidence may come from the first iteration alone (a later pass that disagrees, as a
+    # wrong stride does, does not make the first iteration's read any less real).
+    first = [(f, f.first_offset(group_bytes)) for f in loads]
+    def allowed(f: LoadFacts, d: int) -> bool:
+        return d in header and (w.row_per_lane or f.lane == 0)
+
+    bad = [(f, o) for f, o in first if o is not None
+           and any(d < payload_offset and not allowed(f, d) for d in words(f, o))]
+    covered = sorted({d for f, o in known if o is not None for d in words(f, o)})
+    ev["dwords_covered"] = covered
+    if bad:
+        what = ("header words" if w.row_per_lane else
+                "only header words at a lane-invariant address in a row-per-wave kernel")
+        return a.row("payload_offset", Status.FAIL, f"W vector loads at group offsets "
+                     f"{sorted({o for _, o in bad})}: the payload starts at +{payload_offset} "
+                     f"and below it a vector load may read {what}: "
+                     + "; ".join(_evidence(f for f, _ in bad)),
+                     details={**ev, "evidence": _evidence((f for f, _ in bad), 32)})
+    if payload_offset not in covered:
+        if unknown:
+            return a.row("payload_offset", Status.UNSUPPORTED, f"no W load is known to read "
+                         f"+{payload_offset} and {len(unknown)} W loads have offsets the data "
+                         "flow cannot follow: " + "; ".join(_evidence(unknown)), details=ev)
+        return a.row("payload_offset", Status.FAIL, f"no W load reads the payload's first "
+                     f"dword at +{payload_offset} (group offsets {offsets}): the payload is "
+                     "read elsewhere: " + "; ".join(_evidence(loads)),
+                     details={**ev, "evidence": _evidence(loads, 32)})
+    note = f"; {len(unknown)} loads not followed" if unknown else ""
+    return a.row("payload_offset", Status.PASS, f"{len(loads) - len(unknown)} W vector loads at "
+                 f"group offsets {offsets} (payload from +{payload_offset}){note}", details=ev)
+
+
+def audit_kernel(spec: KernelSpec, arch: Any, code: KernelCode,
+                 baseline: KernelCode | None = None) -> list[Row]:
+    a = Audit(spec, arch, code, baseline)
+    for rule in (rule_header_scalar, rule_no_spill, rule_vgpr_budget, rule_v2_valu_delta,
+                 rule_wmma, rule_payload_offset):
+        rule(a)
+    return a.rows
+
+
+def summary(code: KernelCode, arch: Any) -> dict[str, Any]:
+    """The per-kernel facts of item 5 (counts, occupancy, histogram by class)."""
+    n = code.notes
+    vgprs = int(n.get(".vgpr_count", 0))
+    return {
+        "vgpr": vgprs, "sgpr": int(n.get(".sgpr_count", 0)),
+        "vgpr_spill": int(n.get(".vgpr_spill_count", 0)),
+        "sgpr_spill": int(n.get(".sgpr_spill_count", 0)),
+        "scratch": int(n.get(".private_segment_fixed_size", 0)),
+        "lds": int(n.get(".group_segment_fixed_size", 0)),
+        "wave": int(n.get(".wavefront_size", 0)),
+        "occupancy": occupancy(arch, vgprs),
+        "instructions": len(code.instructions),
+        "classes": dict(code.classes()),
+        "loop_classes": dict(code.classes(code.main_loop())),
+    }
+
+
