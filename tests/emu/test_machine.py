@@ -364,7 +364,7 @@ def test_translation_freezes_the_heap(ops: Ops) -> None:
 
 
 def test_translations_are_shared_per_generation_not_per_arch() -> None:
-    from hqval.emu.disasm import parse_text
+    from hqval.codeobject import parse_text
     from hqval.emu.machine import _translate
     from hqval.emu.operands import Ctx
 
@@ -397,8 +397,8 @@ _RANDOM_V = np.random.default_rng(8).integers(0, 2**32, (8, 1, 32), dtype=np.uin
 def _run_everywhere(text: str, arches: tuple[str, ...], gen: int) -> list[object]:
     """``text`` translated afresh (no sharing) with each arch's context and run on the
     same random state: what it left in every register, or the error it raised."""
+    from hqval.codeobject import parse_text
     from hqval.emu import memory, scalar, vector
-    from hqval.emu.disasm import parse_text
     from hqval.emu.errors import EmuError
     from hqval.emu.fparith import launch_fp
     from hqval.emu.operands import EXEC, Ctx, WaveState
