@@ -88,7 +88,9 @@ class Result:
 
 def _placement(repo: Repo, manifest: str) -> Placement:
     path = Path(manifest).expanduser()
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, repo.root / path]
+    # a relative path names the tree's own file when the tree has one there (the version
+    # of each commit is used), else a file from the current directory
+    candidates = [path] if path.is_absolute() else [repo.root / path, Path.cwd() / path]
     found = next((p.resolve() for p in candidates if p.is_file()), None)
     if found is None:
         raise BisectInputError(f"--manifest {manifest}: no such file (give a kernels.yaml "

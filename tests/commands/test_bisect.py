@@ -240,10 +240,11 @@ def test_timing_cell_on_the_simulated_device(tree: Tree, tmp_path: Path) -> None
     assert "timing_aa_hot[tree_gemv_v1_r1@64x1024|gfx1100|sim]" in ids
 
 
-@pytest.mark.parametrize("case", ["not_a_repo", "unknown_ref", "unknown_cell", "dirty",
-                                  "wrong_order", "fails_at_good"])
+@pytest.mark.parametrize("case", ["not_a_repo", "unknown_ref", "unknown_cell", "decoy_in_cwd",
+                                  "dirty", "wrong_order", "fails_at_good"])
 def test_bad_input_is_one_line_and_exit_2(tree: Tree, tmp_path: Path, case: str,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+                                          capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     before = _untouched(tree)
     args = {"tree": str(tree.root), "cell": CELL, "good": tree.commits["c6 unrelated"],
             "bad": tree.commits["c8 unrelated"]}
@@ -254,6 +255,11 @@ def test_bad_input_is_one_line_and_exit_2(tree: Tree, tmp_path: Path, case: str,
     elif case == "unknown_ref":
         args["good"], want = "no-such-branch", "--good no-such-branch: no such commit"
     elif case == "unknown_cell":
+        args["cell"] = "reference_parity[tree_gemv_r2|gfx1100|emu]"
+        want = f"close matches: {CELL}"
+    elif case == "decoy_in_cwd":  # a relative --manifest is the tree's file first
+        (tmp_path / "kernels.yaml").write_text(_manifest().replace("tree_gemv", "decoy"))
+        monkeypatch.chdir(tmp_path)
         args["cell"] = "reference_parity[tree_gemv_r2|gfx1100|emu]"
         want = f"close matches: {CELL}"
     elif case == "dirty":
