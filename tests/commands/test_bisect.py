@@ -312,3 +312,27 @@ def test_bisect_exit_maps_every_command_for_git_bisect_run(
         capture_output=True, text=True, env=env, check=False)
     assert f"{tree.commits['c7 swapped again']} is the first bad commit" in proc.stdout, (
         proc.stdout + proc.stderr)
+
+
+def test_a_noisy_timing_step_is_skipped_never_judged(tree: Tree, tmp_path: Path) -> None:
+    """On a device too noisy to resolve the gate the cell's verdict is noisy: the step is
+    skipped (here the --good end, so there is nothing to bisect), never good or bad."""
+    from hqval.bisect import Request, bisect
+    from hqval.bisect.step import TimingSettings
+    from hqval.timing.simulate import SimulatedDevice
+
+    result = bisect(Request(
+        tree=str(tree.root), manifest="kernels.yaml",
+        cell="timing_hot[tree_gemv_r1@64x1024|gfx1100|sim]",
+        good=tree.commits["c9 good again"],
+        bad=tree.commits["c11 slower: a redundant pass per group"],
+        out=tmp_path / "n", cache_dir=str(tree.cache),
+        timing=TimingSettings(iterations=30, runs=2, warmup=2),
+        open_backend=lambda name, arch: SimulatedDevice(seed=7, jitter=0.3,
+                                                        outlier_rate=0.3)))
+    assert result.exit_code == 2
+    assert [s.verdict for s in result.steps] == ["skip"]
+    assert "noisy" in result.steps[0].reason, result.steps[0].reason
+    row = result.steps[0].cell_row
+    assert row is not None and row.status.value == "error"
+    assert result.steps[0].rows[1].check == "timing_aa_hot"  # the A/A control ran first
