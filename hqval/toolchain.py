@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -736,9 +736,11 @@ class CompileCell:
 
 def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
                    jobs: int | None = None, cache_dir: str | Path | None = None,
-                   include_unsupported: bool = False) -> list[CompileCell]:
+                   include_unsupported: bool = False,
+                   on_cell: Callable[[CompileCell], None] | None = None) -> list[CompileCell]:
     """Compile every spec for every arch it applies to, ``jobs`` compiler processes at a
-    time.  Specs sharing one code object (same source, defines, arch) build it once."""
+    time.  Specs sharing one code object (same source, defines, arch) build it once.
+    ``on_cell`` hears of each cell as it is done (a progress display)."""
     compiler = find_compiler()
     cells: list[tuple[KernelSpec, str]] = []
     skipped: list[CompileCell] = []
@@ -755,6 +757,9 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
         except (OSError, DependencyError):
             return f"unreadable:{cell[0].name}:{cell[1]}"  # compile_kernel reports it
 
+    if on_cell is not None:
+        for c in skipped:
+            on_cell(c)
     workers = max(1, jobs or os.cpu_count() or 1)
     by_key: dict[str, list[tuple[KernelSpec, str]]] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -770,6 +775,9 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
             for spec, arch_name in group[1:]:
                 done[(spec.name, arch_name)] = compile_kernel(spec, arch_name, cache_dir,
                                                               compiler)
+            if on_cell is not None:
+                for spec, arch_name in group:
+                    on_cell(CompileCell(spec, arch_name, done[(spec.name, arch_name)]))
     out = [CompileCell(spec, arch_name, done[(spec.name, arch_name)])
            for spec, arch_name in cells]
     return out + skipped

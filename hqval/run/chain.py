@@ -12,6 +12,7 @@ refuses a run directory made with another manifest, arches, backend or suite com
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hqval import provenance
-from hqval.admission import Admission, judge, load_policy, problem_lines, to_markdown
+from hqval.admission import Admission, judge, load_policy, problem_lines
 from hqval.backends import open_for
 from hqval.manifest import DEFAULT_MUTANTS, KernelSpec, Manifest, load_manifest, load_mutants
 from hqval.matrix import resolve_arches
@@ -27,10 +28,12 @@ from hqval.result import Row, Status
 from hqval.results.store import RunDirError, RunWriter, git_commit, load, make_envelope
 from hqval.run.context import Progress, RunConfig, RunContext, StepResult
 from hqval.run.expected import expected_cells
-from hqval.run.progress import Silent
+from hqval.run.progress import Silent, status_table
 from hqval.run.steps import STEPS, Step
 from hqval.toolchain import ToolchainError, find_compiler
 
+# the closing summary's lines of problems (the report and hqval admit list every one)
+MAX_PROBLEM_LINES = 20
 # what a resumed run must share with the run it continues
 RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit")
 
@@ -229,7 +232,12 @@ def run_pipeline(config: RunConfig, progress: Progress | None = None) -> RunResu
     # a step that did not finish fails the run closed, the report step (which has no
     # cells of its own: its files are what it owes) included
     unfinished = [r for r in results if not r.done]
-    lines = [to_markdown(adm), *problem_lines(adm)[:40],
+    problems = problem_lines(adm)
+    more = len(problems) - MAX_PROBLEM_LINES
+    lines = [status_table(adm, shutil.get_terminal_size((100, 24)).columns),
+             *problems[:MAX_PROBLEM_LINES],
+             *([f"... and {more} more (hqval admit {ctx.writer.path} lists them all)"]
+               if more > 0 else []),
              *(f"step {r.name} did not finish: {r.error or f'{len(r.missing)} cells missing'}"
                for r in unfinished),
              f"report: {report_dir / 'report.html'}",

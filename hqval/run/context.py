@@ -36,7 +36,9 @@ class Progress(Protocol):
 
     def cell(self, identity: str, status: str) -> None:
         """One cell finished: ``status`` is a row status (pass, fail, error, skipped,
-        unsupported) or, for a mutant's cell, ``kill`` (an expected failure)."""
+        unsupported), ``n/a`` for a check that does not apply to the cell, or, for a
+        mutant's cell, ``kill`` (an expected failure).  A cell may be reported again when
+        its row is written: the display counts it once."""
 
     def finish(self, step: str, summary: str) -> None:
         """``step`` ended; ``summary`` is one line (rows, failures, seconds)."""

@@ -1,8 +1,17 @@
-"""hqval's own progress display, fed by the steps' callbacks (``hqval.run.context.Progress``).
+"""hqval's own progress display, fed by the steps' callbacks (``hqval.run.context.Progress``),
+and the compact table a run closes with.
 
 On a terminal: one line per step, redrawn in place, with cells done out of expected over
-every arch, the counts by outcome (a mutant's expected failure is a kill, not a failure),
-elapsed time and an ETA.  Off a terminal (CI logs): one line per step when it finishes.
+every arch (each cell counted once, however often it is reported), the counts by outcome
+(a mutant's expected failure is a kill, not a failure; a check that does not apply to a
+cell is n/a, never "unsupported"), elapsed time and, once enough cells are done for the
+rate to mean something, an ETA.  Off a terminal (CI logs): one line per step when it
+finishes.
+
+Not a library's progress bar (rich was considered): the display is this one small class
+that knows a kill from a failure, a cell identity such as ``bit_identity[k|gfx1100|emu]``
+is text to print, where rich would read its brackets as markup, and lab machines need
+nothing installed beyond the suite's own dependencies.
 """
 
 from __future__ import annotations
@@ -10,9 +19,19 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
-_ORDER = ("pass", "kill", "fail", "error", "survived", "skipped", "unsupported")
+if TYPE_CHECKING:
+    from hqval.admission import Admission
+
+_ORDER = ("pass", "kill", "fail", "error", "survived", "skipped", "n/a", "unsupported")
+# An ETA from the first few cells (a cache hit, a warm-up) is noise: it is shown once this
+# share of the expected cells, and at least ETA_MIN_CELLS of them, are done, and
+# ETA_MIN_SECONDS have passed.
+ETA_MIN_SHARE = 0.05
+ETA_MIN_CELLS = 5
+ETA_MIN_SECONDS = 2.0
 
 
 def _clock(seconds: float) -> str:
@@ -30,6 +49,7 @@ class Display:
         self.step = ""
         self.expected = 0
         self.counts: Counter[str] = Counter()
+        self._seen: set[str] = set()
         self.t0 = self._now()
         self._drawn = 0.0
 
@@ -37,12 +57,16 @@ class Display:
     def start(self, step: str, expected: int) -> None:
         self.step, self.expected = step, expected
         self.counts = Counter()
+        self._seen = set()
         self.t0 = self._now()
         self._drawn = 0.0
         if self.tty:
             self._draw(force=True)
 
     def cell(self, identity: str, status: str) -> None:
+        if identity in self._seen:  # reported as it finished and again when written
+            return
+        self._seen.add(identity)
         self.counts[status] += 1
         if self.tty:
             self._draw()
@@ -70,7 +94,8 @@ class Display:
         fill = int(width * done / total) if total else 0
         elapsed = self._now() - self.t0
         eta = ""
-        if 0 < done < total:
+        if 0 < done < total and done >= max(ETA_MIN_CELLS, ETA_MIN_SHARE * total) \
+                and elapsed >= ETA_MIN_SECONDS:
             eta = f" ETA {_clock(elapsed / done * (total - done))}"
         outcomes = " ".join(f"{self.counts[k]} {k}" for k in _ORDER if self.counts[k])
         outcomes += "".join(f" {n} {k}" for k, n in sorted(self.counts.items())
@@ -101,3 +126,29 @@ class Silent:
 
     def note(self, line: str) -> None:
         pass
+
+
+def status_table(adm: Admission, width: int = 100) -> str:
+    """The admission matrix for a terminal: a row per arch, a column per format and path,
+    each cell's status in a word; the reasons are in the report and ``hqval admit``."""
+    cols: dict[tuple[int, str], None] = {}
+    for c in adm.cells:
+        cols.setdefault((c.qt, c.path), None)
+    if not cols:
+        return "no admission cells (the policy covers RDNA gfx arches; none ran)"
+    at = {(c.arch, c.qt, c.path): str(c.status) for c in adm.cells}
+    arches = sorted({c.arch for c in adm.cells})
+    heads = [f"qt={qt} {path}" for qt, path in cols]
+    cells = [[at.get((a, qt, path), "") for qt, path in cols] for a in arches]
+    aw = max(len("arch"), *(len(a) for a in arches))
+    ws = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(heads)]
+    lines = [_line(["arch", *heads], [aw, *ws]), _line(["-" * aw, *("-" * w for w in ws)],
+                                                       [aw, *ws])]
+    lines += [_line([a, *r], [aw, *ws]) for a, r in zip(arches, cells, strict=True)]
+    counts = Counter(str(c.status) for c in adm.cells)
+    lines.append(", ".join(f"{n} {s}" for s, n in counts.most_common()))
+    return "\n".join(ln[:width] for ln in lines)
+
+
+def _line(values: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()

@@ -55,9 +55,12 @@ def _emit(ctx: RunContext, rows: Sequence[Row], *, kills: frozenset[str] = froze
 
 
 def _shown(row: Row, kills: frozenset[str]) -> str:
-    """A mutant's failing cell is a kill (the suite did its job), not a failure."""
+    """A mutant's failing cell is a kill (the suite did its job), not a failure; a check
+    that does not apply to its cell (stored as unsupported) is n/a, not unsupported."""
     if row.kernel in kills and row.kind != "mutant" and row.status is Status.FAIL:
         return "kill"
+    if row.kind == "check" and row.status is Status.UNSUPPORTED:
+        return "n/a"
     if row.kind == "mutant":
         return {Status.PASS: "kill", Status.FAIL: "survived"}.get(row.status, str(row.status))
     return str(row.status)
@@ -75,10 +78,17 @@ def _mutant_names(ctx: RunContext) -> frozenset[str]:
 # ---------------------------------------------------------------------------- compile
 
 
-def _compile_all(ctx: RunContext) -> list[Row]:
+def _compile_all(ctx: RunContext, shown: bool = False) -> list[Row]:
+    """``shown``: each cell goes to the progress display as it is compiled."""
     amd = [a for a in ctx.arches if a.is_amd]
+
+    def done(c: toolchain.CompileCell) -> None:
+        r = c.row()
+        ctx.progress.cell(r.identity, _shown(r, frozenset()))
+
     cells = toolchain.compile_matrix(kernels(ctx), amd, cache_dir=ctx.config.cache_dir,
-                                     include_unsupported=True) if amd else []
+                                     include_unsupported=True,
+                                     on_cell=done if shown else None) if amd else []
     for c in cells:
         if c.result is not None and c.result.ok:
             ctx.compiled[(c.spec.name, c.arch)] = c.result
@@ -101,7 +111,7 @@ def compile(ctx: RunContext) -> StepResult:
     cache makes a resumed run's recompile cheap."""
     t0 = time.monotonic()
     ctx.progress.start("compile", len(ctx.expected.get("compile", [])))
-    rows = _emit(ctx, _compile_all(ctx))
+    rows = _emit(ctx, _compile_all(ctx, shown=True))
     return StepResult("compile", tuple(rows), seconds=time.monotonic() - t0)
 
 
@@ -117,12 +127,17 @@ def audit(ctx: RunContext) -> StepResult:
         _compile_all(ctx)  # a resumed run that skipped the compile step
     rows: list[Row] = []
     amd = [a for a in ctx.arches if a.is_amd]
-    # every arch at once: the audits the cache does not have run on every CPU
-    audited = isa.audit_arches(
-        [(a, [(s, ctx.compiled[(s.name, a.name)]) for s in kernels(ctx)
-              if s.applies_to(a) and (s.name, a.name) in ctx.compiled]) for a in amd],
-        cache_dir=ctx.config.cache_dir)
-    by_arch = dict(zip([a.name for a in amd], audited, strict=True))
+    kills = _mutant_names(ctx)
+    # one arch at a time, so the display follows as each arch's audits are done (the
+    # audits the cache does not have still run on every CPU)
+    by_arch: dict[str, list[Row]] = {}
+    for a in amd:
+        (by_arch[a.name],) = isa.audit_arches(
+            [(a, [(s, ctx.compiled[(s.name, a.name)]) for s in kernels(ctx)
+                  if s.applies_to(a) and (s.name, a.name) in ctx.compiled])],
+            cache_dir=ctx.config.cache_dir)
+        for r in by_arch[a.name]:
+            ctx.progress.cell(r.identity, _shown(r, kills))
     for a in ctx.arches:
         if not a.is_amd:
             rows.append(note_row("audit", a.name, ctx.backend_label(a.name),
@@ -136,7 +151,7 @@ def audit(ctx: RunContext) -> StepResult:
                              message=f"not audited: {s.name} did not compile for {a.name} "
                                      f"(see compile[{s.name}|{a.name}|toolchain])")
                          for rule in isa.RULES]
-    new = _emit(ctx, rows, kills=_mutant_names(ctx))
+    new = _emit(ctx, rows, kills=kills)
     return StepResult("audit", tuple(new), seconds=time.monotonic() - t0)
 
 

@@ -26,6 +26,55 @@ def test_terminal_line_counts_cells_of_expected_with_kills_and_eta() -> None:
     p.cell("bit_identity[mut_b|gfx1100|emu]", "pass")
     line = p.line()
     assert line.startswith("mutants  [############............] 2/4 ")
-    assert "ETA" in line and "1 pass 1 kill" in line and "fail" not in line
+    assert "ETA" not in line  # 2 cells in no time: no rate yet
+    assert "1 pass 1 kill" in line and "fail" not in line
     p.finish("mutants", "done")
     assert buf.getvalue().endswith("\r\x1b[2Kmutants  done\n")
+
+
+def test_no_eta_until_the_rate_means_something() -> None:
+    """The first cells (cache hits, a warm-up) say nothing about the rest: no ETA from 1
+    of 495 after a second, one from 50 of 495 after 10 s."""
+    clock = [0.0]
+    p = Display(io.StringIO(), tty=True)
+    p._now = lambda: clock[0]
+    p.start("compile", 495)
+    clock[0] = 1.0
+    p.cell("compile[k0|gfx1100|toolchain]", "pass")
+    assert "ETA" not in p.line()
+    for i in range(1, 50):
+        p.cell(f"compile[k{i}|gfx1100|toolchain]", "pass")
+    clock[0] = 10.0
+    assert "50/495" in p.line() and "ETA 1:29" in p.line()
+
+
+def test_a_cell_reported_twice_counts_once_and_na_is_not_unsupported() -> None:
+    p = Display(io.StringIO(), tty=True)
+    p.start("checks", 3)
+    p.cell("bit_identity[k|gfx1100|emu]", "pass")
+    p.cell("bit_identity[k|gfx1100|emu]", "pass")  # as it finished, then when written
+    p.cell("padded_offset[k|gfx1100|emu]", "n/a")
+    line = p.line()
+    assert " 2/3 " in line and "1 pass 1 n/a" in line and "unsupported" not in line
+
+
+def test_the_closing_table_is_compact() -> None:
+    """A row per arch, a column per format and path: nine arches fit in 100 columns
+    (the markdown table it replaces was 400 wide, with every reason and kernel)."""
+    from hqval.admission import Admission, AdmissionStatus, Cell
+    from hqval.run.progress import status_table
+
+    arches = ["gfx1010", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151",
+              "gfx1200", "gfx1201"]
+    cells = tuple(Cell(qt, f"fmt{qt}", a, path,
+                       AdmissionStatus.EMULATED if path == "decode" else
+                       AdmissionStatus.FALLBACK, ("a long reason " * 20,), ("x",))
+                  for a in arches for qt in (44, 45) for path in ("decode", "prefill"))
+    table = status_table(Admission(cells, (), 0))
+    lines = table.splitlines()
+    assert lines[0].split() == ["arch", "qt=44", "decode", "qt=44", "prefill", "qt=45",
+                                "decode", "qt=45", "prefill"]
+    assert len(lines) == 2 + 9 + 1 and max(map(len, lines)) <= 100
+    assert lines[2].split() == ["gfx1010", "emulated", "fallback", "emulated", "fallback"]
+    assert lines[-1] == "18 emulated, 18 fallback"
+    assert "a long reason" not in table

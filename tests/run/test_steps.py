@@ -68,3 +68,36 @@ def test_hardware_timing_judges_its_cells_on_the_policy_gate(
     spec = load_manifest().by_name("gemv_mq4g256v2_r8")
     gate = plan.gate(spec, "cold")
     assert gate.ratio_max == 1.05 and gate.source.endswith("decode.timing.cold")
+
+
+def test_compile_and_audit_report_cells_as_they_are_done_not_at_the_end(
+        tmp_path: Path) -> None:
+    """The display hears of each compile cell as it is built and of each arch's audits as
+    they finish, before the step writes its rows, so a long compile does not sit at 0/495
+    and then jump."""
+    from hqval.manifest import Manifest
+
+    m = load_manifest()
+    small = Manifest(path=m.path, kernels=[m.by_name("gemv_hfq4g256_r1"),
+                                           m.by_name("gemv_mq4g256v2_r1")])
+    config = RunConfig(arches=["gfx1100", "gfx1030"], out=tmp_path / "run")
+    writer = store.RunWriter.create(config.out, store.make_envelope(backend="emu"))
+    heard: list[tuple[str, bool]] = []  # (cell, whether its row was already written)
+
+    class Recorder(Silent):
+        def cell(self, identity: str, status: str) -> None:
+            heard.append((identity, identity in writer.done))
+
+    ctx = RunContext(config, [resolve_arch("gfx1100"), resolve_arch("gfx1030")], small,
+                     None, {}, writer, Recorder(), load_policy())
+    steps.compile(ctx)
+    compiled = [(i, w) for i, w in heard if i.startswith("compile[")]
+    assert len({i for i, _ in compiled}) == 4
+    assert not compiled[0][1], "the first compile cell was shown only once written"
+    heard.clear()
+    steps.audit(ctx)
+    first: dict[str, bool] = {}
+    for i, w in heard:
+        first.setdefault(i, w)  # each cell's first report (the step reports it again)
+    assert len(first) > 4 and not any(first.values()), \
+        "the audits were shown only once all were written"
