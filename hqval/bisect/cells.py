@@ -98,9 +98,9 @@ def made_by(specs: Iterable[KernelSpec], arches: Iterable[Arch],
 
 def audit_rules() -> tuple[str, ...]:
     """The ISA audit's rule names (its cells are ``audit_<rule>``)."""
-    from hqval import isa
+    from hqval import audit
 
-    return tuple(isa.RULES)
+    return tuple(audit.RULES)
 
 
 def close_matches(identity: str, known: list[str], n: int = 5) -> list[str]:

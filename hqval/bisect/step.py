@@ -276,10 +276,10 @@ def _audit(job: Job, cells: list[toolchain.CompileCell], arch: Arch, writer: Run
            ) -> tuple[list[Row], str]:
     """The ISA audit of the kernel's code object (and its baseline's, which the rules that
     compare with v1 read), through the audit cache like the run's audit step."""
-    from hqval import isa
+    from hqval import audit
 
     pairs = [(c.spec, c.result) for c in cells if c.result is not None]
-    rows = isa.audit_arches([(arch, pairs)], cache_dir=job.cache_dir)[0]
+    rows = audit.audit_arches([(arch, pairs)], cache_dir=job.cache_dir)[0]
     writer.append(rows)
     return rows, ""
 
