@@ -53,8 +53,56 @@ def _round_odd_f64(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return np.where(inexact, bits + step, bits).view(np.float64)
 
 
+# the compiled ufuncs (hqval.emu.fastfma): None = not decided yet, False = numpy code
+_FAST: list[Any] = [None]
+
+
+def _fast() -> Any:
+    f = _FAST[0]
+    if f is None:
+        from hqval.emu import fastfma
+
+        f = _FAST[0] = fastfma.load() or False
+    return f
+
+
 def fma_f32(a: Any, b: Any, c: Any) -> np.ndarray:
-    """Correctly rounded a*b + c for float32 inputs (broadcasting)."""
+    """Correctly rounded a*b + c for float32 inputs (broadcasting): the compiled loop of
+    ``hqval.emu.fastfma`` where it is available, else ``fma_f32_numpy``; the two are
+    bit-identical (``tests/emu/test_fastfma.py``)."""
+    f = _fast()
+    if not f:
+        return fma_f32_numpy(a, b, c)
+    with fp_quiet(invalid="ignore", over="ignore"):
+        r = f[1](a, b, c, dtype=np.float32, casting="unsafe")
+    return r if type(r) is np.ndarray else np.asarray(r)
+
+
+def fma_odd(a: Any, b: Any, c: Any) -> np.ndarray:
+    """a*b + c in f64 rounded to odd, for operands whose product is exact in f64 (f32 or
+    narrower values): a following rounding to f32 or f16 is then the single rounding of
+    the exact result.  Compiled where available, else ``fma_odd_numpy``."""
+    f = _fast()
+    if not f:
+        return fma_odd_numpy(a, b, c)
+    with fp_quiet(invalid="ignore", over="ignore"):
+        r = f[0](a, b, c, dtype=np.float64, casting="unsafe")
+    return r if type(r) is np.ndarray else np.asarray(r)
+
+
+def fma_odd_numpy(a: Any, b: Any, c: Any) -> np.ndarray:
+    """The oracle of ``fma_odd``: f64 product and sum, TwoSum's exact error, round to odd."""
+    with fp_quiet(invalid="ignore", over="ignore"):
+        p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+        cc = np.asarray(c, np.float64)
+        s = p + cc
+        bp = s - cc
+        e = (p - bp) + (cc - (s - bp))
+        return _round_odd_f64(np.asarray(s, np.float64), np.asarray(e, np.float64))
+
+
+def fma_f32_numpy(a: Any, b: Any, c: Any) -> np.ndarray:
+    """Correctly rounded a*b + c for float32 inputs, in numpy: the oracle."""
     with fp_quiet(invalid="ignore", over="ignore"):
         p = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32)
         cc = np.asarray(c, np.float32).astype(np.float64)
@@ -93,7 +141,19 @@ def fma_f64(a: Any, b: Any, c: Any) -> np.ndarray:
 
 def fma_f16(a: Any, b: Any, c: Any) -> np.ndarray:
     """Correctly rounded f16 fma: a*b is exact in f32 (22 bits), a*b + c is exact in f64
-    unless the exponents are far apart, where round-to-odd keeps it correct (53 >= 11+2)."""
+    unless the exponents are far apart, where round-to-odd keeps it correct (53 >= 11+2).
+    Compiled round-to-odd where available, else ``fma_f16_numpy``."""
+    if not _fast():
+        return fma_f16_numpy(a, b, c)
+    r = fma_odd(np.asarray(a, np.float16).astype(np.float64),
+                np.asarray(b, np.float16).astype(np.float64),
+                np.asarray(c, np.float16).astype(np.float64))
+    with fp_quiet(invalid="ignore", over="ignore"):
+        return np.asarray(r.astype(np.float16))
+
+
+def fma_f16_numpy(a: Any, b: Any, c: Any) -> np.ndarray:
+    """The oracle of ``fma_f16``."""
     with fp_quiet(invalid="ignore", over="ignore"):
         p = np.asarray(a, np.float16).astype(np.float64) * np.asarray(b, np.float16)
         cc = np.asarray(c, np.float16).astype(np.float64)

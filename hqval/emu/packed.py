@@ -11,7 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from hqval.emu.fparith import _round_odd_f64, f32_to_f16, fma_f16, fp_quiet, max_isa, min_isa
+from hqval.emu.fparith import (
+    f32_to_f16,
+    fma_f16,
+    fma_odd,
+    fp_quiet,
+    max_isa,
+    min_isa,
+)
 from hqval.emu.operands import NULL, Ctx, Operand, Sel, WaveState, vwrite
 
 Fn = Callable[[WaveState, Sel], Any]
@@ -51,14 +58,12 @@ def _half(x: Any, hi: int) -> Any:
 
 
 def fma_round(a: Any, b: Any, c: Any, out: Any) -> Any:
-    """a*b + c with f32-or-narrower inputs, rounded once to ``out`` (f32 or f16)."""
+    """a*b + c with f32-or-narrower inputs, rounded once to ``out`` (f32 or f16; f64: the
+    round-to-odd value, exact for one further rounding).  ``fparith.fma_odd`` (compiled
+    where available, bit-identical to its numpy oracle), then one numpy cast."""
+    r = fma_odd(a, b, c)
     with fp_quiet(invalid="ignore", over="ignore"):
-        p = np.asarray(a, F64) * np.asarray(b, F64)
-        cc = np.asarray(c, F64)
-        s = p + cc
-        bp = s - cc
-        e = (p - bp) + (cc - (s - bp))
-        return _round_odd_f64(np.asarray(s, F64), np.asarray(e, F64)).astype(out)
+        return r.astype(out)
 
 
 def dot2_f32_bf16(a: Any, b: Any, c: Any) -> Any:
