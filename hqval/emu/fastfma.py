@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -113,6 +114,14 @@ void hq_fma_f32_loop(char **args, const npy_intp *dim, const npy_intp *steps, vo
 _NPY_FLOAT, _NPY_DOUBLE = 11, 12
 # index of PyUFunc_FromFuncAndData in numpy's ufunc C API table (stable since numpy 1.0)
 _FROM_FUNC_AND_DATA = 1
+
+
+Oracle = tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]
+# fparith's numpy (fma_odd_numpy, fma_f32_numpy), registered by fparith at import
+_ORACLE: list[Oracle | None] = [None]
+# what fparith dispatches to: None = not decided yet, False = the numpy code, else the
+# (fma_odd, fma_f32) ufuncs
+CURRENT: list[Any] = [None]
 
 
 class _State:
@@ -229,19 +238,18 @@ def special_values_f32() -> np.ndarray:
     return np.array(bits, np.uint32).view(np.float32)
 
 
-def _self_check(fma_odd: Any, fma_f32: Any) -> str | None:
-    """The first difference from the numpy code on every triple of special values, or
-    None.  Run before the ufuncs are used."""
-    from hqval.emu import fparith
-
+def _self_check(fma_odd: Any, fma_f32: Any, oracle: Oracle) -> str | None:
+    """The first difference from the numpy code (``oracle``: fparith's fma_odd_numpy and
+    fma_f32_numpy) on every triple of special values, or None.  Run before first use."""
+    odd_numpy, f32_numpy = oracle
     v = special_values_f32()
     a, b, c = np.meshgrid(v, v, v, indexing="ij")
     a, b, c = a.reshape(-1), b.reshape(-1), c.reshape(-1)
     with np.errstate(all="ignore"):
-        want = fparith.fma_f32_numpy(a, b, c).view(np.uint32)
+        want = f32_numpy(a, b, c).view(np.uint32)
         got = np.asarray(fma_f32(a, b, c)).view(np.uint32)
         a64, b64, c64 = (x.astype(np.float64) for x in (a, b, c))
-        want64 = fparith.fma_odd_numpy(a64, b64, c64).view(np.uint64)
+        want64 = odd_numpy(a64, b64, c64).view(np.uint64)
         got64 = np.asarray(fma_odd(a64, b64, c64)).view(np.uint64)
     for w, g, what in ((want, got, "f32"), (want64, got64, "f64 round-to-odd")):
         bad = np.flatnonzero(w != g)
@@ -260,10 +268,15 @@ def choice() -> str:
     return mode
 
 
-def load() -> tuple[Any, Any] | None:
+def load(oracle: Oracle | None = None) -> tuple[Any, Any] | None:
     """The compiled (fma_odd, fma_f32) ufuncs, or None where the numpy code is to be used
-    (``status()`` says why).  Decided once per process."""
+    (``status()`` says why).  Decided once per process, on first use, after comparing them
+    with ``oracle`` (fparith's numpy functions, which pass themselves)."""
     if _State.chosen is None:
+        oracle = oracle or _ORACLE[0]
+        if oracle is None:
+            raise EmuError("import hqval.emu.fparith first: its numpy FMA is the oracle "
+                           "the compiled one is checked against")
         mode = choice()
         if mode == "numpy":
             _State.chosen, _State.reason = "numpy", f"{ENV}=numpy"
@@ -271,7 +284,7 @@ def load() -> tuple[Any, Any] | None:
             try:
                 path = build()
                 odd, f32, keep = _ufuncs(path)
-                bad = _self_check(odd, f32)
+                bad = _self_check(odd, f32, oracle)
                 if bad:
                     raise EmuError(f"the compiled FMA differs from the numpy oracle: {bad}")
             except (EmuError, OSError, AttributeError, ImportError, ValueError) as exc:
@@ -284,9 +297,8 @@ def load() -> tuple[Any, Any] | None:
             else:
                 _State.chosen, _State.reason, _State.path = "compiled", str(path), path
                 _State.fma_odd, _State.fma_f32, _State.keep = odd, f32, keep
-    if _State.chosen == "compiled":
-        return _State.fma_odd, _State.fma_f32
-    return None
+    CURRENT[0] = (_State.fma_odd, _State.fma_f32) if _State.chosen == "compiled" else False
+    return CURRENT[0] or None
 
 
 def status() -> tuple[str, str]:
@@ -303,7 +315,5 @@ def reset() -> None:
     _State.path = None
     _State.fma_odd = _State.fma_f32 = None
     _State.keep = []
-    from hqval.emu import fparith
-
-    fparith._FAST[0] = None
+    CURRENT[0] = None
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from hqval.emu import fastfma
+
 _NO_CHANGE = contextlib.nullcontext()
 
 
@@ -53,16 +55,12 @@ def _round_odd_f64(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return np.where(inexact, bits + step, bits).view(np.float64)
 
 
-# the compiled ufuncs (hqval.emu.fastfma): None = not decided yet, False = numpy code
-_FAST: list[Any] = [None]
-
-
 def _fast() -> Any:
-    f = _FAST[0]
+    """The compiled (fma_odd, fma_f32) ufuncs, or False for the numpy code."""
+    f = fastfma.CURRENT[0]
     if f is None:
-        from hqval.emu import fastfma
-
-        f = _FAST[0] = fastfma.load() or False
+        fastfma.load((fma_odd_numpy, fma_f32_numpy))
+        f = fastfma.CURRENT[0]
     return f
 
 
@@ -301,3 +299,6 @@ def round_odd_f32(x: Any) -> np.ndarray:
     step = np.where(np.abs(x) > np.abs(f.astype(np.float64)), 1, -1)
     bits = np.where(inexact & ((bits & 1) == 0), bits + step, bits)
     return np.asarray(bits.astype(np.uint32).view(np.float32))
+
+
+fastfma._ORACLE[0] = (fma_odd_numpy, fma_f32_numpy)
