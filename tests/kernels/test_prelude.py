@@ -302,3 +302,40 @@ def test_compat_mixed_dots_and_lrint_compute_what_rocm_defines(arch: str) -> Non
     np.testing.assert_array_equal(got[:, 9], np.rint(g))
     np.testing.assert_array_equal(got[:, 10], np.sign(g) * np.floor(np.abs(g) + 0.5))
     np.testing.assert_array_equal(got[:, 11], np.rint((f[32:] * np.float32(3)).astype(np.float64)))
+
+
+DEVICE_MACROS = ROOT / "tests" / "data" / "hipcompat" / "device_macros.hip"
+
+
+@pytest.mark.skipif(CLANG is None, reason="needs clang-19")
+def test_compat_headers_provide_rocms_device_macros(tmp_path: Path) -> None:
+    """__align__, __host__ __device__ in either order, __forceinline__, __noinline__, both
+    __launch_bounds__ forms, HIP_DYNAMIC_SHARED and the platform and feature words build as
+    ROCm's headers define them; the source checks each with static_assert or #error."""
+    r = build(DEVICE_MACROS, "gfx1100", tmp_path / "m.co", "-nogpuinc", "-isystem",
+              str(HIPCOMPAT))
+    assert r.returncode == 0, r.stderr
+    rocm = rocm_root()
+    if rocm is not None:
+        # ROCm 5.2's threadIdx needs its device libraries to link: check the meaning only
+        hip = build(DEVICE_MACROS, "gfx1100", tmp_path / "hip.co", f"--rocm-path={rocm}",
+                    "-fsyntax-only")
+        assert hip.returncode == 0, hip.stderr
+
+
+@pytest.mark.skipif(CLANG is None, reason="needs clang-19")
+def test_a_missing_macro_is_named_in_the_first_line_of_the_compile_row(tmp_path: Path) -> None:
+    """A source using a macro nothing defines (here without the headers that define
+    __align__) fails to compile, and the row's first line names the identifier."""
+    from hqval.manifest import KernelSpec
+    from hqval.toolchain import CompileCell, compile_kernel
+
+    src = tmp_path / "k.hip"
+    src.write_text("struct __align__(16) quad { float x, y, z, w; };\n"
+                   "extern \"C\" __attribute__((global)) void k(quad* q) { q[0].x = 1.0f; }\n")
+    spec = KernelSpec(name="k", source=src, symbol="k", qt=6, kind="gemv", requires="any")
+    res = compile_kernel(spec, "gfx1100", tmp_path / "cache")
+    assert not res.ok
+    row = CompileCell(spec, "gfx1100", res).row()
+    first = row.message.splitlines()[0]
+    assert "undeclared identifier '__align__'" in first, row.message

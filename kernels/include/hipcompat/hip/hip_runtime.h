@@ -8,9 +8,14 @@
 // Covered (device side only; there is no host compilation here):
 //   launch      threadIdx blockIdx blockDim gridDim, dim3, __launch_bounds__(N[, MIN_WAVES])
 //               as ROCm spells it (amdgpu_flat_work_group_size(1, N) [+ amdgpu_waves_per_eu]),
-//               __global__ __device__ __host__ __shared__ __constant__ __forceinline__
-//               __noinline__, __syncthreads (+ _count/_and/_or), __threadfence(_block),
-//               __syncwarp
+//               __global__ __device__ __host__ (and __host__ __device__ together)
+//               __shared__ __constant__ __managed__ __forceinline__ __noinline__
+//               __align__(N), HIP_KERNEL_NAME, HIP_DYNAMIC_SHARED(type, var),
+//               __syncthreads (+ _count/_and/_or), __threadfence(_block), __syncwarp
+//   macros      __HIP__ platform words a device compile sees: __HIPCC__,
+//               __HIP_DEVICE_COMPILE__, __HIP_PLATFORM_AMD__ (and the older
+//               __HIP_PLATFORM_HCC__), __HIP_CLANG_ONLY__, the __HIP_ARCH_HAS_*__ feature
+//               words of an RDNA device
 //   waves       warpSize, __lane_id, __shfl __shfl_up __shfl_down __shfl_xor (+ _sync),
 //               __ballot __any __all __activemask (+ _sync)
 //   types       char..ulonglong, float and double vectors of 1..4 with make_*, __ldg,
@@ -37,9 +42,42 @@
 #ifndef __HIP_PLATFORM_AMD__
 #define __HIP_PLATFORM_AMD__ 1
 #endif
+#ifndef __HIP_PLATFORM_HCC__
+#define __HIP_PLATFORM_HCC__ 1
+#endif
+#ifndef __HIPCC__
+#define __HIPCC__ 1
+#endif
+#ifndef __HIP_CLANG_ONLY__
+#define __HIP_CLANG_ONLY__ 1
+#endif
+// this header is only ever seen by a device-only compile (checked above)
 #ifndef __HIP_DEVICE_COMPILE__
 #define __HIP_DEVICE_COMPILE__ 1
 #endif
+
+// What an RDNA device supports, in the words device code tests with #if.  Every RDNA arch
+// of the matrix has 32- and 64-bit global and LDS atomics, float atomic add and exchange,
+// doubles, wave votes, ballots and shuffles, system-scope fences and 3-D grids; none has
+// CUDA's funnel shift intrinsic, the extended barrier forms, surfaces or device-side
+// launches.
+#define __HIP_ARCH_HAS_GLOBAL_INT32_ATOMICS__ 1
+#define __HIP_ARCH_HAS_GLOBAL_FLOAT_ATOMIC_EXCH__ 1
+#define __HIP_ARCH_HAS_SHARED_INT32_ATOMICS__ 1
+#define __HIP_ARCH_HAS_SHARED_FLOAT_ATOMIC_EXCH__ 1
+#define __HIP_ARCH_HAS_FLOAT_ATOMIC_ADD__ 1
+#define __HIP_ARCH_HAS_GLOBAL_INT64_ATOMICS__ 1
+#define __HIP_ARCH_HAS_SHARED_INT64_ATOMICS__ 1
+#define __HIP_ARCH_HAS_DOUBLES__ 1
+#define __HIP_ARCH_HAS_WARP_VOTE__ 1
+#define __HIP_ARCH_HAS_WARP_BALLOT__ 1
+#define __HIP_ARCH_HAS_WARP_SHUFFLE__ 1
+#define __HIP_ARCH_HAS_WARP_FUNNEL_SHIFT__ 0
+#define __HIP_ARCH_HAS_THREAD_FENCE_SYSTEM__ 1
+#define __HIP_ARCH_HAS_SYNC_THREAD_EXT__ 0
+#define __HIP_ARCH_HAS_SURFACE_FUNCS__ 0
+#define __HIP_ARCH_HAS_3DGRID__ 1
+#define __HIP_ARCH_HAS_DYNAMIC_PARALLEL__ 0
 
 // ------------------------------------------------------------------ keywords
 #define __global__ __attribute__((global))
@@ -47,8 +85,16 @@
 #define __host__ __attribute__((host))
 #define __shared__ __attribute__((shared))
 #define __constant__ __attribute__((constant))
+#define __managed__ __attribute__((managed))
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
+// a type or variable aligned to N bytes: struct __align__(16) block { ... };
+#define __align__(N) __attribute__((aligned(N)))
+// a launch's kernel name, wrapped so a template's commas survive a macro argument
+#define HIP_KERNEL_NAME(...) __VA_ARGS__
+// the block's dynamically sized LDS array: HIP_DYNAMIC_SHARED(float, smem)
+#define HIP_DYNAMIC_SHARED(type, var) extern __shared__ type var[];
+#define HIP_DYNAMIC_SHARED_ATTRIBUTE
 
 // ROCm's meaning: the first argument is the most threads a block is launched with, the
 // optional second the minimum waves per execution unit.
