@@ -31,6 +31,8 @@ TOOLCHAIN = {"clang-19": "clang-19", "ld.lld-19": "lld-19", "llvm-objdump-19": "
 BROWSER = {"chromium": "chromium"}
 # actionlint runs shellcheck over the workflow's run: scripts when it is on PATH
 SHELLCHECK = {"shellcheck": "shellcheck"}
+# bubblewrap: hqval runs clang inside it where it is installed (hqval doctor says so)
+SANDBOX = {"bwrap": "bubblewrap"}
 # ROCm's HIP headers (Debian packages ROCm 5.2's under /usr/include/hip): the prelude test
 # builds every kernel with them and checks the machine code equals the bare-clang build.
 HIP_HEADERS = {"/usr/include/hip/hip_runtime.h": "libamdhip64-dev"}
@@ -143,6 +145,8 @@ def tests(session: nox.Session) -> None:
                required=False)
     ensure_apt(session, SHELLCHECK, "actionlint checks the nightly workflow's scripts with "
                "shellcheck", required=False)
+    ensure_apt(session, SANDBOX, "clang runs inside bubblewrap (the contained compiler)",
+               required=False)
     if not Path("/opt/rocm/include/hip/hip_runtime.h").is_file():
         ensure_apt(session, HIP_HEADERS, "the prelude test compares builds with ROCm's HIP "
                    "headers", required=False)

@@ -227,9 +227,21 @@ def cache(cache_dir: str | None = None) -> Finding:
     return Finding("code object cache", writable, detail, disables)
 
 
+def sandbox() -> Finding:
+    """Whether clang runs inside bubblewrap (hqval.containment): off, it still runs in a
+    private directory with its flags allow-listed and its dependency list checked."""
+    from hqval.containment import sandbox as probe
+
+    box = probe()
+    return Finding("compiler sandbox (bubblewrap)", box.on,
+                   ("on: " if box.on else "off: ") + box.detail,
+                   "clang reads only the kernel tree and the system's program directories "
+                   "(without it, the dependency check alone keeps other files out)")
+
+
 PROBES: tuple[Callable[[], Finding], ...] = (
     compiler, linker, lambda: llvm_tool("llvm-objdump"), lambda: llvm_tool("llvm-readelf"),
-    rocm, hip_python, cuda_driver, nvrtc, chromium,
+    rocm, hip_python, cuda_driver, nvrtc, chromium, sandbox,
 )
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hqval import formats, suite_dir
+from hqval.containment import flag_problem, include_dir_of
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, load_yaml, problem, validate
 
 if TYPE_CHECKING:
@@ -45,14 +46,6 @@ SCHEMA2_KEYS = ("preinclude", "flags", "arches", "extra_args", "k_multiple", "sh
 # ``name.hip`` (hipfire scripts/compile-kernels.sh: chip tag, then the first five
 # characters of the arch as the family tag).
 VARIANT = re.compile(r"(?P<stem>.+)\.(?P<tag>gfx[0-9]+)\.hip")
-# Compiler flags a manifest may add: optimisation, warnings, code generation and language
-# options and defines.  Output, target, input, include and plugin options are the suite's
-# (include_dirs/preinclude keep paths inside the tree).
-_FLAG_OK = re.compile(r"-(?:O[0-3sz]?|W[A-Za-z0-9_=+-]*|w|f[A-Za-z0-9_=+.,-]+|"
-                      r"m[A-Za-z0-9_=+.,-]+|std=[a-z0-9+]+|D[A-Za-z_][A-Za-z0-9_]*(?:=\S*)?|"
-                      r"U[A-Za-z_][A-Za-z0-9_]*|g0)")
-_FLAG_DENIED = re.compile(r"-f(?:pass-)?plugin|-mllvm$|-fprofile|-fcoverage|-fsanitize")
-
 KINDS = ("gemv", "gemv_qkv", "gemm")
 REQUIRES = ("any", "wmma_gfx11", "wmma_gfx12")
 # requires -> the Arch.wmma value it needs (None: every arch).
@@ -199,10 +192,12 @@ def _block(value: Any) -> str | None:
 
 
 def _flag_list(value: Any) -> str | None:
+    # the compiler's allow-list (hqval.containment): one definition for the loader and
+    # for the toolchain, which checks again before clang runs
     for f in value if isinstance(value, list) else []:
-        if not isinstance(f, str) or not _FLAG_OK.fullmatch(f) or _FLAG_DENIED.match(f):
-            return (f"flag {f!r} is not one a manifest may set (optimisation -O, warnings -W, "
-                    "-f/-m code generation, -std=, -D/-U)")
+        why = flag_problem(f)
+        if why:
+            return why
     return None
 
 
@@ -383,7 +378,7 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
     tree = _Tree(doc, base, bool(data.get("allow_outside_tree", False)), problems)
     top_includes = _dirs(doc, ("include_dirs",), data.get("include_dirs", []), problems, tree)
     top_pre = _files(doc, ("preinclude",), data.get("preinclude", []), problems, tree)
-    top_flags = tuple(data.get("flags", []))
+    top_flags = _flags(doc, ("flags",), data.get("flags", []), base, tree)
     top_arches = tuple(data.get("arches", []))
     specs: list[KernelSpec] = []
     seen: dict[str, int] = {}
@@ -427,7 +422,7 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
             include_dirs=includes,
             amd_only=entry["requires"] != "any" if amd_only is None else amd_only,
             preinclude=pre,
-            flags=top_flags + tuple(entry.get("flags", [])),
+            flags=top_flags + _flags(doc, (*key, "flags"), entry.get("flags", []), base, tree),
             arches=tuple(entry.get("arches", top_arches)),
             variants=variants,
             extra_args=tuple(entry.get("extra_args", [])),
@@ -546,6 +541,23 @@ def _schema1_uses_schema2(doc: YamlDoc) -> list[Problem]:
             out.append(problem(doc, (*key, "block"), f"block: {b} needs schema 2",
                                "set 'schema: 2'"))
     return out
+
+
+def _flags(doc: YamlDoc, key: tuple[str | int, ...], value: list[str], base: Path,
+           tree: _Tree) -> tuple[str, ...]:
+    """The manifest's flags as clang gets them: an ``-I`` directory is relative to the
+    manifest, must be inside the tree (clang runs in a private directory, so it is passed
+    on absolute); every other flag as written (the schema checked it is allowed)."""
+    out = []
+    for i, f in enumerate(value):
+        d = include_dir_of(f) if isinstance(f, str) else None
+        if d is None:
+            out.append(f)
+            continue
+        path = (base / d).resolve()
+        tree.holds((*key, i), path)
+        out.append(f"-I{path}")
+    return tuple(out)
 
 
 def _variants(source: Path) -> tuple[tuple[str, Path], ...]:

@@ -17,16 +17,25 @@ import re
 import shutil
 import struct
 import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hqval import suite_dir
+from hqval import safeio, suite_dir
+from hqval.containment import (
+    DIAGNOSTIC_FLAGS,
+    ContainmentError,
+    check_dependencies,
+    diagnostics,
+    flag_problem,
+    private_dir,
+    run_contained,
+    special_files,
+)
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
@@ -38,6 +47,10 @@ CACHE_LAYOUT = 2
 EM_AMDGPU = 224
 DEFAULT_CACHE = Path.home() / ".cache" / "hqval"
 COMPILE_TIMEOUT_S = 300
+# the preprocessor's dependency run reads headers only; a minute is far more than it takes
+DEPS_TIMEOUT_S = 60
+# a source, header or device library hqval hashes is read through safeio with this cap
+MAX_INPUT_BYTES = 256 << 20
 _CANDIDATES = ("clang-20", "clang-19")
 # The oldest LLVM that targets every arch of the matrix (gfx1150/1151 and gfx12 need 19).
 MIN_LLVM_MAJOR = 19
@@ -91,8 +104,11 @@ class Compiler:
         # hipcc spells a device-only build --genco: with --cuda-device-only it still adds
         # its host link flags (-lamdhip64 ...) and clang refuses "-o with multiple outputs"
         device_only = "--genco" if self.kind == "hipcc" else "--cuda-device-only"
+        # the diagnostics flags: SARIF locations and no quoted source lines
+        # (hqval.containment.diagnostics reads them)
         f = ["-x", "hip", f"--offload-arch={arch}", device_only,
-             "--no-gpu-bundle-output", "-O3", "-std=c++17", "-fuse-cuid=none"]
+             "--no-gpu-bundle-output", "-O3", "-std=c++17", "-fuse-cuid=none",
+             *DIAGNOSTIC_FLAGS]
         if not self.hip_headers:
             f += ["-nogpulib", "-nogpuinc"]
         elif self.rocm_root:
@@ -225,12 +241,14 @@ class DependencyError(RuntimeError):
 
 @functools.lru_cache(maxsize=4096)
 def _file_sha256(path: str, mtime_ns: int, size: int, ino: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    data = safeio.read_bytes(path, limit=MAX_INPUT_BYTES, what="compiler input")
+    return hashlib.sha256(data).hexdigest()
 
 
 def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's contents (memoised on its stat, re-read when it changes)."""
-    st = os.stat(path)
+    """sha256 of a file's contents (memoised on its stat, re-read when it changes), read
+    through ``hqval.safeio``: a FIFO or device is refused (``SafeIOError``), never read."""
+    st = safeio.check_regular(path, what="compiler input")
     return _file_sha256(str(path), st.st_mtime_ns, st.st_size, st.st_ino)
 
 
@@ -334,13 +352,13 @@ def _recorded_deps(record: Path) -> list[str] | None:
     Same command, same compiler, same bytes read, same directory listings: the
     preprocessor would read the same files."""
     try:
-        info = json.loads(record.read_text())
+        info = safeio.load_json(record, what="dependency record")
         deps = [str(p) for p in info["deps"]]
         if any(file_sha256(p) != info["sha256"][p] for p in deps):
             return None
         if _dir_mtimes(info["dirs"]) != info["dirs"]:
             return None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return deps
 
@@ -351,8 +369,9 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler,
     first), from clang's own ``-M`` output, which is recorded in the cache and reused
     while it provably still holds (``_recorded_deps``).  Raises ``DependencyError`` with
     the compiler's message when it cannot preprocess."""
-    os.stat(spec.source_for(arch))  # a missing source is an OSError naming it
+    contain(spec, arch, compiler)
     cmd = compile_command(spec, arch, compiler)
+    roots = trusted_roots(spec, compiler)
     with _deps_guard:
         memo = _deps_memo.get(cmd)
     if memo is not None and all(_stat_sig(p[0]) == p for p in memo[0]):
@@ -362,19 +381,27 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler,
     record = cache_root(cache_dir) / "deps" / name[:2] / f"{name}.json"
     recorded = _recorded_deps(record)
     if recorded is not None:
+        check_dependencies(recorded, roots)
         _remember(spec, cmd, recorded)
         return recorded
-    try:
-        proc = subprocess.run([*cmd, "-M", "-MF", "-", "-o", os.devnull],
-                              env=compiler.environment, capture_output=True, text=True,
-                              timeout=COMPILE_TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise DependencyError(f"{compiler.path} -M failed: {exc}") from exc
-    if proc.returncode != 0:
-        raise DependencyError(_first_errors(proc.stderr,
-                                            trusted=trusted_roots(spec, compiler))
-                              or f"preprocessor exited {proc.returncode}")
-    deps = [os.path.abspath(d) for d in _parse_make_rule(proc.stdout)]
+    with private_dir() as private:
+        try:
+            proc = run_contained([*cmd, "-M", "-MF", "-", "-o", os.devnull],
+                                 env=compiler.environment, private=private, roots=roots,
+                                 timeout=DEPS_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise DependencyError(
+                f"the preprocessor did not finish in {DEPS_TIMEOUT_S} s (an #include of a "
+                "FIFO or device outside the tree blocks it); fix: include only regular "
+                "files of the kernel tree") from None
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise DependencyError(f"{compiler.path} -M failed: {exc}") from exc
+        if proc.returncode != 0:
+            raise DependencyError(diagnostics(proc.stderr, roots)
+                                  or f"preprocessor exited {proc.returncode}")
+        deps = [os.path.normpath(os.path.join(private, d))
+                for d in _parse_make_rule(proc.stdout)]
+    check_dependencies(deps, roots)
     searched = _remember(spec, cmd, deps)
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
@@ -426,7 +453,7 @@ def _bitcode_of(path: str, identity: str, flags: tuple[str, ...],
     except (OSError, subprocess.SubprocessError) as exc:
         raise DependencyError(f"{path} -### failed: {exc}") from exc
     if proc.returncode != 0:
-        raise DependencyError(_first_errors(proc.stderr, trusted=())
+        raise DependencyError(diagnostics(proc.stderr, ())
                               or f"{path} -### exited {proc.returncode}")
     return tuple(dict.fromkeys(os.path.abspath(p) for p in _BITCODE.findall(proc.stderr)))
 
@@ -557,66 +584,148 @@ def _lock_for(key: str) -> threading.Lock:
         return _key_locks.setdefault(key, threading.Lock())
 
 
+def _special_sig(roots: tuple[Path, ...]) -> tuple[tuple[str, int], ...]:
+    sig = []
+    for r in roots:
+        try:
+            sig.append((str(r), os.stat(r).st_mtime_ns))
+        except OSError:
+            sig.append((str(r), -1))
+    return tuple(sig)
+
+
+@functools.lru_cache(maxsize=256)
+def _specials(roots: tuple[Path, ...], sig: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    return tuple(special_files([r for r in roots if r.is_dir()]))
+
+
+def contain(spec: KernelSpec, arch: str, compiler: Compiler) -> None:
+    """What is checked before clang runs at all: the manifest's flags are on the allow-list,
+    the source is a regular file, and the kernel tree's directories on the include path
+    hold no FIFO or device (a preprocessor opening one would block or read without end).
+    Raises ``ContainmentError`` (one line naming the flag or file and the fix)."""
+    for flag in spec.flags:
+        why = flag_problem(flag)
+        if why:
+            raise ContainmentError(f"{spec.name}: {why}")
+    os.stat(spec.source_for(arch))  # a missing source is an OSError naming it
+    try:
+        safeio.check_regular(spec.source_for(arch), what="source")
+    except safeio.SafeIOError as exc:
+        raise ContainmentError(f"{spec.name}: {exc}") from None
+    tree = tuple(dict.fromkeys(Path(os.path.realpath(d)) for d in (
+        spec.source.parent, *spec.include_dirs, *(p.parent for p in spec.preinclude))))
+    found = _specials(tree, _special_sig(tree))
+    if found:
+        from hqval.containment import printable
+
+        raise ContainmentError(
+            f"{spec.name}: the kernel tree holds {len(found)} FIFO or device file(s) on the "
+            f"include path (first: {printable(found[0])}); fix: remove them, a compiler that "
+            "opened one would hang")
+
+
+def _infrastructure(what: str, exc: OSError | safeio.SafeIOError, details: dict[str, Any]
+                    ) -> dict[str, Any]:
+    """``details`` of a compile that failed in hqval's own machinery (the cache), not in
+    the kernel: the row is an infrastructure error, and a resumed run redoes it."""
+    return {**details, "infrastructure": True, "infrastructure_cause": what,
+            "error_type": type(exc).__name__}
+
+
 def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = None,
                    compiler: Compiler | None = None) -> CompileResult:
     """Build (or fetch from the validated cache) the code object holding ``spec.symbol``
     for ``arch``.  Never raises for a compile error: that is ``ok=False`` with the
-    compiler's message."""
+    compiler's message.  A refused input (a flag off the allow-list, a dependency outside
+    the tree or not a regular file) and a cache hqval cannot use are ``ok=False`` with
+    ``details["infrastructure"]``: not the kernel's failure (exit 2)."""
     t0 = time.perf_counter()
     try:
         compiler = compiler or find_compiler()
     except ToolchainError as exc:
         return CompileResult(False, None, str(exc), False, time.perf_counter() - t0)
+    base: dict[str, Any] = {"compiler": compiler.version, "compiler_path": compiler.path}
     try:
         key = cache_key(spec, arch, compiler, cache_dir)
+    except (ContainmentError, safeio.SafeIOError) as exc:
+        return CompileResult(False, None, " ".join(str(exc).split()), False,
+                             time.perf_counter() - t0,
+                             details={**base, "infrastructure": True, "refused": True})
     except OSError as exc:
         return CompileResult(False, None, f"cannot read {exc.filename}: {exc.strerror}; fix the "
                              "manifest's source path or restore the file", False,
                              time.perf_counter() - t0)
     except DependencyError as exc:
         return CompileResult(False, None, str(exc), False, time.perf_counter() - t0,
-                             command=compile_command(spec, arch, compiler),
-                             details={"compiler": compiler.version,
-                                      "compiler_path": compiler.path})
+                             command=compile_command(spec, arch, compiler), details=base)
     root = cache_root(cache_dir)
     co, meta = _entry(root, key)
     cmd = compile_command(spec, arch, compiler)
-    details: dict[str, Any] = {"compiler": compiler.version, "compiler_path": compiler.path}
+    details = dict(base)
     if spec.source_for(arch) != spec.source:
         details["source"] = str(spec.source_for(arch))  # the arch's variant
     deps = tuple(source_closure(spec, arch, compiler, cache_dir))  # memoised by cache_key
+    roots = trusted_roots(spec, compiler)
     with _lock_for(key):
-        problem = validate_entry(co, meta, key, arch)
+        try:
+            problem = validate_entry(co, meta, key, arch)
+        except (OSError, safeio.SafeIOError) as exc:
+            return CompileResult(False, None, f"the code-object cache {root} cannot be read "
+                                 f"({exc}); fix: repair or remove it, or give --cache-dir",
+                                 False, time.perf_counter() - t0, key, cmd,
+                                 _infrastructure("cache", exc, details))
         cached = problem is None
         if not cached:
             if problem != "missing":
                 details["rebuilt"] = problem
-            co.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(suffix=".co.tmp", dir=co.parent)
-            os.close(fd)
-            tmp = Path(tmp_name)
             try:
-                proc = subprocess.run([*cmd, "-o", str(tmp)], env=compiler.environment,
-                                      capture_output=True, text=True,
-                                      timeout=COMPILE_TIMEOUT_S, check=False)
-            except subprocess.TimeoutExpired:
-                tmp.unlink(missing_ok=True)
-                return CompileResult(False, None, f"compiler timed out after "
-                                     f"{COMPILE_TIMEOUT_S} s", False,
-                                     time.perf_counter() - t0, key, cmd, details)
-            if proc.returncode != 0 or tmp.stat().st_size == 0:
-                tmp.unlink(missing_ok=True)
-                msg = (_first_errors(proc.stderr, trusted=trusted_roots(spec, compiler))
-                       or f"compiler exited {proc.returncode}")
-                return CompileResult(False, None, msg, False, time.perf_counter() - t0,
-                                     key, cmd, details)
-            digest = _sha256(tmp)
-            os.replace(tmp, co)
-            _write_json(meta, {"key": key, "sha256": digest, "size": co.stat().st_size,
-                               "compiler": compiler.version, "arch": arch,
-                               "source": str(spec.source_for(arch)), "command": list(cmd),
-                               "created": time.time()})
-    symbols = object_symbols(co)
+                co.parent.mkdir(parents=True, exist_ok=True)
+                private_cm = private_dir(co.parent)
+                private = private_cm.__enter__()
+            except OSError as exc:
+                return CompileResult(False, None, f"the code-object cache {root} is not "
+                                     f"writable ({exc.strerror or exc}); fix: give a writable "
+                                     "--cache-dir", False, time.perf_counter() - t0, key, cmd,
+                                     _infrastructure("cache", exc, details))
+            try:
+                out = private / "object.co"
+                try:
+                    proc = run_contained([*cmd, "-o", str(out)], env=compiler.environment,
+                                         private=private, roots=roots,
+                                         timeout=COMPILE_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    return CompileResult(False, None, f"compiler timed out after "
+                                         f"{COMPILE_TIMEOUT_S} s", False,
+                                         time.perf_counter() - t0, key, cmd, details)
+                if proc.returncode != 0 or not out.is_file() or out.stat().st_size == 0:
+                    msg = (diagnostics(proc.stderr, roots)
+                           or f"compiler exited {proc.returncode}")
+                    return CompileResult(False, None, msg, False, time.perf_counter() - t0,
+                                         key, cmd, details)
+                try:
+                    digest = _sha256(out)
+                    os.replace(out, co)
+                    _write_json(meta, {"key": key, "sha256": digest,
+                                       "size": co.stat().st_size,
+                                       "compiler": compiler.version, "arch": arch,
+                                       "source": str(spec.source_for(arch)),
+                                       "command": list(cmd), "created": time.time()})
+                except (OSError, safeio.SafeIOError) as exc:
+                    return CompileResult(False, None, f"the code-object cache {root} cannot "
+                                         f"be written ({exc}); fix: free space or give a "
+                                         "writable --cache-dir", False,
+                                         time.perf_counter() - t0, key, cmd,
+                                         _infrastructure("cache", exc, details))
+            finally:
+                private_cm.__exit__(None, None, None)
+    try:
+        symbols = object_symbols(co)
+    except (OSError, safeio.SafeIOError) as exc:
+        return CompileResult(False, None, f"the cached object {co} cannot be read ({exc}); "
+                             "fix: repair or remove the cache", cached,
+                             time.perf_counter() - t0, key, cmd,
+                             _infrastructure("cache", exc, details))
     if spec.symbol not in symbols:
         return CompileResult(
             False, co, f"symbol {spec.symbol!r} is not in the code object of "
@@ -629,26 +738,15 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(suffix=".json.tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
+    safeio.write_atomic(path, json.dumps(data, indent=1), what="cache record")
 
-
-_DIAGNOSTIC = re.compile(r"(?P<path>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? "
-                         r"(?P<sev>fatal error|error|warning|note): (?P<msg>.*)")
-_INCLUDED = re.compile(r"In file included from (?P<path>[^:\n]+):(?P<line>\d+)")
-_DRIVER = re.compile(r"\S*clang\S*: (?:error|warning): .*")
-_SUMMARY = re.compile(r"\d+ (?:errors?|warnings?)(?: and \d+ (?:errors?|warnings?))? "
-                      r"generated\.")
-WITHHELD = "(message withheld: the file is outside the kernel tree)"
 
 
 def trusted_roots(spec: KernelSpec, compiler: Compiler) -> tuple[Path, ...]:
-    """Directories whose text a compiler message may quote: the kernel tree (the manifest's
-    directory, the source's and its include dirs: the manifest loader keeps those inside
-    the tree unless the manifest allows otherwise), the suite's own kernels, and the
-    compiler's installation (its headers)."""
+    """The allowed roots: what the compiler may read and its messages may locate.  The
+    kernel tree (the manifest's directory, the source's and its include dirs: the manifest
+    loader keeps those inside the tree unless the manifest allows otherwise), the suite's
+    include dirs, and the compiler's installation (its resource headers)."""
     roots = [spec.source.parent, *(p for _, p in spec.variants), *spec.include_dirs,
              *(p.parent for p in spec.preinclude), HIPCOMPAT_DIR.parent,
              Path(os.path.realpath(compiler.path)).parent.parent]
@@ -656,35 +754,9 @@ def trusted_roots(spec: KernelSpec, compiler: Compiler) -> tuple[Path, ...]:
         roots.append(spec.manifest.parent)
     if compiler.hip_headers:
         roots += [Path("/opt/rocm"), Path("/usr/include/hip")]
-    return tuple(Path(os.path.realpath(r)) for r in roots)
-
-
-def _first_errors(stderr: str, limit: int = 12,
-                  trusted: Sequence[Path] | None = None) -> str:
-    """The compiler's first error lines.  With ``trusted``, a diagnostic located in a file
-    outside those directories keeps its location but not its text, and source excerpts
-    (the quoted line and caret) are kept only under a trusted diagnostic: a kernel that
-    includes /etc/passwd must not put that file into rows, reports and JUnit XML."""
-    def inside(path: str) -> bool:
-        if trusted is None:
-            return True
-        real = Path(os.path.realpath(path))
-        return any(real.is_relative_to(r) for r in trusted)
-
-    out: list[str] = []
-    show_excerpt = trusted is None
-    for ln in (x for x in stderr.strip().splitlines() if x.strip()):
-        if m := _DIAGNOSTIC.match(ln):
-            show_excerpt = inside(m["path"])
-            out.append(ln if show_excerpt else
-                       f"{m['path']}:{m['line']}: {m['sev']}: {WITHHELD}")
-        elif m := _INCLUDED.match(ln):
-            out.append(f"In file included from {m['path']}:{m['line']}:")
-        elif show_excerpt or _DRIVER.match(ln) or _SUMMARY.fullmatch(ln):
-            out.append(ln)
-    errors = [ln for ln in out if "error" in ln]
-    picked = errors or out
-    return "\n".join(picked[:limit])
+        if compiler.rocm_root:
+            roots.append(Path(compiler.rocm_root))
+    return tuple(dict.fromkeys(Path(os.path.realpath(r)) for r in roots))
 
 
 # ---- the matrix --------------------------------------------------------------------------
@@ -718,6 +790,9 @@ class CompileCell:
                        message=f"requires {self.spec.requires}")
         r = self.result
         status, message = Status.PASS if r.ok else Status.FAIL, r.message
+        if not r.ok and r.details.get("infrastructure"):
+            # hqval's machinery (the cache) or a refused input, never the kernel's failure
+            status = Status.ERROR
         if not r.ok and (why := unknown_target(r.message, self.arch)):
             # the compiler, not the kernel: an error of this machine, with its fix
             status = Status.ERROR
@@ -754,7 +829,7 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
     def key_of(cell: tuple[KernelSpec, str]) -> str:
         try:
             return cache_key(cell[0], cell[1], compiler, cache_dir)
-        except (OSError, DependencyError):
+        except (OSError, DependencyError, ContainmentError, safeio.SafeIOError):
             return f"unreadable:{cell[0].name}:{cell[1]}"  # compile_kernel reports it
 
     if on_cell is not None:

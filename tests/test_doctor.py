@@ -72,3 +72,15 @@ def test_cache_count_survives_concurrent_writers(tmp_path: Path,
     monkeypatch.setattr(Path, "rglob", rglob_with_a_vanished_file)
     f = doctor.cache(str(tmp_path))
     assert f.found and "1 files, 1.0 MiB" in f.detail
+
+
+def test_doctor_says_whether_the_compiler_sandbox_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hqval import doctor
+
+    monkeypatch.setenv("HQVAL_SANDBOX", "off")
+    off = doctor.sandbox()
+    assert not off.found and off.detail.startswith("off: HQVAL_SANDBOX=off")
+    monkeypatch.delenv("HQVAL_SANDBOX")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    missing = doctor.sandbox()
+    assert not missing.found and "apt-get install bubblewrap" in missing.detail

@@ -374,9 +374,13 @@ def test_one_cache_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert cache_base() == Path.home() / ".cache" / "hqval"
 
 
-def test_compiler_errors_do_not_quote_files_outside_the_tree(tmp_path: Path) -> None:
+def test_compiler_errors_do_not_quote_files_outside_the_tree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel that includes a file from outside its tree gets a failed cell whose message
-    names the location but not the file's text (it goes into rows, reports and JUnit)."""
+    names the location but not the file's text (it goes into rows, reports and JUnit).
+    Without the sandbox (which does not show clang the file at all) the dependency list
+    refuses it before compiling."""
+    monkeypatch.setenv("HQVAL_SANDBOX", "off")
     secret = tmp_path / "elsewhere" / "secret.txt"
     secret.parent.mkdir()
     secret.write_text("root_password hunter2 ;\n")
@@ -386,7 +390,9 @@ def test_compiler_errors_do_not_quote_files_outside_the_tree(tmp_path: Path) -> 
     r = compile_kernel(spec, "gfx1100", tmp_path / "cache")
     assert not r.ok
     assert "hunter2" not in r.message and "root_password" not in r.message
-    assert f"{secret}:1: error: (message withheld" in r.message
+    # refused before compiling: the dependency list names a file outside the tree
+    assert f"dependency {secret} is outside the kernel tree" in r.message
+    assert r.details.get("infrastructure") and r.details.get("refused")
     # an error in the tree itself keeps its text and excerpt
     bad = tiny_spec(tree, source=TINY.replace("x[0] *", "undeclared_thing *"))
     r2 = compile_kernel(bad, "gfx1100", tmp_path / "cache")
@@ -606,3 +612,82 @@ def test_hipcc_builds_a_device_code_object_for_amd(tmp_path: Path) -> None:
     proc = subprocess.run([*cmd, "-o", str(tmp_path / "x.co")], capture_output=True, text=True,
                           env=compiler.environment, timeout=300, check=False)
     assert proc.returncode != 0 and "multiple output files" in proc.stderr
+
+
+# ---- the contained compiler ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["-DALIGN(x)=__attribute__((aligned(x)))", "-DN=4", "-UX",
+                                  "-O2", "-Wno-unused", "-Werror=shadow", "-std=c++20",
+                                  "-ffast-math", "-ffp-contract=fast", "-mcumode", "-g0"])
+def test_the_flag_allow_list_takes_what_a_kernel_needs(flag: str) -> None:
+    from hqval.containment import flag_problem
+
+    assert flag_problem(flag) is None
+
+
+@pytest.mark.parametrize("flag", ["-ftime-trace", "-fsave-optimization-record", "-save-temps",
+                                  "-Wl,-o,/tmp/x", "-Wp,-MD,/tmp/x", "-Xclang", "-mllvm",
+                                  "-fplugin=x.so", "-fdiagnostics-format=clang",
+                                  "-fcaret-diagnostics", "-o", "-MD", "-isystem/x",
+                                  "-fmodules-cache-path=/tmp", "-fcrash-diagnostics-dir=/tmp",
+                                  "-Wno-sarif-format-unstable", "-B/tmp", "--save-temps"])
+def test_the_flag_allow_list_refuses_everything_else(flag: str) -> None:
+    from hqval.containment import flag_problem
+
+    assert flag_problem(flag) is not None
+
+
+def test_a_dependency_that_is_a_device_is_refused_in_one_line(tmp_path: Path) -> None:
+    """``#include "/dev/zero"``: clang lists it, hqval refuses it before hashing or
+    compiling (once: a MemoryError traceback)."""
+    spec = tiny_spec(tmp_path, source='#include "/dev/zero"\n' + TINY)
+    r = compile_kernel(spec, "gfx1100", tmp_path / "cache")
+    assert not r.ok and r.details.get("infrastructure")
+    assert "/dev/zero is a character device, not a regular file" in r.message
+    assert "\n" not in r.message
+
+
+def test_an_embed_of_an_outside_file_never_reaches_the_message(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """``#embed`` of a file outside the tree plus a template error that would print its
+    bytes: refused from the dependency list (sandbox off), or not found (sandbox on)."""
+    secret = tmp_path / "elsewhere" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("hunter2")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    src = ("constexpr char data[] = {\n#embed \"" + str(secret) + "\"\n};\n"
+           "template <int N> struct T { static_assert(N == 0, \"x\"); };\n"
+           "extern \"C\" __attribute__((global)) void tiny(float* y) { T<data[0]> t; }\n")
+    for sandbox in ("off", ""):
+        monkeypatch.setenv("HQVAL_SANDBOX", sandbox)
+        r = compile_kernel(tiny_spec(tree, source=src), "gfx1100", tmp_path / f"c{sandbox}")
+        assert not r.ok
+        assert "hunter2" not in r.message and "104" not in r.message  # 'h' is 104
+
+
+def test_a_fifo_in_the_tree_never_hangs_the_compile(tmp_path: Path) -> None:
+    import os
+    import time
+
+    os.mkfifo(tmp_path / "hang.h")
+    spec = tiny_spec(tmp_path, source='#include "hang.h"\n' + TINY)
+    t0 = time.monotonic()
+    r = compile_kernel(spec, "gfx1100", tmp_path / "cache")
+    assert time.monotonic() - t0 < 20
+    assert not r.ok and "FIFO or device" in r.message and "hang.h" in r.message
+
+
+def test_clang_runs_in_a_private_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    """Nothing the compiler writes lands in hqval's working directory."""
+    monkeypatch.chdir(tmp_path)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    r = compile_kernel(tiny_spec(tree), "gfx1100", tmp_path / "cache")
+    assert r.ok, r.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "tree"]
+    leftovers = [p for p in (tmp_path / "cache").rglob("*") if ".hqval-cc-" in str(p)]
+    assert leftovers == []

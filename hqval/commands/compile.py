@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
     from hqval.manifest import load_specs
     from hqval.matrix import gfx_arches
-    from hqval.result import row_lines
+    from hqval.result import Status, row_lines
     from hqval.toolchain import ToolchainError, compile_matrix, find_compiler
 
     try:
@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
           f"{built} code objects built, {seconds:.2f} s")
     if args.json:
         options.write_json([r.to_dict() for r in rows], args.json)
+    if any(r.status is Status.ERROR for r in rows):
+        return 2  # a refused input or hqval's own machinery (the cache): not the kernels'
     return 0 if all(r.status.ok for r in rows) else 1
 
 
