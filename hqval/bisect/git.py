@@ -13,6 +13,7 @@ keeps a checkout of a tree with large data files to its kernels.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -105,14 +106,58 @@ class Repo:
         return [ln[3:] for ln in out.splitlines() if ln.strip()]
 
 
+PREFIX = "hqval-bisect-"
+OWNER = "owner.pid"  # beside the worktree: the process that made it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive, not ours to remove
+    return True
+
+
+def remove_stale(repo: Repo) -> list[Path]:
+    """Remove the bisect worktrees of ``repo`` whose process is gone (a bisect killed with
+    SIGKILL cannot remove its own), and git's entries for worktrees whose directory is
+    gone.  Only worktrees this module made are touched (their directory is
+    ``hqval-bisect-*/tree`` beside an ``owner.pid``).  Returns the ones removed."""
+    out = _git(repo.root, "worktree", "list", "--porcelain", check=False).stdout
+    removed: list[Path] = []
+    for line in out.splitlines():
+        if not line.startswith("worktree "):
+            continue
+        path = Path(line.removeprefix("worktree "))
+        owner = path.parent / OWNER
+        if path.name != "tree" or not path.parent.name.startswith(PREFIX) \
+                or not owner.is_file():
+            continue
+        try:
+            pid = int(owner.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            _git(repo.root, "worktree", "remove", "--force", str(path), check=False)
+            shutil.rmtree(path.parent, ignore_errors=True)
+            removed.append(path)
+    _git(repo.root, "worktree", "prune", check=False)
+    return removed
+
+
 class Worktree:
-    """A detached worktree of ``repo`` in a new temporary directory, removed on close."""
+    """A detached worktree of ``repo`` in a new temporary directory, removed on close (or,
+    when its process was killed, by the next bisect of the repository)."""
 
     def __init__(self, repo: Repo, start: str, paths: Sequence[str] = (),
                  parent: str | Path | None = None) -> None:
         self.repo = repo
         self.paths = tuple(paths)
-        self._tmp = Path(tempfile.mkdtemp(prefix="hqval-bisect-", dir=parent))
+        remove_stale(repo)
+        self._tmp = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
+        (self._tmp / OWNER).write_text(f"{os.getpid()}\n")
         self.path = self._tmp / "tree"
         self._config = ("core.sparseCheckout=true",) if self.paths else ()
         try:

@@ -197,6 +197,40 @@ def test_audit_cell_names_the_commit_its_rule_fails_at(
         tree.commits["c11 slower: a redundant pass per group"])
 
 
+def test_a_killed_bisect_leaves_the_checkout_and_the_next_one_removes_its_worktree(
+        tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGKILL gives bisect no chance to remove its worktree: the checkout is still as it
+    was, and the next bisect of the repository removes the dead one's worktree."""
+    import signal
+    import time
+
+    before = _untouched(tree)
+    out = tmp_path / "k"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hqval", "bisect", "--tree", str(tree.root), "--manifest",
+         "kernels.yaml", "--cell", CELL, "--good", tree.commits["c6 unrelated"],
+         "--bad", tree.commits["c8 unrelated"], "--out", str(out),
+         "--cache-dir", str(tree.cache)],
+        env=dict(os.environ, PYTHONPATH=str(SUITE)), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "bisect.json").exists() and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "bisect ended before it could be killed"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert "hqval-bisect-" in _git(tree.root, "worktree", "list")  # left behind
+    assert _untouched(tree)[:3] == before[:3]  # HEAD, status, config
+    code = _bisect(tree, tmp_path / "c", "c3 scale and zero swapped", "c2 does not compile",
+                   "--fixed", cell="compile[tree_gemv_r1|gfx1100|toolchain]")
+    capsys.readouterr()
+    assert code == 0
+    assert _untouched(tree) == before
+
+
 def test_commits_that_cannot_be_judged_are_skipped_with_the_reason(
         tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = _bisect(tree, tmp_path / "s", "c0 good", "c3 scale and zero swapped")
