@@ -12,6 +12,7 @@ its cell row and that of its parent.  ``out`` holds one run directory per step a
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -86,8 +87,10 @@ class Result:
         return out
 
 
-def _placement(repo: Repo, manifest: str) -> Placement:
+def _placement(repo: Repo, manifest: str, at: str) -> Placement:
     path = Path(manifest).expanduser()
+    if repo.bare and not path.is_absolute() and _git_show(repo, at, path):
+        return Placement(Path(os.path.normpath(path)), in_tree=True)
     # a relative path names the tree's own file when the tree has one there (the version
     # of each commit is used), else a file from the current directory
     candidates = [path] if path.is_absolute() else [repo.root / path, Path.cwd() / path]
@@ -104,6 +107,45 @@ def _placement(repo: Repo, manifest: str) -> Placement:
     except SafeIOError as exc:
         raise BisectInputError(str(exc)) from None
     return Placement(Path(found.name), in_tree=False, data=data)
+
+
+def _manifest_paths(repo: Repo, placement: Placement, sha: str) -> list[str]:
+    """The top-level directories (or files) of the tree the manifest names at ``sha``: its
+    own directory, every kernel's source, include dirs and preincludes.  What a checkout
+    needs when the repository cannot give every file (a copy without large files)."""
+    import yaml
+
+    if placement.in_tree:
+        shown = _git_show(repo, sha, placement.rel)
+        base = placement.rel.parent
+    else:
+        shown, base = placement.data, Path()
+    try:
+        doc = yaml.safe_load(shown.decode()) if shown else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        doc = None
+    names: list[str] = [str(placement.rel)] if placement.in_tree else []
+    entries = [doc] if isinstance(doc, dict) else []
+    if isinstance(doc, dict) and isinstance(doc.get("kernels"), list):
+        entries += [k for k in doc["kernels"] if isinstance(k, dict)]
+    for e in entries:
+        for key in ("source", "include_dirs", "preinclude", "mutants"):
+            v = e.get(key)
+            names += [str(x) for x in (v if isinstance(v, list) else [v]) if x]
+    tops: list[str] = []
+    for n in names:
+        rel = Path(os.path.normpath(base / n))
+        if rel.parts and rel.parts[0] not in ("..", *tops) and not rel.is_absolute():
+            tops.append(rel.parts[0])
+    return tops
+
+
+def _git_show(repo: Repo, sha: str, rel: Path) -> bytes:
+    import subprocess
+
+    proc = subprocess.run(["git", "-C", str(repo.root), "show", f"{sha}:{rel.as_posix()}"],
+                          capture_output=True, timeout=60, check=False)
+    return proc.stdout if proc.returncode == 0 else b""
 
 
 def _known_cells(job: Job, ends: Sequence[Commit], target: Target | None
@@ -172,13 +214,16 @@ def bisect(request: Request) -> Result:
                  "--good must be an ancestor of --bad (to find the commit that fixed the "
                  "cell, pass --fixed)")
         raise BisectInputError(f"{order}: {old.short} is not an ancestor of {new.short}")
-    placement = _placement(repo, request.manifest)
+    placement = _placement(repo, request.manifest, new.sha)
     target = parse(request.cell)
     out = Path(request.out)
     if (out / SUMMARY).exists():
         raise BisectInputError(f"--out {out} already holds a bisect ({SUMMARY}); choose a "
                                "new directory")
-    with Worktree(repo, new.sha, request.paths, request.work_dir) as wt:
+    fallback = _manifest_paths(repo, placement, new.sha) if not request.paths else []
+    with Worktree(repo, new.sha, request.paths, request.work_dir, fallback) as wt:
+        if wt.note:
+            request.log(f"hqval bisect: {wt.note}")
         job = Job(wt, placement, target or Target(request.cell, "", "", "", "", "check"),
                   out, request.cache_dir, request.seed, tuple(request.argv), request.timing,
                   request.open_backend, request.log)

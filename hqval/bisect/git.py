@@ -49,10 +49,15 @@ def _git(cwd: Path, *args: str, check: bool = True,
         tail = text.splitlines()
         hint = ("; the repository lacks that file's contents (a partial or shallow copy): "
                 "pass --paths with the kernels' directories to check out only those"
-                if "unable to read sha1 file" in text or "missing blob" in text else "")
+                if lacks_blob(text) else "")
         raise GitError(f"`git {' '.join(args)}` failed in {cwd}: "
                        f"{tail[0] if tail else f'exit {proc.returncode}'}{hint}")
     return proc
+
+
+def lacks_blob(text: str) -> bool:
+    """Whether git's message says the repository lacks an object's contents."""
+    return "unable to read sha1 file" in text or "missing blob" in text
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,11 @@ class Repo:
         if not path.is_dir():
             raise TreeError(f"--tree {tree}: no such directory; pass the kernel tree's git "
                             "checkout")
-        top = _git(path, "rev-parse", "--show-toplevel", check=False)
+        bare = _git(path, "rev-parse", "--is-bare-repository", check=False)
+        # a bare repository (a mirror) has no checkout to protect: its git directory
+        self.bare = bare.returncode == 0 and bare.stdout.strip() == "true"
+        top = _git(path, "rev-parse", "--absolute-git-dir" if self.bare else "--show-toplevel",
+                   check=False)
         if top.returncode != 0 or not top.stdout.strip():
             raise TreeError(f"--tree {tree}: not a git repository (bisect walks its history); "
                             "pass the checkout of the kernel tree's repository")
@@ -102,6 +111,8 @@ class Repo:
 
     def dirty(self) -> list[str]:
         """Tracked files with uncommitted changes (untracked files are not the tree's)."""
+        if self.bare:
+            return []
         out = _git(self.root, "status", "--porcelain", "--untracked-files=no").stdout
         return [ln[3:] for ln in out.splitlines() if ln.strip()]
 
@@ -152,26 +163,43 @@ class Worktree:
     when its process was killed, by the next bisect of the repository)."""
 
     def __init__(self, repo: Repo, start: str, paths: Sequence[str] = (),
-                 parent: str | Path | None = None) -> None:
+                 parent: str | Path | None = None, fallback: Sequence[str] = ()) -> None:
         self.repo = repo
         self.paths = tuple(paths)
+        self.note = ""
         remove_stale(repo)
         self._tmp = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
         (self._tmp / OWNER).write_text(f"{os.getpid()}\n")
         self.path = self._tmp / "tree"
-        self._config = ("core.sparseCheckout=true",) if self.paths else ()
+        self._config: tuple[str, ...] = ()
         try:
             _git(repo.root, "worktree", "add", "--detach", "--no-checkout", str(self.path),
                  start)
             if self.paths:
-                gitdir = Path(_git(self.path, "rev-parse", "--absolute-git-dir").stdout.strip())
-                (gitdir / "info").mkdir(parents=True, exist_ok=True)
-                patterns = "".join(f"/{p.strip('/')}/\n/{p.strip('/')}\n" for p in self.paths)
-                (gitdir / "info" / "sparse-checkout").write_text(patterns)
-            self.checkout(start)
+                self._sparse(self.paths)
+            try:
+                self.checkout(start)
+            except GitError as exc:
+                # a copy of the repository without some large files' contents: check out
+                # only what the manifest names, when the caller said what that is
+                if self.paths or not fallback or not lacks_blob(str(exc)):
+                    raise
+                self.paths = tuple(fallback)
+                self._sparse(self.paths)
+                self.checkout(start)
+                self.note = (f"the repository lacks some files' contents; checking out only "
+                             f"{', '.join(self.paths)} (the manifest's paths; --paths sets "
+                             "them)")
         except BaseException:
             self.close()
             raise
+
+    def _sparse(self, paths: Sequence[str]) -> None:
+        gitdir = Path(_git(self.path, "rev-parse", "--absolute-git-dir").stdout.strip())
+        (gitdir / "info").mkdir(parents=True, exist_ok=True)
+        patterns = "".join(f"/{p.strip('/')}/\n/{p.strip('/')}\n" for p in paths)
+        (gitdir / "info" / "sparse-checkout").write_text(patterns)
+        self._config = ("core.sparseCheckout=true",)
 
     def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return _git(self.path, *args, check=check, config=self._config)

@@ -231,6 +231,31 @@ def test_a_killed_bisect_leaves_the_checkout_and_the_next_one_removes_its_worktr
     assert _untouched(tree) == before
 
 
+def test_a_bare_copy_lacking_a_large_file_checks_out_the_manifests_paths(
+        tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bare mirror has no checkout to protect, and one whose copy lacks a large file's
+    contents (as fetched mirrors do) is checked out to the manifest's paths only."""
+    work = tmp_path / "work"
+    subprocess.run(["git", "clone", "-q", str(tree.root), str(work)], check=True)
+    (work / "data").mkdir()
+    (work / "data" / "weights.bin").write_bytes(os.urandom(4096))
+    _git(work, "add", "-A")
+    _git(work, "commit", "-q", "-m", "c13 weights")
+    blob = _git(work, "rev-parse", "HEAD:data/weights.bin")
+    bare = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    (bare / "objects" / blob[:2] / blob[2:]).unlink()
+    code = main(["bisect", "--tree", str(bare), "--manifest", "kernels.yaml",
+                 "--cell", "reference_parity[tree_gemv_r2|gfx1100|emu]",
+                 "--good", tree.commits["c9 good again"], "--bad", "HEAD",
+                 "--out", str(tmp_path / "o"), "--cache-dir", str(tree.cache)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "lacks some files' contents; checking out only kernels.yaml, include, src" in out
+    assert f"close matches: {CELL}" in err  # the manifest read from the bare repository
+    assert not (bare / "worktrees").exists() or not any((bare / "worktrees").iterdir())
+
+
 def test_commits_that_cannot_be_judged_are_skipped_with_the_reason(
         tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = _bisect(tree, tmp_path / "s", "c0 good", "c3 scale and zero swapped")
