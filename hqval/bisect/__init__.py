@@ -220,6 +220,9 @@ def bisect(request: Request) -> Result:
     if (out / SUMMARY).exists():
         raise BisectInputError(f"--out {out} already holds a bisect ({SUMMARY}); choose a "
                                "new directory")
+    if (out.is_dir() and any(out.iterdir())) or (out.exists() and not out.is_dir()):
+        raise BisectInputError(f"--out {out} exists and is not an empty directory; choose a "
+                               "new one (each step makes a run directory in it)")
     fallback = _manifest_paths(repo, placement, new.sha) if not request.paths else []
     with Worktree(repo, new.sha, request.paths, request.work_dir, fallback) as wt:
         if wt.note:

@@ -300,7 +300,7 @@ def test_timing_cell_on_the_simulated_device(tree: Tree, tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("case", ["not_a_repo", "unknown_ref", "unknown_cell", "decoy_in_cwd",
-                                  "dirty", "wrong_order", "fails_at_good"])
+                                  "out_not_empty", "dirty", "wrong_order", "fails_at_good"])
 def test_bad_input_is_one_line_and_exit_2(tree: Tree, tmp_path: Path, case: str,
                                           capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
@@ -321,6 +321,10 @@ def test_bad_input_is_one_line_and_exit_2(tree: Tree, tmp_path: Path, case: str,
         monkeypatch.chdir(tmp_path)
         args["cell"] = "reference_parity[tree_gemv_r2|gfx1100|emu]"
         want = f"close matches: {CELL}"
+    elif case == "out_not_empty":
+        (tmp_path / "o").mkdir()
+        (tmp_path / "o" / "00-0123456789ab").mkdir()  # a run left by an earlier attempt
+        want = "is not an empty directory"
     elif case == "dirty":
         (tree.root / "NOTES").write_text("an edit\n")
         want = "uncommitted changes"
@@ -341,7 +345,7 @@ def test_bad_input_is_one_line_and_exit_2(tree: Tree, tmp_path: Path, case: str,
     assert want in err
     if case != "fails_at_good":  # refused before any step: one line, nothing written
         assert len(err.strip().splitlines()) == 1, err
-        assert not (tmp_path / "o").exists()
+        assert not (tmp_path / "o").exists() or case == "out_not_empty"
     assert _untouched(tree) == before
 
 
