@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from hqval import formats, suite_dir
 from hqval.containment import flag_problem, include_dir_of
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, load_yaml, problem, validate
+from hqval.signature import Signature, parse_signatures
+from hqval.signature import builtin as builtin_signatures
 
 if TYPE_CHECKING:
     from hqval.matrix import Arch
@@ -41,12 +43,18 @@ SCHEMA_VERSION = 2
 # Schema 1 is the schema-2 subset without the engine-tree keys; it loads unchanged.
 SCHEMA_VERSIONS = (1, 2)
 SCHEMA2_KEYS = ("preinclude", "flags", "arches", "extra_args", "k_multiple", "shapes",
-                "production", "audit_waive")
+                "production", "audit_waive", "signatures", "dims")
 # An engine build picks, per arch, ``name.gfx1201.hip`` over ``name.gfx12.hip`` over
 # ``name.hip`` (hipfire scripts/compile-kernels.sh: chip tag, then the first five
 # characters of the arch as the family tag).
 VARIANT = re.compile(r"(?P<stem>.+)\.(?P<tag>gfx[0-9]+)\.hip")
-KINDS = ("gemv", "gemv_qkv", "gemm")
+
+
+def builtin_kinds() -> tuple[str, ...]:
+    """The suite's own signatures' names (matrices/signatures.yaml); a tree may add its own.
+    Read when a manifest loads, not at import (an install without the suite's files says
+    so in one line)."""
+    return tuple(builtin_signatures())
 REQUIRES = ("any", "wmma_gfx11", "wmma_gfx12")
 # requires -> the Arch.wmma value it needs (None: every arch).
 _REQUIRED_WMMA = {"any": None, "wmma_gfx11": "gfx11", "wmma_gfx12": "gfx12"}
@@ -84,11 +92,26 @@ class KernelSpec:
     shapes: tuple[tuple[int, int], ...] = ()  # explicit (M, K) for a K-specialised build
     production: bool = True               # false: run and reported, never gating
     audit_waive: tuple[tuple[str, str], ...] = ()  # (rule, reason)
+    dims: tuple[tuple[str, int], ...] = ()  # fixed sizes of the signature's dims
     # Mutants only.
     mutant_of: str | None = None
     mutation: str = ""
     expected_killer: str = ""
     manifest: Path | None = field(default=None, compare=False)
+    # The signature ``kind`` names (the suite's, or the tree's own); None: the suite's.
+    sig: Signature | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def signature(self) -> Signature:
+        """The declarative ABI of this kernel (``hqval.signature``)."""
+        if self.sig is not None:
+            return self.sig
+        return builtin_signatures()[self.kind]
+
+    @property
+    def path(self) -> str:
+        """The policy path this kernel is evidence for (its signature's)."""
+        return self.signature.path
 
     @property
     def is_mutant(self) -> bool:
@@ -264,6 +287,10 @@ def _schema2_fields(top: bool) -> dict[str, Spec]:
                                    fix="check shapes [[M, K], ...] for a K-specialised build"),
             "production": Spec.scalar(bool, required=False,
                                       fix="false: run and reported, never gating admission"),
+            "dims": Spec.map_of(Spec.scalar(int, minimum=1, fix="a positive size"),
+                                required=False,
+                                fix="fixed sizes of the signature's dims, e.g. {k_top: 8} "
+                                    "for a kernel specialised for eight experts a token"),
             "audit_waive": Spec.list_of(
                 Spec.mapping({"rule": Spec.scalar(str, fix="an audit rule, e.g. "
                                                   "header_scalar"),
@@ -274,7 +301,8 @@ def _schema2_fields(top: bool) -> dict[str, Spec]:
     return fields
 
 
-def _kernel_fields(mutants: bool, schema: int = SCHEMA_VERSION) -> dict[str, Spec]:
+def _kernel_fields(mutants: bool, schema: int = SCHEMA_VERSION,
+                   kinds: tuple[str, ...] = ()) -> dict[str, Spec]:
     fields = {
         "name": Spec.scalar(str, validators=(_c_identifier,),
                             fix="a unique C identifier, e.g. gemv_mq4g256v2_r1"),
@@ -287,7 +315,9 @@ def _kernel_fields(mutants: bool, schema: int = SCHEMA_VERSION) -> dict[str, Spe
         "format": Spec.scalar(str, required=False, validators=(_known_format,),
                               fix="a format name or alias of hqval.formats, e.g. hfq4g256, "
                                   "mq4g256v2, mq4c"),
-        "kind": Spec.scalar(str, enum=KINDS),
+        "kind": Spec.scalar(str, enum=kinds or builtin_kinds(),
+                            fix=f"a signature: one of {list(kinds)} (hqval/signature.py; a "
+                                "tree declares its own under 'signatures:')"),
         "residual": Spec.scalar(bool, required=False, fix="true if the kernel does y +="),
         "rows_per_block": Spec.scalar(int, required=False, minimum=1,
                                       fix="rows of W per block (the R of grid.x = ceil(M/R))"),
@@ -321,8 +351,12 @@ def _kernel_fields(mutants: bool, schema: int = SCHEMA_VERSION) -> dict[str, Spe
     return fields
 
 
-def _file_spec(mutants: bool, schema: int = SCHEMA_VERSION) -> Spec:
+def _file_spec(mutants: bool, schema: int = SCHEMA_VERSION,
+               kinds: tuple[str, ...] = ()) -> Spec:
     top = _schema2_fields(top=True) if schema >= 2 else {}
+    if schema >= 2:
+        top["signatures"] = Spec.scalar(dict, required=False,
+                                        fix="a mapping name -> signature (hqval/signature.py)")
     return Spec.mapping({
         "schema": Spec.scalar(int, enum=SCHEMA_VERSIONS,
                               fix=f"set 'schema: {SCHEMA_VERSION}' (1 still loads)"),
@@ -338,7 +372,7 @@ def _file_spec(mutants: bool, schema: int = SCHEMA_VERSION) -> Spec:
            if mutants else
            {"mutants": Spec.scalar(str, required=False,
                                    fix="this tree's mutants.yaml (relative to the manifest)")}),
-        "kernels": Spec.list_of(Spec.mapping(_kernel_fields(mutants, schema)),
+        "kernels": Spec.list_of(Spec.mapping(_kernel_fields(mutants, schema, kinds)),
                                 fix="a list of kernel entries (name, source, qt, kind, "
                                     "requires)"),
     })
@@ -368,7 +402,13 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
     schema = data.get("schema") if isinstance(data, dict) else None
     schema = schema if schema in SCHEMA_VERSIONS else SCHEMA_VERSION
     problems = _schema1_uses_schema2(doc) if schema == 1 else []
-    problems += validate(doc, _file_spec(mutants, 2 if problems else schema))
+    sigs = _tree_signatures(doc, path, data, bool(mutants), problems)
+    # a declared signature with problems still counts as a kind (its own problems say why)
+    declared = data.get("signatures") if isinstance(data, dict) else None
+    suite = builtin_kinds()
+    kinds = (*suite, *(k for k in [*sigs, *(declared if isinstance(declared, dict) else [])]
+                       if isinstance(k, str) and k not in suite))
+    problems += validate(doc, _file_spec(mutants, 2 if problems else schema, kinds))
     if not problems and not data["kernels"]:
         problems.append(problem(doc, ("kernels",), "the kernel list is empty",
                                 "give at least one kernel entry"))
@@ -393,6 +433,10 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
         if tree.holds((*key, "source"), source) and not source.is_file():
             problems.append(problem(doc, (*key, "source"), f"{source} does not exist",
                                     "paths are relative to the manifest file"))
+        sig = sigs.get(entry["kind"]) or builtin_signatures().get(entry["kind"])
+        if sig is None:  # its declaration has problems of its own
+            continue
+        dims = _entry_dims(doc, key, entry, sig, problems)
         if entry["kind"] == "gemm" and entry["requires"] == "any":
             problems.append(problem(doc, (*key, "requires"), f"{name}: a gemm kernel is a "
                                     "WMMA kernel", "say wmma_gfx11 or wmma_gfx12"))
@@ -430,10 +474,12 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
             shapes=tuple((int(m), int(k)) for m, k in entry.get("shapes", [])),
             production=entry.get("production", True),
             audit_waive=waive,
+            dims=dims,
             mutant_of=entry.get("mutant_of"),
             mutation=entry.get("mutation", ""),
             expected_killer=entry.get("expected_killer", ""),
             manifest=path,
+            sig=None if sig.builtin else sig,
         ))
     linked = _linked(doc, base, data, "manifest" if mutants else "mutants", tree, problems)
     if not mutants:
@@ -463,6 +509,48 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
         raise ManifestError(problems)
     return Manifest(path=path, kernels=specs, mutants=None if mutants else linked,
                     real=linked if mutants else None)
+
+
+def _tree_signatures(doc: YamlDoc, path: Path, data: Any, mutants: bool,
+                     problems: list[Problem]) -> dict[str, Signature]:
+    """The signatures the file declares (``signatures:``), and for a mutant manifest those
+    of its real manifest too (its kernels break that manifest's kernels)."""
+    own: dict[str, Signature] = {}
+    if not isinstance(data, dict):
+        return own
+    if isinstance(data.get("signatures"), dict):
+        own, found = parse_signatures(doc, ("signatures",), data["signatures"],
+                                      builtin_signatures())
+        problems += found
+    if mutants:
+        real = data.get("manifest")
+        f = (path.parent / str(real)).resolve() if isinstance(real, str) else DEFAULT_MANIFEST
+        if f.is_file() and f != path:
+            try:
+                other = load_manifest(f, mutants=False)
+            except ManifestError:
+                return own  # reported when the real manifest is loaded below
+            for spec in other.kernels:
+                if spec.sig is not None:
+                    own.setdefault(spec.kind, spec.sig)
+    return own
+
+
+def _entry_dims(doc: YamlDoc, key: tuple[str | int, ...], entry: dict[str, Any],
+                sig: Signature, problems: list[Problem]) -> tuple[tuple[str, int], ...]:
+    """A manifest entry's fixed dims (``dims: {k_top: 8}``), each a dim of its signature."""
+    out = []
+    names = [d.name for d in sig.dims]
+    for name, value in (entry.get("dims") or {}).items():
+        if name not in names:
+            close = difflib.get_close_matches(str(name), names, n=1)
+            problems.append(problem(doc, (*key, "dims", str(name)),
+                                    f"{name!r} is not a dim of signature {sig.name}",
+                                    f"did you mean {close[0]!r}?" if close else
+                                    f"one of {', '.join(names)}"))
+            continue
+        out.append((str(name), int(value)))
+    return tuple(out)
 
 
 def _linked(doc: YamlDoc, base: Path, data: dict[str, Any], key: str, tree: _Tree,

@@ -17,6 +17,7 @@ from typing import Any
 from hqval.admission.policy import PATH_OF_KIND, PathPolicy, Policy
 from hqval.matrix import Arch
 from hqval.result import Row, Status
+from hqval.signature import PATHS
 from hqval.timing.gate import Gate
 
 
@@ -49,9 +50,10 @@ def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo
         for name, k in (env.get("kernels") or {}).items():
             kind = k.get("kind")
             qt = k.get("qt")
-            if isinstance(qt, int) and kind in PATH_OF_KIND:
+            path = k.get("path") if k.get("path") in PATHS else PATH_OF_KIND.get(str(kind))
+            if isinstance(qt, int) and path is not None:
                 req = k.get("requires")
-                out[name] = KernelInfo(qt, PATH_OF_KIND[kind], k.get("mutant_of"), str(kind),
+                out[name] = KernelInfo(qt, path, k.get("mutant_of"), str(kind),
                                        str(req) if isinstance(req, str) else None,
                                        bool(k.get("self_test")),
                                        k.get("production") is not False)
@@ -66,7 +68,7 @@ def _classify(row: Row, kernels: Mapping[str, KernelInfo]) -> KernelInfo | None:
     qt = d.get("qt")
     path = d.get("path") or PATH_OF_KIND.get(str(d.get("kind")))
     info: KernelInfo | None
-    if isinstance(qt, int) and path in ("decode", "prefill"):
+    if isinstance(qt, int) and path in PATHS:
         info = KernelInfo(qt, str(path), d.get("mutant_of"))
     else:
         info = kernels.get(row.kernel.split("@", 1)[0])
@@ -116,8 +118,7 @@ def _suite_kernels() -> dict[str, KernelInfo]:
         specs = load_manifest(None).kernels
     except (ManifestError, OSError):
         return {}
-    return {s.name: KernelInfo(s.qt, PATH_OF_KIND[s.kind]) for s in specs
-            if s.kind in PATH_OF_KIND}
+    return {s.name: KernelInfo(s.qt, s.path) for s in specs}
 
 
 def gate_for_row(

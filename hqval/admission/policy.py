@@ -8,7 +8,7 @@ context; every judgement of the run's rows uses that one ``Policy``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +17,31 @@ import yaml
 
 from hqval import suite_dir
 from hqval.matrix import Arch, load_arches
+from hqval.signature import PATHS
+from hqval.signature import builtin as builtin_signatures
 from hqval.timing.gate import Gate, GateError, TimingPolicy, parse_timing
 
 POLICY_PATH = suite_dir("matrices") / "policy.yaml"
 HARDWARE_EMULATOR = "emu"
-PATH_OF_KIND = {"gemv": "decode", "gemv_qkv": "decode", "gemm": "prefill"}
+class _PathOfKind(Mapping[str, str]):
+    """signature name -> policy path (``hqval.signature``), read from the suite's
+    signatures on first use, not at import (an install without the suite's files says so
+    in one line).  A tree's own signatures record their path in the run's kernel table."""
+
+    def _table(self) -> dict[str, str]:
+        return {name: sig.path for name, sig in builtin_signatures().items()}
+
+    def __getitem__(self, kind: str) -> str:
+        return self._table()[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+PATH_OF_KIND: Mapping[str, str] = _PathOfKind()
 
 
 class AdmissionStatus(enum.StrEnum):
@@ -136,8 +156,8 @@ def parse_policy(data: Any, source: str = "policy.yaml") -> Policy:
             raise PolicyError(f"{source}: {where}.paths: give at least one of decode, prefill")
         for pname, pd in fd["paths"].items():
             pw = f"{where}.paths.{pname}"
-            if pname not in ("decode", "prefill"):
-                raise PolicyError(f"{source}: {pw}: unknown path; use decode or prefill")
+            if pname not in PATHS:
+                raise PolicyError(f"{source}: {pw}: unknown path; use one of {', '.join(PATHS)}")
             if not isinstance(pd, dict):
                 raise PolicyError(f"{source}: {pw}: expected a mapping")
             unknown = set(pd) - {"kinds", "needs", "checks", "fallback_checks", "audit",

@@ -547,7 +547,10 @@ def _dwords(mnemonic: str) -> int:
 
 
 def weight_args(spec: KernelSpec) -> frozenset[str]:
-    return frozenset({"arg@0", "arg@8", "arg@16"} if spec.kind == "gemv_qkv" else {"arg@0"})
+    """The kernarg slots of the kernel's weight matrices (its signature's ``weight``
+    arguments; a pointer table's matrices are reached through the table, not named here)."""
+    offsets = spec.signature.kernarg_offsets()
+    return frozenset(f"arg@{offsets[a.name]}" for a in spec.signature.by_role("weight"))
 
 
 def _evidence(loads: Iterable[LoadFacts], limit: int = 8) -> list[str]:

@@ -12,8 +12,7 @@ caught by the NaN/Inf guard, which runs before any error metric.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -55,12 +54,26 @@ class Output:
         return cls(np.full(shape, UNWRITTEN_F32, dtype=np.uint32).view(np.float32))
 
 
+@dataclass(frozen=True)
+class Table:
+    """A pointer-table argument: a u64 array of device pointers, one per entry.  Each entry
+    is a buffer of its own, guarded like any input ([canary | data | canary], a const
+    input); the table holds the address of each entry's data and is itself guarded."""
+
+    entries: tuple[npt.NDArray[np.generic], ...]
+
+
 @dataclass
 class Outcome:
     """What one guarded launch produced: each output as float32, in argument order."""
 
     outputs: list[F32]
     counts: dict[str, int] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+
+    def output(self, name: str) -> F32:
+        """The output argument called ``name`` (its signature name)."""
+        return self.outputs[self.names.index(name)]
 
     @property
     def values(self) -> F32:
@@ -165,7 +178,7 @@ def launch_guarded(
     program: Program,
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
-    args: Sequence[npt.NDArray[np.generic] | int | float | Output | None],
+    args: Sequence[npt.NDArray[np.generic] | int | float | Output | Table | None],
     names: Sequence[str] | None = None,
 ) -> Outcome:
     """Copy inputs in, launch, copy every buffer back and apply the guards to each.
@@ -178,22 +191,29 @@ def launch_guarded(
     names = list(names) if names is not None else [f"argument {i}" for i in range(len(args))]
     guarded: list[_Guarded] = []
     kernel_args: list[Arg] = []
+
+    def place(name: str, host: npt.NDArray[np.generic], output: Output | None) -> Buffer:
+        data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+        nbytes = max(int(data.size), 4)
+        whole = backend.alloc(nbytes + 2 * GUARD_BYTES)
+        guarded.append(_Guarded(name, whole, data, output))
+        backend.copy_in(whole, CANARY, 0)
+        if data.size:
+            backend.copy_in(whole, data, GUARD_BYTES)
+        backend.copy_in(whole, CANARY, GUARD_BYTES + int(data.size))
+        if data.size < nbytes:  # a buffer under 4 B: pad with canary bytes
+            backend.copy_in(whole, CANARY[:nbytes - data.size], GUARD_BYTES + data.size)
+        return backend.view(whole, GUARD_BYTES, nbytes)
+
     try:
         for i, a in enumerate(args):
-            if isinstance(a, (Output, np.ndarray)):
+            if isinstance(a, Table):
+                ptrs = [int(place(f"{names[i]}[{j}]", e, None).handle)
+                        for j, e in enumerate(a.entries)]
+                kernel_args.append(place(names[i], np.array(ptrs, dtype=np.uint64), None))
+            elif isinstance(a, (Output, np.ndarray)):
                 host = a.init if isinstance(a, Output) else a
-                data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
-                nbytes = max(int(data.size), 4)
-                whole = backend.alloc(nbytes + 2 * GUARD_BYTES)
-                g = _Guarded(names[i], whole, data, a if isinstance(a, Output) else None)
-                guarded.append(g)
-                backend.copy_in(whole, CANARY, 0)
-                if data.size:
-                    backend.copy_in(whole, data, GUARD_BYTES)
-                backend.copy_in(whole, CANARY, GUARD_BYTES + int(data.size))
-                if data.size < nbytes:  # a buffer under 4 B: pad with canary bytes
-                    backend.copy_in(whole, CANARY[:nbytes - data.size], GUARD_BYTES + data.size)
-                kernel_args.append(backend.view(whole, GUARD_BYTES, nbytes))
+                kernel_args.append(place(names[i], host, a if isinstance(a, Output) else None))
             else:
                 kernel_args.append(a)  # an i32, an f32 or a null pointer
         try:
@@ -222,11 +242,58 @@ def launch_guarded(
             continue
         values = data[GUARD_BYTES:GUARD_BYTES + g.nbytes].copy().view(np.float32)
         outputs.append(values.reshape(g.output.init.shape))
+    out_names = [g.name for g in guarded if g.output is not None]
     for g, values in zip([g for g in guarded if g.output is not None], outputs, strict=True):
         problem = non_finite(values, g.name)
         if problem:
             raise GuardViolation(problem)
-    return Outcome(outputs=outputs, counts=dict(info.counts))
+    return Outcome(outputs=outputs, counts=dict(info.counts), names=out_names)
+
+
+LaunchValue = npt.NDArray[np.generic] | Output | Table
+
+
+def launch_env(spec: KernelSpec, dims: Mapping[str, int]) -> dict[str, int]:
+    """The names a signature's expressions read: ``dims`` plus the manifest entry's
+    rows_per_block (R), batch_tile (BT) and block."""
+    return {**dims, "R": spec.rows_per_block, "BT": max(1, int(spec.batch_tile or 1)),
+            "block": spec.block}
+
+
+def launch_signature(
+    backend: Backend, program: Program, spec: KernelSpec, dims: Mapping[str, int],
+    values: Mapping[str, LaunchValue],
+) -> Outcome:
+    """One guarded launch of ``spec`` through its signature: its arguments in ABI order
+    (buffers from ``values`` by name, scalars evaluated from ``dims``), then the manifest's
+    ``extra_args``; grid and block from the signature's expressions."""
+    sig = spec.signature
+    env = launch_env(spec, dims)
+    grid, block = sig.launch(env)
+    args: list[npt.NDArray[np.generic] | int | float | Output | Table | None] = []
+    for a in sig.args:
+        if a.role == "scalar":
+            assert a.value is not None
+            if a.dtype == "f32":
+                args.append(float(a.value.value(env)))
+            else:
+                args.append(a.value.int(env))
+            continue
+        if a.name not in values:
+            raise ValueError(f"{spec.name}: no value for argument {a.name} of {sig.name}")
+        v = values[a.name]
+        if a.role == "activation" and isinstance(v, np.ndarray):
+            v = np.ascontiguousarray(v, dtype=np.float16 if a.dtype == "f16" else np.float32)
+        elif a.role == "routing_weights" and isinstance(v, np.ndarray):
+            v = np.ascontiguousarray(v, dtype=np.float32)
+        elif a.role == "index" and isinstance(v, np.ndarray):
+            v = np.ascontiguousarray(v, dtype=np.int32)
+        elif a.role == "weight" and isinstance(v, np.ndarray):
+            v = np.ascontiguousarray(v)
+        args.append(v)
+    args.extend(spec.extra_args)
+    return launch_guarded(backend, program, grid, block, args,
+                          [*sig.arg_names(), *_extra(spec)])
 
 
 def _extra(spec: KernelSpec) -> list[str]:
@@ -246,10 +313,8 @@ def gemv(
     M = blob.shape[0]
     K = x.shape[0]
     y0 = Output(residual.astype(np.float32)) if residual is not None else Output.unwritten((M,))
-    grid = (math.ceil(M / spec.rows_per_block), 1, 1)
-    return launch_guarded(backend, program, grid, (spec.block, 1, 1),
-                          [np.ascontiguousarray(blob), x.astype(np.float32), y0, M, K,
-                           *spec.extra_args], ["W", "x", "y", "M", "K", *_extra(spec)])
+    return launch_signature(backend, program, spec, {"M": M, "K": K},
+                            {"W": blob, "x": x, "y": y0})
 
 
 def gemm(
@@ -265,11 +330,8 @@ def gemm(
     N, K = X.shape
     shape = (N, M)
     y0 = Output(residual.astype(np.float32)) if residual is not None else Output.unwritten(shape)
-    bt = max(1, int(spec.batch_tile or 1))
-    grid = (math.ceil(M / 16), math.ceil(N / (16 * bt)), 1)
-    return launch_guarded(backend, program, grid, (spec.block, 1, 1),
-                          [np.ascontiguousarray(blob), X.astype(np.float16), y0, M, K, N,
-                           *spec.extra_args], ["W", "X", "Y", "M", "K", "N", *_extra(spec)])
+    return launch_signature(backend, program, spec, {"M": M, "K": K, "N": N},
+                            {"W": blob, "X": X, "Y": y0})
 
 
 def gemv_qkv(
@@ -281,18 +343,12 @@ def gemv_qkv(
 ) -> Outcome:
     """Fused QKV: ``NAME(Wq, Wk, Wv, x, yq, yk, yv, Mq, Mk, Mv, K)``;
     grid.x = ceil(Mq/R) + ceil(Mk/R) + ceil(Mv/R).  ``values`` is [yq, yk, yv] concatenated."""
-    R = spec.rows_per_block
     Ms = [b.shape[0] for b in blobs]
     K = x.shape[0]
-    grid = (sum(math.ceil(m / R) for m in Ms), 1, 1)
-    args: list[npt.NDArray[np.generic] | int | float | Output | None] = [
-        np.ascontiguousarray(b) for b in blobs]
-    args.append(x.astype(np.float32))
-    args.extend(Output.unwritten((m,)) for m in Ms)
-    args.extend([*Ms, K, *spec.extra_args])
-    return launch_guarded(backend, program, grid, (spec.block, 1, 1), args,
-                          ["Wq", "Wk", "Wv", "x", "yq", "yk", "yv", "Mq", "Mk", "Mv", "K",
-                           *_extra(spec)])
+    return launch_signature(
+        backend, program, spec, {"Mq": Ms[0], "Mk": Ms[1], "Mv": Ms[2], "K": K},
+        {"Wq": blobs[0], "Wk": blobs[1], "Wv": blobs[2], "x": x,
+         **{n: Output.unwritten((m,)) for n, m in zip(("yq", "yk", "yv"), Ms, strict=True)}})
 
 
 def qkv_split(M: int) -> tuple[int, int, int]:

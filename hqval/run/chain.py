@@ -42,7 +42,7 @@ def kernel_table(specs: Sequence[KernelSpec],
                  self_test: frozenset[str] = frozenset()) -> dict[str, dict[str, object]]:
     """What the envelope records per kernel, so admission works offline from the run.
     ``self_test``: the suite's own mutants run on an external tree (a suite self-test)."""
-    return {s.name: {"qt": s.qt, "kind": s.kind, "requires": s.requires,
+    return {s.name: {"qt": s.qt, "kind": s.kind, "path": s.path, "requires": s.requires,
                      "baseline": s.baseline, "rows_per_block": s.rows_per_block,
                      "batch_tile": s.batch_tile, "residual": s.residual,
                      "mutant_of": s.mutant_of, "source": str(s.source),
@@ -52,6 +52,7 @@ def kernel_table(specs: Sequence[KernelSpec],
                      "variants": {tag: str(p) for tag, p in s.variants},
                      "preinclude": [str(p) for p in s.preinclude], "flags": list(s.flags),
                      "extra_args": list(s.extra_args), "production": s.production,
+                     "dims": dict(s.dims),
                      "audit_waive": [{"rule": r, "reason": why} for r, why in s.audit_waive]}
             for s in specs}
 
