@@ -241,7 +241,8 @@ def bisect(request: Request) -> Result:
         if target is None or probe not in known:
             close = close_matches(request.cell, sorted(known))
             what = ("is not a cell identity bisect can follow (compile[K|ARCH|toolchain], "
-                    "CHECK[K|ARCH|BACKEND] or timing_MODE[K@MxK|ARCH|BACKEND])"
+                    "audit_RULE[K|ARCH|isa], CHECK[K|ARCH|BACKEND] or "
+                    "timing_MODE[K@MxK|ARCH|BACKEND])"
                     if target is None else "is not a cell the manifest makes at either end")
             raise BisectInputError(
                 f"--cell {request.cell} {what}"
