@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -118,7 +119,7 @@ class Repo:
 
 
 PREFIX = "hqval-bisect-"
-OWNER = "owner.pid"  # beside the worktree: the process that made it
+OWNER = "owner.pid"  # beside the worktree: "PID HOST" of the process that made it
 
 
 def _alive(pid: int) -> bool:
@@ -147,10 +148,12 @@ def remove_stale(repo: Repo) -> list[Path]:
                 or not owner.is_file():
             continue
         try:
-            pid = int(owner.read_text().strip())
+            pid_text, _, host = owner.read_text().strip().partition(" ")
+            pid = int(pid_text)
         except (OSError, ValueError):
             continue
-        if pid != os.getpid() and not _alive(pid):
+        # a process of another host (a repository on a shared disk) is not ours to judge
+        if host == socket.gethostname() and pid != os.getpid() and not _alive(pid):
             _git(repo.root, "worktree", "remove", "--force", str(path), check=False)
             shutil.rmtree(path.parent, ignore_errors=True)
             removed.append(path)
@@ -169,7 +172,7 @@ class Worktree:
         self.note = ""
         remove_stale(repo)
         self._tmp = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
-        (self._tmp / OWNER).write_text(f"{os.getpid()}\n")
+        (self._tmp / OWNER).write_text(f"{os.getpid()} {socket.gethostname()}\n")
         self.path = self._tmp / "tree"
         self._config: tuple[str, ...] = ()
         try:
