@@ -120,6 +120,16 @@ class Backend(abc.ABC):
         ``float`` args f32 scalars and ``None`` a null pointer (a manifest's
         ``extra_args``, e.g. the unused bias pointers of a fused kernel)."""
 
+    def launch_many(
+        self,
+        program: Program,
+        launches: Sequence[tuple[tuple[int, int, int], tuple[int, int, int], Sequence[Arg]]],
+    ) -> list[LaunchInfo]:
+        """Independent launches of one program, none reading what another writes: by
+        default one after another; the emulator runs them as one wave batch, each launch
+        kept to its own buffers."""
+        return [self.launch(program, grid, block, args) for grid, block, args in launches]
+
     def synchronize(self) -> None:
         return None
 

@@ -104,5 +104,23 @@ class EmuBackend(Backend):
         counts = getattr(stats, "counts", None) or {}
         return LaunchInfo(counts={str(k): int(v) for k, v in dict(counts).items()})
 
+    def launch_many(
+        self,
+        program: Program,
+        launches: Sequence[tuple[tuple[int, int, int], tuple[int, int, int], Sequence[Arg]]],
+    ) -> list[LaunchInfo]:
+        """One wave batch (``Machine.launch_many``): each launch may touch only the data of
+        its own buffer arguments (between their canaries), so a stray access into a
+        sibling launch's buffer faults as an access outside every allocation does."""
+        batch = []
+        for grid, block, args in launches:
+            raw = [int(a.handle) if isinstance(a, Buffer) else 0 if a is None
+                   else f32_bits(a) if isinstance(a, float) else int(a) for a in args]
+            spans = [(int(a.handle), a.nbytes) for a in args if isinstance(a, Buffer)]
+            batch.append((grid, block, raw, spans))
+        stats = self.machine.launch_many(program.handle, program.symbol, batch)
+        return [LaunchInfo(counts={str(k): int(v) for k, v in dict(s.counts).items()})
+                for s in stats]
+
     def copy_device(self, dst: Buffer, src: Buffer, nbytes: int) -> None:
         self.machine.write(int(dst.handle), self.machine.read(int(src.handle), nbytes))

@@ -17,7 +17,7 @@ from hqval import fixtures
 from hqval.checks import inputs
 from hqval.checks.cell import CheckContext
 from hqval.checks.dispatch import NoRoute, prefill_route, wmma_prefill_allowed
-from hqval.checks.launch import decode
+from hqval.checks.launch import decode_many
 from hqval.formats import by_qt
 from hqval.result import Row, Status
 
@@ -71,8 +71,8 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
         return ctx.row(NAME, spec, Status.ERROR, str(exc), tolerance=TOLERANCE,
                        derivation=DERIVATION, details={"misread_misses": misses})
     program = ctx.program(route.kernel)
-    Y = np.stack([decode(ctx.backend, program, route.kernel, blob, X[n], None).values
-                  for n in range(TOKENS)])
+    Y = np.stack([o.values for o in decode_many(ctx.backend, program, route.kernel, blob,
+                                                 [X[n] for n in range(TOKENS)])])
     err = inputs.worst_rel(Y, ref)
     status = Status.PASS if err <= TOLERANCE else Status.FAIL
     return ctx.row(NAME, spec, status,

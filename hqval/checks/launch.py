@@ -173,23 +173,25 @@ def _locate(guarded: Sequence[_Guarded], address: object) -> str:
     return f"at 0x{address:x}, {best[1]}" if best else ""
 
 
-def launch_guarded(
-    backend: Backend,
-    program: Program,
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
-    args: Sequence[npt.NDArray[np.generic] | int | float | Output | Table | None],
-    names: Sequence[str] | None = None,
-) -> Outcome:
-    """Copy inputs in, launch, copy every buffer back and apply the guards to each.
+@dataclass(frozen=True)
+class Plan:
+    """One guarded launch, not yet run: what ``launch_guarded`` takes."""
 
-    ``names`` are the ABI's argument names (``W``, ``x``, ``y``, ...) used in messages.
-    Raises ``GuardViolation`` for a canary write, a changed input or a NaN/Inf output.
-    """
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: Sequence[npt.NDArray[np.generic] | int | float | Output | Table | None]
+    names: Sequence[str] | None = None
+
+
+def _set_up(backend: Backend,
+            args: Sequence[npt.NDArray[np.generic] | int | float | Output | Table | None],
+            names: Sequence[str] | None, guarded: list[_Guarded]) -> list[Arg]:
+    """Allocate [canary | data | canary] for every buffer argument (appended to
+    ``guarded`` as it goes, so the caller frees them whatever happens) and copy in; the
+    kernel's arguments."""
     if not any(isinstance(a, Output) for a in args):
         raise ValueError("launch_guarded needs at least one Output argument")
     names = list(names) if names is not None else [f"argument {i}" for i in range(len(args))]
-    guarded: list[_Guarded] = []
     kernel_args: list[Arg] = []
 
     def place(name: str, host: npt.NDArray[np.generic], output: Output | None) -> Buffer:
@@ -205,17 +207,55 @@ def launch_guarded(
             backend.copy_in(whole, CANARY[:nbytes - data.size], GUARD_BYTES + data.size)
         return backend.view(whole, GUARD_BYTES, nbytes)
 
+    for i, a in enumerate(args):
+        if isinstance(a, Table):
+            ptrs = [int(place(f"{names[i]}[{j}]", e, None).handle)
+                    for j, e in enumerate(a.entries)]
+            kernel_args.append(place(names[i], np.array(ptrs, dtype=np.uint64), None))
+        elif isinstance(a, (Output, np.ndarray)):
+            host = a.init if isinstance(a, Output) else a
+            kernel_args.append(place(names[i], host, a if isinstance(a, Output) else None))
+        else:
+            kernel_args.append(a)  # an i32, an f32 or a null pointer
+    return kernel_args
+
+
+def _judge(guarded: Sequence[_Guarded], after: Sequence[npt.NDArray[np.uint8]],
+           counts: Mapping[str, int]) -> Outcome:
+    """The guards on what a launch left in its buffers: GuardViolation, or its outputs."""
+    problems = [p for g, data in zip(guarded, after, strict=True) for p in _damage(g, data)]
+    if problems:
+        raise GuardViolation("; ".join(problems))
+    outputs: list[F32] = []
+    for g, data in zip(guarded, after, strict=True):
+        if g.output is None:
+            continue
+        values = data[GUARD_BYTES:GUARD_BYTES + g.nbytes].copy().view(np.float32)
+        outputs.append(values.reshape(g.output.init.shape))
+    out_names = [g.name for g in guarded if g.output is not None]
+    for g, values in zip([g for g in guarded if g.output is not None], outputs, strict=True):
+        problem = non_finite(values, g.name)
+        if problem:
+            raise GuardViolation(problem)
+    return Outcome(outputs=outputs, counts=dict(counts), names=out_names)
+
+
+def launch_guarded(
+    backend: Backend,
+    program: Program,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    args: Sequence[npt.NDArray[np.generic] | int | float | Output | Table | None],
+    names: Sequence[str] | None = None,
+) -> Outcome:
+    """Copy inputs in, launch, copy every buffer back and apply the guards to each.
+
+    ``names`` are the ABI's argument names (``W``, ``x``, ``y``, ...) used in messages.
+    Raises ``GuardViolation`` for a canary write, a changed input or a NaN/Inf output.
+    """
+    guarded: list[_Guarded] = []
     try:
-        for i, a in enumerate(args):
-            if isinstance(a, Table):
-                ptrs = [int(place(f"{names[i]}[{j}]", e, None).handle)
-                        for j, e in enumerate(a.entries)]
-                kernel_args.append(place(names[i], np.array(ptrs, dtype=np.uint64), None))
-            elif isinstance(a, (Output, np.ndarray)):
-                host = a.init if isinstance(a, Output) else a
-                kernel_args.append(place(names[i], host, a if isinstance(a, Output) else None))
-            else:
-                kernel_args.append(a)  # an i32, an f32 or a null pointer
+        kernel_args = _set_up(backend, args, names, guarded)
         try:
             info = backend.launch(program, grid, block, kernel_args)
             backend.synchronize()
@@ -233,21 +273,45 @@ def launch_guarded(
     finally:
         for g in guarded:
             backend.free(g.whole)
-    problems = [p for g, data in zip(guarded, after, strict=True) for p in _damage(g, data)]
-    if problems:
-        raise GuardViolation("; ".join(problems))
-    outputs: list[F32] = []
-    for g, data in zip(guarded, after, strict=True):
-        if g.output is None:
-            continue
-        values = data[GUARD_BYTES:GUARD_BYTES + g.nbytes].copy().view(np.float32)
-        outputs.append(values.reshape(g.output.init.shape))
-    out_names = [g.name for g in guarded if g.output is not None]
-    for g, values in zip([g for g in guarded if g.output is not None], outputs, strict=True):
-        problem = non_finite(values, g.name)
-        if problem:
-            raise GuardViolation(problem)
-    return Outcome(outputs=outputs, counts=dict(info.counts), names=out_names)
+    return _judge(guarded, after, info.counts)
+
+
+def launch_guarded_many(backend: Backend, program: Program, plans: Sequence[Plan]
+                        ) -> list[Outcome]:
+    """``launch_guarded`` for each plan, as if one after another: the outcomes, or the
+    first plan's exception.  Independent launches of one kernel (distinct buffers, one
+    block shape) go to ``backend.launch_many`` as one batch (the emulator runs them as one
+    wave batch, each launch kept to its own buffers); if any of them faults or breaks a
+    guard, the batch's results are dropped and the plans run one at a time, so every
+    message (addresses included) is exactly a sequential run's."""
+    if len(plans) < 2 or len({p.block for p in plans}) != 1:
+        return [launch_guarded(backend, program, p.grid, p.block, p.args, p.names)
+                for p in plans]
+    per_plan: list[list[_Guarded]] = [[] for _ in plans]
+    outcomes: list[Outcome] | None = None
+    try:
+        batch = [(p.grid, p.block, _set_up(backend, p.args, p.names, per_plan[k]))
+                 for k, p in enumerate(plans)]
+        try:
+            infos = backend.launch_many(program, batch)
+            backend.synchronize()
+        except Exception:  # rerun one at a time below: the sequential message
+            infos = None
+        if infos is not None:
+            afters = [[backend.copy_out(g.whole) for g in gs] for gs in per_plan]
+            try:
+                outcomes = [_judge(gs, after, info.counts)
+                            for gs, after, info in zip(per_plan, afters, infos, strict=True)]
+            except GuardViolation:
+                outcomes = None
+    finally:
+        for gs in per_plan:
+            for g in gs:
+                backend.free(g.whole)
+    if outcomes is not None:
+        return outcomes
+    return [launch_guarded(backend, program, p.grid, p.block, p.args, p.names)
+            for p in plans]
 
 
 LaunchValue = npt.NDArray[np.generic] | Output | Table
@@ -267,6 +331,13 @@ def launch_signature(
     """One guarded launch of ``spec`` through its signature: its arguments in ABI order
     (buffers from ``values`` by name, scalars evaluated from ``dims``), then the manifest's
     ``extra_args``; grid and block from the signature's expressions."""
+    p = signature_plan(spec, dims, values)
+    return launch_guarded(backend, program, p.grid, p.block, p.args, p.names)
+
+
+def signature_plan(spec: KernelSpec, dims: Mapping[str, int],
+                   values: Mapping[str, LaunchValue]) -> Plan:
+    """The launch of ``launch_signature``, not yet run."""
     sig = spec.signature
     env = launch_env(spec, dims)
     grid, block = sig.launch(env)
@@ -292,13 +363,21 @@ def launch_signature(
             v = np.ascontiguousarray(v)
         args.append(v)
     args.extend(spec.extra_args)
-    return launch_guarded(backend, program, grid, block, args,
-                          [*sig.arg_names(), *_extra(spec)])
+    return Plan(grid, block, args, [*sig.arg_names(), *_extra(spec)])
 
 
 def _extra(spec: KernelSpec) -> list[str]:
     """Names of the manifest's ``extra_args`` (after the ABI's), for guard messages."""
     return [f"extra_args[{i}]" for i in range(len(spec.extra_args))]
+
+
+def gemv_plan(spec: KernelSpec, blob: npt.NDArray[np.uint8], x: F32,
+              residual: F32 | None) -> Plan:
+    """The launch of ``gemv``, not yet run."""
+    M = blob.shape[0]
+    K = x.shape[0]
+    y0 = Output(residual.astype(np.float32)) if residual is not None else Output.unwritten((M,))
+    return signature_plan(spec, {"M": M, "K": K}, {"W": blob, "x": x, "y": y0})
 
 
 def gemv(
@@ -310,11 +389,18 @@ def gemv(
     residual: F32 | None,
 ) -> Outcome:
     """``y[m] (+)= sum_k deq(W)[m,k] x[k]``; block 32, grid.x = ceil(M / R)."""
+    p = gemv_plan(spec, blob, x, residual)
+    return launch_guarded(backend, program, p.grid, p.block, p.args, p.names)
+
+
+def gemm_plan(spec: KernelSpec, blob: npt.NDArray[np.uint8], X: npt.NDArray[np.float16],
+              residual: F32 | None) -> Plan:
+    """The launch of ``gemm``, not yet run."""
     M = blob.shape[0]
-    K = x.shape[0]
-    y0 = Output(residual.astype(np.float32)) if residual is not None else Output.unwritten((M,))
-    return launch_signature(backend, program, spec, {"M": M, "K": K},
-                            {"W": blob, "x": x, "y": y0})
+    N, K = X.shape
+    shape = (N, M)
+    y0 = Output(residual.astype(np.float32)) if residual is not None else Output.unwritten(shape)
+    return signature_plan(spec, {"M": M, "K": K, "N": N}, {"W": blob, "X": X, "Y": y0})
 
 
 def gemm(
@@ -326,12 +412,27 @@ def gemm(
     residual: F32 | None,
 ) -> Outcome:
     """``Y[n][m] (+)= sum_k deq(W)[m,k] X[n][k]``; block 32, grid (ceil(M/16), ceil(N/(16 BT)))."""
-    M = blob.shape[0]
-    N, K = X.shape
-    shape = (N, M)
-    y0 = Output(residual.astype(np.float32)) if residual is not None else Output.unwritten(shape)
-    return launch_signature(backend, program, spec, {"M": M, "K": K, "N": N},
-                            {"W": blob, "X": X, "Y": y0})
+    p = gemm_plan(spec, blob, X, residual)
+    return launch_guarded(backend, program, p.grid, p.block, p.args, p.names)
+
+
+def gemm_many(backend: Backend, program: Program, spec: KernelSpec,
+              blob: npt.NDArray[np.uint8], Xs: Sequence[npt.NDArray[np.float16]],
+              residuals: Sequence[F32 | None]) -> list[Outcome]:
+    """``gemm`` for each (X, residual), as one batch (``launch_guarded_many``)."""
+    return launch_guarded_many(backend, program, [gemm_plan(spec, blob, X, r) for X, r in
+                                                  zip(Xs, residuals, strict=True)])
+
+
+def gemv_qkv_plan(spec: KernelSpec, blobs: tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8],
+                                                  npt.NDArray[np.uint8]], x: F32) -> Plan:
+    """The launch of ``gemv_qkv``, not yet run."""
+    Ms = [b.shape[0] for b in blobs]
+    K = x.shape[0]
+    return signature_plan(
+        spec, {"Mq": Ms[0], "Mk": Ms[1], "Mv": Ms[2], "K": K},
+        {"Wq": blobs[0], "Wk": blobs[1], "Wv": blobs[2], "x": x,
+         **{n: Output.unwritten((m,)) for n, m in zip(("yq", "yk", "yv"), Ms, strict=True)}})
 
 
 def gemv_qkv(
@@ -343,12 +444,8 @@ def gemv_qkv(
 ) -> Outcome:
     """Fused QKV: ``NAME(Wq, Wk, Wv, x, yq, yk, yv, Mq, Mk, Mv, K)``;
     grid.x = ceil(Mq/R) + ceil(Mk/R) + ceil(Mv/R).  ``values`` is [yq, yk, yv] concatenated."""
-    Ms = [b.shape[0] for b in blobs]
-    K = x.shape[0]
-    return launch_signature(
-        backend, program, spec, {"Mq": Ms[0], "Mk": Ms[1], "Mv": Ms[2], "K": K},
-        {"Wq": blobs[0], "Wk": blobs[1], "Wv": blobs[2], "x": x,
-         **{n: Output.unwritten((m,)) for n, m in zip(("yq", "yk", "yv"), Ms, strict=True)}})
+    p = gemv_qkv_plan(spec, blobs, x)
+    return launch_guarded(backend, program, p.grid, p.block, p.args, p.names)
 
 
 def qkv_split(M: int) -> tuple[int, int, int]:
@@ -357,6 +454,20 @@ def qkv_split(M: int) -> tuple[int, int, int]:
         raise ValueError(f"fused QKV needs at least 3 rows, got {M}")
     k = M // 3
     return M - 2 * k, k, k
+
+
+def decode_plan(spec: KernelSpec, blob: npt.NDArray[np.uint8], x: F32,
+                residual: F32 | None) -> Plan:
+    """The launch of ``decode``, not yet run."""
+    if spec.kind == "gemv":
+        return gemv_plan(spec, blob, x, residual)
+    if spec.kind == "gemv_qkv":
+        if residual is not None:
+            raise ValueError(f"{spec.name}: fused QKV kernels take no residual")
+        mq, mk, _ = qkv_split(blob.shape[0])
+        parts = (blob[:mq], blob[mq:mq + mk], blob[mq + mk:])
+        return gemv_qkv_plan(spec, parts, x)
+    raise ValueError(f"{spec.name}: kind {spec.kind!r} is not a decode (GEMV) kernel")
 
 
 def decode(
@@ -369,12 +480,14 @@ def decode(
 ) -> Outcome:
     """One decode step of a GEMV-family kernel over the stacked weights ``blob``: plain
     GEMV, or fused QKV with the rows split by ``qkv_split``.  ``values`` is always [M]."""
-    if spec.kind == "gemv":
-        return gemv(backend, program, spec, blob, x, residual)
-    if spec.kind == "gemv_qkv":
-        if residual is not None:
-            raise ValueError(f"{spec.name}: fused QKV kernels take no residual")
-        mq, mk, _ = qkv_split(blob.shape[0])
-        parts = (blob[:mq], blob[mq:mq + mk], blob[mq + mk:])
-        return gemv_qkv(backend, program, spec, parts, x)
-    raise ValueError(f"{spec.name}: kind {spec.kind!r} is not a decode (GEMV) kernel")
+    p = decode_plan(spec, blob, x, residual)
+    return launch_guarded(backend, program, p.grid, p.block, p.args, p.names)
+
+
+def decode_many(backend: Backend, program: Program, spec: KernelSpec,
+                blob: npt.NDArray[np.uint8], xs: Sequence[F32],
+                residual: F32 | None = None) -> list[Outcome]:
+    """``decode`` for each token ``xs[n]`` (the per-token references), as one batch
+    (``launch_guarded_many``): the outcomes, or the first token's exception."""
+    return launch_guarded_many(backend, program,
+                               [decode_plan(spec, blob, x, residual) for x in xs])

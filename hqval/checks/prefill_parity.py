@@ -25,7 +25,7 @@ from hqval import fixtures
 from hqval.checks import inputs
 from hqval.checks.cell import CheckContext
 from hqval.checks.dispatch import NoRoute, decode_kernel
-from hqval.checks.launch import decode, gemm
+from hqval.checks.launch import decode_many, gemm_many
 from hqval.formats import by_qt
 from hqval.result import Row, Status
 
@@ -144,18 +144,21 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                        details={"bounds": bounds})
 
     token_program = ctx.program(token_kernel)
+    # the per-token launches are independent: one batch (launch_many on the emulator)
     per_token = np.stack([
-        decode(ctx.backend, token_program, token_kernel, blob, X[n].astype(np.float32), None)
-        .values for n in range(n_max)
+        o.values for o in decode_many(ctx.backend, token_program, token_kernel, blob,
+                                      [X[n].astype(np.float32) for n in range(n_max)])
     ]).astype(np.float64)
     if residual is not None:
         per_token = per_token + residual
     program = ctx.program(spec)
     by_n: dict[str, dict[str, Any]] = {}
     worst = 0.0
-    for N in Ns:
-        res_n = residual[:N] if residual is not None else None
-        Y = gemm(ctx.backend, program, spec, blob, X[:N], res_n).values
+    # the GEMMs of every N are independent launches: one batch
+    outcomes = gemm_many(ctx.backend, program, spec, blob, [X[:N] for N in Ns],
+                         [residual[:N] if residual is not None else None for N in Ns])
+    for N, outcome in zip(Ns, outcomes, strict=True):
+        Y = outcome.values
         e_oracle = inputs.worst_rel(Y, full_ref[:N])
         e_tokens = inputs.worst_rel(Y, per_token[:N])
         by_n[str(N)] = {"oracle": e_oracle, "per_token": e_tokens}

@@ -84,6 +84,8 @@ class LaunchStats:
     wave_instructions: int
     seconds: float
     per_wave_counts: dict[str, list[int]] = field(default_factory=dict)
+    # launch_many's remembered batch: each launch's stats
+    batch: list[LaunchStats] = field(default_factory=list)
 
     @property
     def per_wave(self) -> dict[str, float]:
@@ -322,28 +324,94 @@ class Machine:
         h = hashlib.sha256(module.digest)
         h.update(repr((symbol, tuple(int(g) for g in grid), tuple(int(b) for b in block),
                        tuple(int(a) for a in args), int(dynamic_lds), int(max_steps),
-                       self.mem.starts, self.mem.ends, sorted(self.mem._windows.items()))
-                      ).encode())
+                       self.mem.starts, self.mem.ends, sorted(self.mem._windows.items()),
+                       sorted(self.mem._owners.items()))).encode())
         for start, end in zip(self.mem.starts, self.mem.ends, strict=True):
             h.update(self.mem.data[start:end].tobytes())
         return h.digest()
+
+    def launch_many(self, module: Module, symbol: str,
+                    launches: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int],
+                                             Sequence[tuple[int, int]]]],
+                    max_steps: int = 10_000_000) -> list[LaunchStats]:
+        """Independent launches of one kernel run as one wave batch: ``launches`` are
+        ``(grid, block, args, spans)``, every one with the same block; ``spans`` are the
+        ``(addr, nbytes)`` ranges of that launch's buffers.  Each allocation holding a span
+        is that launch's alone while the batch runs (its window is the span, as
+        ``Memory.windows``), so an access into a sibling's buffer is an ``OutOfBounds``, as
+        it would be with the sibling absent.  The result equals launching them one after
+        another when no launch reads what another writes (the caller's promise: distinct
+        buffers).  The batch is remembered and replayed like a single launch.  An error
+        names the instruction as a single launch's does; callers that must report
+        errors exactly as sequential launches do rerun them one at a time."""
+        import time
+
+        if not launches:
+            return []
+        blocks = {tuple(int(b) for b in [*list(blk), 1, 1][:3]) for _, blk, _, _ in launches}
+        if len(blocks) != 1:
+            raise EmuError(f"launch_many needs one block shape, got {sorted(blocks)}")
+        flat_spans = [(int(a), int(n)) for _, _, _, sp in launches for a, n in sp]
+        owners = [k for k, (_, _, _, sp) in enumerate(launches) for _ in sp]
+        with self.mem.windows(flat_spans, owners):
+            key = self._launch_key(module, symbol, (len(launches), 0, 0), (0, 0, 0),
+                                   [v for g, b, a, _ in launches
+                                    for v in (*g, -1, *b, -1, *a, -2)], 0, max_steps)
+            hit = self._replay.get(key)
+            if hit is not None:
+                after, stats = hit
+                for (start, end), data in zip(zip(self.mem.starts, self.mem.ends,
+                                                  strict=True), after, strict=True):
+                    self.mem.data[start:end] = data
+                self.replayed += 1
+                return [dataclasses.replace(x, counts=dict(x.counts), per_wave_counts={
+                    k: list(v) for k, v in x.per_wave_counts.items()})
+                        for x in stats.batch]
+            parts = [(g, b, a) for g, b, a, _ in launches]
+            with relaxed_gc():
+                out = self._launch_parts(module, symbol, parts, 0, None, max_steps,
+                                         time.perf_counter, batch=True)
+            total = LaunchStats(counts={}, waves=0, wave_instructions=0, seconds=0.0,
+                                batch=out)
+            if len(self._replay) >= REPLAY_LIMIT:
+                self._replay.pop(next(iter(self._replay)))
+            self._replay[key] = ([self.mem.data[s:e].copy() for s, e in
+                                  zip(self.mem.starts, self.mem.ends, strict=True)], total)
+        return out
 
     def _launch(self, module: Module, symbol: str, grid: Sequence[int], block: Sequence[int],
                 args: Sequence[int], dynamic_lds: int,
                 trace: Callable[[int, str, int], None] | None, max_steps: int,
                 clock: Callable[[], float]) -> LaunchStats:
+        return self._launch_parts(module, symbol, [(grid, block, args)], dynamic_lds, trace,
+                                  max_steps, clock, batch=False)[0]
+
+    def _launch_parts(self, module: Module, symbol: str,
+                      parts: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]],
+                      dynamic_lds: int, trace: Callable[[int, str, int], None] | None,
+                      max_steps: int, clock: Callable[[], float], batch: bool
+                      ) -> list[LaunchStats]:
+        """Run ``parts`` (grid, block, args) of one kernel as one wave batch: their waves
+        and workgroups numbered one after another, each wave with its own launch's
+        kernarg segment and workgroup ids.  ``batch``: mark each wave's launch, so memory
+        checks keep it to its own allocations (``Memory.windows`` owners)."""
         prog = module.program(symbol)
         info = prog.info
-        gx, gy, gz = [*list(grid), 1, 1][:3]
-        bx, by, bz = [*list(block), 1, 1][:3]
-        if min(gx, gy, gz, bx, by, bz) < 1:
-            raise EmuError(f"grid {tuple(grid)} and block {tuple(block)} must be positive")
+        geoms = []
+        for grid, block, _ in parts:
+            gx, gy, gz = [*list(grid), 1, 1][:3]
+            bx, by, bz = [*list(block), 1, 1][:3]
+            if min(gx, gy, gz, bx, by, bz) < 1:
+                raise EmuError(f"grid {tuple(grid)} and block {tuple(block)} must be positive")
+            geoms.append(((gx, gy, gz), (bx, by, bz)))
+        bx, by, bz = geoms[0][1]
         threads = bx * by * bz
         if threads > 1024:
             raise EmuError(f"block of {threads} threads exceeds 1024")
         nl = info.wavefront_size
         waves_per_wg = -(-threads // nl)
-        nwg = gx * gy * gz
+        nwgs = [g[0] * g[1] * g[2] for g, _ in geoms]
+        nwg = sum(nwgs)
         nw = nwg * waves_per_wg
         kd = info.descriptor
         nvgpr = int(info.metadata.get(".vgpr_count", 256))
@@ -362,31 +430,51 @@ class Machine:
         wg = wave // waves_per_wg
         wave_in_wg = wave % waves_per_wg
         st.lds_base = (wg * lds_size).astype(np.int64)
-        wgx, wgy, wgz = wg % gx, (wg // gx) % gy, wg // (gx * gy)
+        # each part's workgroups, numbered from 0 within it
+        first_wg = np.cumsum([0, *nwgs])
+        part_of_wg = np.repeat(np.arange(len(parts)), nwgs)
+        part = part_of_wg[wg]
+        local = wg - first_wg[part]
+        gxs = np.array([g[0] for g, _ in geoms], np.int64)[part]
+        gys = np.array([g[1] for g, _ in geoms], np.int64)[part]
+        wgx, wgy, wgz = local % gxs, (local // gxs) % gys, local // (gxs * gys)
+        if batch:
+            st.launch = part.astype(np.int64)
 
-        kernarg = self._kernargs(info, args, (gx, gy, gz), (bx, by, bz), dynamic_lds)
-        self._init_sgprs(st, info, kernarg, (gx, gy, gz), (bx, by, bz), (wgx, wgy, wgz))
-
-        # workitem ids: flat id within the workgroup -> x, y, z
-        tid = wave_in_wg[:, None] * nl + np.arange(nl)[None, :]
-        live = tid < threads
-        tx, ty, tz = tid % bx, (tid // bx) % by, tid // (bx * by)
-        if self.gen >= 11:
-            st.V[0] = (tx | (ty << 10) | (tz << 20)).astype(np.uint32)
-        else:
-            st.V[0] = tx.astype(np.uint32)
-            if st.V.shape[0] > 2:
-                st.V[1] = ty.astype(np.uint32)
-                st.V[2] = tz.astype(np.uint32)
-        words = st.pack(live)
-        st.S[EXEC] = words[:, 0]
-        if nl == 64:
-            st.S[EXEC + 1] = words[:, 1]
-        st.set_exec(slice(None))
-
-        t0 = clock()
-        counts = np.zeros((len(CLASSES), nw), np.int64)
         try:
+            kernargs = []
+            for k, ((grid3, block3), (_, _, args)) in enumerate(zip(geoms, parts, strict=True)):
+                ka = self._kernargs(info, args, grid3, block3, dynamic_lds)
+                if batch:
+                    self.mem.set_owner(ka, k)
+                kernargs.append(ka)
+            if len(parts) == 1:
+                self._init_sgprs(st, info, kernargs[0], geoms[0][0], geoms[0][1],
+                                 (wgx, wgy, wgz))
+            else:
+                self._init_sgprs(st, info, np.array(kernargs, np.int64)[part],
+                                 [g for g, _ in geoms], geoms[0][1], (wgx, wgy, wgz),
+                                 part=part, owned=batch)
+
+            # workitem ids: flat id within the workgroup -> x, y, z
+            tid = wave_in_wg[:, None] * nl + np.arange(nl)[None, :]
+            live = tid < threads
+            tx, ty, tz = tid % bx, (tid // bx) % by, tid // (bx * by)
+            if self.gen >= 11:
+                st.V[0] = (tx | (ty << 10) | (tz << 20)).astype(np.uint32)
+            else:
+                st.V[0] = tx.astype(np.uint32)
+                if st.V.shape[0] > 2:
+                    st.V[1] = ty.astype(np.uint32)
+                    st.V[2] = tz.astype(np.uint32)
+            words = st.pack(live)
+            st.S[EXEC] = words[:, 0]
+            if nl == 64:
+                st.S[EXEC + 1] = words[:, 1]
+            st.set_exec(slice(None))
+
+            t0 = clock()
+            counts = np.zeros((len(CLASSES), nw), np.int64)
             with launch_fp():
                 self._run(prog, st, counts, wg, waves_per_wg, trace, max_steps)
         finally:
@@ -394,10 +482,17 @@ class Machine:
                 self.mem.free(addr)
             self._launch_allocs.clear()
         secs = clock() - t0
-        totals = {c: int(counts[k].sum()) for k, c in enumerate(CLASSES)}
-        return LaunchStats(counts=totals, waves=nw, wave_instructions=int(counts.sum()),
-                           seconds=secs,
-                           per_wave_counts={c: counts[k].tolist() for k, c in enumerate(CLASSES)})
+        out = []
+        first_wave = first_wg * waves_per_wg
+        for k in range(len(parts)):
+            c = counts[:, first_wave[k]:first_wave[k + 1]]
+            totals = {cl: int(c[i].sum()) for i, cl in enumerate(CLASSES)}
+            out.append(LaunchStats(counts=totals, waves=int(c.shape[1]),
+                                   wave_instructions=int(c.sum()),
+                                   seconds=secs * c.shape[1] / max(nw, 1),
+                                   per_wave_counts={cl: c[i].tolist()
+                                                    for i, cl in enumerate(CLASSES)}))
+        return out
 
     def _kernargs(self, info: KernelInfo, args: Sequence[int], grid: tuple[int, int, int],
                   block: tuple[int, int, int], dynamic_lds: int) -> int:
@@ -419,9 +514,12 @@ class Machine:
         self.mem.data[self.mem.region(addr, 64)] = np.frombuffer(bytes(pkt), np.uint8)
         return addr
 
-    def _init_sgprs(self, st: WaveState, info: KernelInfo, kernarg: int,
-                    grid: tuple[int, int, int], block: tuple[int, int, int],
-                    wgid: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    def _init_sgprs(self, st: WaveState, info: KernelInfo, kernarg: Any,
+                    grid: Any, block: tuple[int, int, int],
+                    wgid: tuple[np.ndarray, np.ndarray, np.ndarray],
+                    part: np.ndarray | None = None, owned: bool = False) -> None:
+        """``kernarg`` and ``grid``: one launch's (an int, a 3-tuple), or for a batch the
+        kernarg address of each wave and the grid of each part (``part``: each wave's)."""
         kd = info.descriptor
         r = 0
         for name, count in kd.user_sgprs:
@@ -429,7 +527,16 @@ class Machine:
                 st.S[r] = kernarg & 0xFFFFFFFF
                 st.S[r + 1] = kernarg >> 32
             elif name == "dispatch_ptr":
-                pkt = self._dispatch_packet(grid, block, kernarg)
+                if part is None:
+                    pkt: Any = self._dispatch_packet(grid, block, kernarg)
+                else:
+                    first = np.unique(part, return_index=True)[1]
+                    pkts = []
+                    for k, g in enumerate(grid):
+                        pkts.append(self._dispatch_packet(g, block, int(kernarg[first[k]])))
+                        if owned:
+                            self.mem.set_owner(pkts[-1], k)
+                    pkt = np.array(pkts, np.int64)[part]
                 st.S[r] = pkt & 0xFFFFFFFF
                 st.S[r + 1] = pkt >> 32
             elif name == "private_segment_buffer":

@@ -50,6 +50,12 @@ class Memory:
         self._hi = self._ends
         self._lo_list: list[int] = []
         self._hi_list: list[int] = []
+        # start offset -> launch number: while a batch of launches runs (launch_many), an
+        # allocation given to one launch may be touched only by that launch's waves, so a
+        # stray access into a sibling's buffer faults as it would with the sibling absent
+        self._owners: dict[int, int] = {}
+        self._own = np.zeros(0, np.int64)
+        self._own_list: list[int] = []
 
     def _index(self) -> None:
         self._starts = np.array(self.starts, np.int64)
@@ -60,28 +66,54 @@ class Memory:
         self._hi = np.array([b for _, b in spans], np.int64)
         self._lo_list = [a for a, _ in spans]
         self._hi_list = [b for _, b in spans]
+        self._own_list = [self._owners.get(s, -1) for s in self.starts]
+        self._own = np.array(self._own_list, np.int64)
 
     @contextlib.contextmanager
-    def windows(self, ranges: Iterable[tuple[int, int]]) -> Iterator[None]:
+    def windows(self, ranges: Iterable[tuple[int, int]],
+                owners: Iterable[int] | None = None) -> Iterator[None]:
         """Within the block, the allocation holding each ``(addr, nbytes)`` range may be
         accessed by kernels only inside that range (host copies are not limited): a
         guarded launch passes the data between two canaries, and an access to a canary is
-        then an ``OutOfBounds`` naming the instruction, like one outside every allocation."""
+        then an ``OutOfBounds`` naming the instruction, like one outside every allocation.
+        ``owners`` (one launch number per range, for ``Machine.launch_many``): the
+        allocation is also reachable only by that launch's waves; one given to two
+        launches is left to both."""
         added = []
-        for addr, nbytes in ranges:
+        owned = []
+        own = list(owners) if owners is not None else None
+        ranges = list(ranges)
+        claims: dict[int, set[int]] = {}
+        for i, (addr, nbytes) in enumerate(ranges):
             off = addr - BASE
             k = int(np.searchsorted(self._starts, off, "right")) - 1
-            if k < 0 or off + nbytes > self.ends[k] or self.starts[k] in self._windows:
-                continue  # not inside one allocation, or two ranges in one: leave it whole
+            if k < 0 or off + nbytes > self.ends[k]:
+                continue
+            if own is not None:
+                claims.setdefault(self.starts[k], set()).add(own[i])
+            if self.starts[k] in self._windows:
+                continue  # two ranges in one allocation: leave it whole
             self._windows[self.starts[k]] = (off, off + nbytes)
             added.append(self.starts[k])
+        for start, who in claims.items():
+            if len(who) == 1 and start not in self._owners:
+                self._owners[start] = next(iter(who))
+                owned.append(start)
         self._index()
         try:
             yield
         finally:
             for s in added:
                 self._windows.pop(s, None)
+            for s in owned:
+                self._owners.pop(s, None)
             self._index()
+
+    def set_owner(self, addr: int, launch: int) -> None:
+        """Allocation ``addr`` (a launch's kernarg segment) belongs to one launch of a
+        batch (freeing it ends that)."""
+        self._owners[addr - BASE] = launch
+        self._index()
 
     def alloc(self, nbytes: int, align: int = 256) -> int:
         if nbytes < 0:
@@ -109,6 +141,7 @@ class Memory:
         del self.starts[k]
         del self.ends[k]
         self._windows.pop(off, None)
+        self._owners.pop(off, None)
         if k == len(self.starts):  # the most recent allocation: its space is reused
             self.top = self.ends[-1] if self.ends else 0
         self._index()
@@ -121,17 +154,24 @@ class Memory:
                            f"(allocate it with Machine.alloc first)")
         return slice(off, off + nbytes)
 
-    def check(self, off: np.ndarray, nbytes: int, what: Callable[[], tuple[str, str, str]]) -> None:
-        """``off``: int64 heap offsets (addr - BASE) of the active lanes."""
+    def check(self, off: np.ndarray, nbytes: int, what: Callable[[], tuple[str, str, str]],
+              launch: np.ndarray | None = None) -> None:
+        """``off``: int64 heap offsets (addr - BASE) of the active lanes; ``launch``: the
+        launch number of each (a batch of launches), or None (one launch)."""
         if off.size == 0:
             return
         lo, hi = int(off.min()), int(off.max()) + nbytes
         k = bisect.bisect_right(self.starts, lo) - 1
-        if k >= 0 and self._lo_list[k] <= lo and hi <= self._hi_list[k]:
+        if k >= 0 and self._lo_list[k] <= lo and hi <= self._hi_list[k] and (
+                launch is None or not self._owners or self._own_list[k] < 0
+                or bool((launch == self._own_list[k]).all())):
             return
         ks = np.searchsorted(self._starts, off, "right") - 1
         kk = np.maximum(ks, 0)
         bad = (ks < 0) | (off < self._lo[kk]) | (off + nbytes > self._hi[kk])
+        if launch is not None and self._owners:
+            own = self._own[kk]
+            bad |= (own >= 0) & (own != launch)
         if bad.any():
             first = int(off[np.argmax(bad)])
             ins, kern, arch = what()
@@ -211,6 +251,14 @@ def _write_loaded(st: WaveState, w: Sel, mask: np.ndarray, dst_reg: int, kind: s
         vwrite(st, w, dst_reg, new)
         return
     vwrite_regs(st, w, dst_reg, full)
+
+
+def _launch_of(st: WaveState, w: Sel, mask: np.ndarray) -> np.ndarray | None:
+    """The launch number of each lane in ``mask`` (in ``addr[mask]``'s order) while a
+    batch of launches runs (``Machine.launch_many``); None for one launch."""
+    if st.launch is None:
+        return None
+    return np.asarray(np.broadcast_to(st.launch[w][:, None], mask.shape)[mask])
 
 
 def _n(st: WaveState, w: Sel) -> int:
@@ -315,7 +363,7 @@ def _buffer(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
                 words = _private_load(st, _private_flat(st, w, addr, nbytes, what), nbytes)
             else:
                 off = addr[ok] - BASE
-                st.mem.check(off, nbytes, what)
+                st.mem.check(off, nbytes, what, _launch_of(st, w, ok))
                 words = st.mem.gather(off, nbytes)
             if signed:
                 words = _sext(words, nbytes)
@@ -332,7 +380,7 @@ def _buffer(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
             _private_store(st, _private_flat(st, w, addr, nbytes, what), nbytes, words)
             return
         off = addr[ok] - BASE
-        st.mem.check(off, nbytes, what)
+        st.mem.check(off, nbytes, what, _launch_of(st, w, ok))
         st.mem.scatter(off, nbytes, words)
     return bstore
 
@@ -440,7 +488,7 @@ def _smem(name: str, ins: Instruction, what: Any) -> Fn:
         if soff is not None:
             addr = addr + st.S[soff][w].astype(np.int64)
         off = addr - BASE
-        st.mem.check(off, nbytes, what)
+        st.mem.check(off, nbytes, what, None if st.launch is None else st.launch[w])
         words = st.mem.gather(off, nbytes)
         if signed:
             words = _sext(words, nbytes)
@@ -482,7 +530,7 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
             em = st.em[w]
             # every lane active: the masked selection is all of them, in order
             off = (addr.reshape(-1) if st.full and isinstance(w, slice) else addr[em]) - BASE
-            st.mem.check(off, nbytes, what)
+            st.mem.check(off, nbytes, what, _launch_of(st, w, em))
             _write_loaded(st, w, em, dst.reg, kind, st.mem.gather(off, nbytes), nbytes)
         return gload
     if op.startswith("store_"):
@@ -500,7 +548,7 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
             addr = _lane_addresses(st, w, vaddr, saddr, imm)
             em = st.em[w]
             off = addr[em] - BASE
-            st.mem.check(off, nbytes, what)
+            st.mem.check(off, nbytes, what, _launch_of(st, w, em))
             words = np.stack([st.V[data.reg + k][w][em] for k in range(nwords)], axis=1)
             if hi:
                 words = words >> np.uint32(16)
@@ -549,7 +597,7 @@ def _global_atomic(kind: str, ops: list[Operand], ins: Instruction, imm: int, is
         addr = _lane_addresses(st, w, vaddr, saddr, imm)
         em = st.em[w]
         off = addr[em] - BASE
-        st.mem.check(off, 4, what)
+        st.mem.check(off, 4, what, _launch_of(st, w, em))
         d = st.V[data.reg][w][em]
         c = st.V[data.reg + 1][w][em] if cmpswap else None
         words = st.mem.data.view(np.uint32)

@@ -124,6 +124,9 @@ class WaveState:
         self.denorm16_64 = True  # f16/f64 denormals kept (FLOAT_DENORM_MODE_16_64 != 0)
         self.private = np.zeros(4, np.uint8)  # scratch: every lane's private segment
         self.private_size = 0  # bytes per lane
+        # launch number of each wave in a batch of launches (Machine.launch_many): memory
+        # checks keep each launch to its own allocations; None for a single launch
+        self.launch: np.ndarray | None = None
 
     def set_exec(self, w: Sel) -> None:
         self.em[w] = self.read_mask(w, EXEC)

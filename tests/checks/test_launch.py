@@ -152,3 +152,96 @@ def test_canaries_and_input_checksums_after_the_launch() -> None:
         "1 byte(s) changed"]
     assert _damage(y, wrote_x) == []  # an output may change
 
+
+
+# ---- several independent launches as one batch (launch_guarded_many) ---------------------
+
+def _tokens(n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [rng.standard_normal(K).astype(np.float32) for _ in range(n)]
+
+
+def test_decode_many_is_one_batch_equal_to_one_launch_per_token(
+        backend: EmuBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hqval.checks.launch import decode_many
+
+    xs = _tokens(5)
+    single: list[object] = []
+    for name in ("gemv_hfq4g256_r1", "gemv_mq4g256v2_qkv_r1"):
+        spec = MANIFEST.by_name(name)
+        program = backend.load(spec)
+        blob_s = by_qt(spec.qt).encode(np.random.default_rng(2).standard_normal(
+            (M if spec.kind == "gemv" else 9, K)).astype(np.float32))
+        seq = [decode(backend, program, spec, blob_s, x, None) for x in xs]
+        monkeypatch.setattr(backend, "launch", lambda *a: single.append(a))  # not called
+        batch = decode_many(backend, program, spec, blob_s, xs)
+        monkeypatch.undo()
+        assert not single  # the batch ran as one launch_many
+        assert [o.raw.tobytes() for o in batch] == [o.raw.tobytes() for o in seq]
+        assert [o.counts for o in batch] == [o.counts for o in seq]
+
+
+@pytest.mark.parametrize("kernel", ["gemv_writes_x_r1", "gemv_writes_below_y_r1"])
+def test_a_failing_batch_reports_exactly_what_sequential_launches_do(
+        backend: EmuBackend, kernel: str) -> None:
+    """A guard broken in a batch: the plans rerun one at a time, so the message (addresses
+    included) is the first token's as a sequential run gives it."""
+    from hqval.checks.launch import decode_many
+
+    spec = STRAY.by_name(kernel)
+    program = backend.load(spec)
+    blob, _ = _inputs()
+    xs = _tokens(3)
+    with pytest.raises(GuardViolation) as seq:
+        for x in xs:
+            decode(backend, program, spec, blob, x, None)
+    with pytest.raises(GuardViolation) as many:
+        decode_many(backend, program, spec, blob, xs)
+    assert str(many.value) == str(seq.value)
+
+
+@pytest.mark.parametrize(("check", "kernel", "arch"), [
+    ("prefill_parity", "gemm_mq4g256v2_wmma_gfx11_residual", "gfx1100"),
+    ("fallback", "gemm_mq4g256v2_wmma_gfx11", "gfx1030"),
+    ("reference_parity", "gemv_mq4g256v2_qkv_r1", "gfx1201"),
+])
+def test_check_rows_equal_the_sequential_numpy_path(
+        check: str, kernel: str, arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check cell's row with the fast paths (batched launches, compiled FMA) equals the
+    row of the plain path (one launch at a time, the numpy FMA) in everything: status,
+    measured value, message and details.  Fresh backends, so no launch is replayed from the
+    other path; the fast path is shown to have been taken."""
+    import dataclasses
+
+    from hqval.backends.base import Backend
+    from hqval.checks.cell import CheckContext, run_cell
+    from hqval.emu import fastfma
+    from hqval.matrix import resolve_arch
+
+    def row(fast: bool) -> dict[str, object]:
+        fastfma.reset()
+        monkeypatch.setenv(fastfma.ENV, "auto" if fast else "numpy")
+        be = EmuBackend(arch)
+        batches: list[int] = []
+        if fast:
+            real = be.launch_many
+            monkeypatch.setattr(be, "launch_many",
+                                lambda p, launches: batches.append(len(launches))
+                                or real(p, launches))
+        else:
+            monkeypatch.setattr(be, "launch_many",
+                                lambda p, launches: Backend.launch_many(be, p, launches))
+        ctx = CheckContext(backend=be, arch=resolve_arch(arch), manifest=MANIFEST, seed=0)
+        r = run_cell(ctx, check, MANIFEST.by_name(kernel))
+        assert fastfma.status()[0] == ("compiled" if fast else "numpy")
+        if fast and check != "reference_parity":
+            assert batches and max(batches) > 1  # the cell really batched
+        d = dataclasses.asdict(r)
+        return {k: d[k] for k in ("status", "measured", "tolerance", "message", "details")}
+
+    try:
+        fast, plain = row(True), row(False)
+    finally:
+        fastfma.reset()
+    assert fast["status"].value == "pass"  # type: ignore[attr-defined]
+    assert fast == plain

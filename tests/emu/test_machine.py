@@ -451,3 +451,72 @@ def test_alu_semantics_do_not_depend_on_the_arch_within_a_generation(gen: int) -
         assert all(r == results[0] for r in results), f"{made[0]!r} differs between {arches}"
         ran += isinstance(results[0], tuple) and len(results[0]) == 5
     assert ran > 300  # the ops really ran (not all refused)
+
+
+# ---- launch_many: independent launches as one wave batch ---------------------------------
+
+def _copy_off_setup(m: Machine, n: int) -> list[tuple[int, int]]:
+    """n launches' (a, out) buffers of copy_off, a filled with distinct values."""
+    out = []
+    for k in range(n):
+        a = buf(m, (np.arange(64, dtype=np.float32) + 100 * k))
+        out.append((a, m.alloc(256)))
+    return out
+
+
+def test_launch_many_equals_launching_one_after_another(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    bufs = _copy_off_setup(m, 4)
+    grids = [(1, 1, 1), (2, 1, 1), (1, 1, 1), (2, 1, 1)]
+    offs = [0, 0, 32, 0]
+    seq = [m.launch(mod, "copy_off", g, (32, 1, 1), [a, o, off])
+           for (a, o), g, off in zip(bufs, grids, offs, strict=True)]
+    want = [m.read(o, 256).copy() for _, o in bufs]
+    for _, o in bufs:
+        m.write(o, np.zeros(64, np.float32))
+    batch = m.launch_many(mod, "copy_off", [
+        (g, (32, 1, 1), [a, o, off], [(a, 256), (o, 256)])
+        for (a, o), g, off in zip(bufs, grids, offs, strict=True)])
+    assert [m.read(o, 256).tobytes() for _, o in bufs] == [w.tobytes() for w in want]
+    assert [s.counts for s in batch] == [s.counts for s in seq]
+    assert [s.per_wave_counts for s in batch] == [s.per_wave_counts for s in seq]
+    # an identical batch (same memory before it) is replayed, leaving the same memory
+    for _, o in bufs:
+        m.write(o, np.zeros(64, np.float32))
+    before = m.replayed
+    again = m.launch_many(mod, "copy_off", [
+        (g, (32, 1, 1), [a, o, off], [(a, 256), (o, 256)])
+        for (a, o), g, off in zip(bufs, grids, offs, strict=True)])
+    assert m.replayed == before + 1 and [s.counts for s in again] == [s.counts for s in seq]
+    assert [m.read(o, 256).tobytes() for _, o in bufs] == [w.tobytes() for w in want]
+
+
+def test_a_stray_access_into_a_sibling_launch_faults(ops: Ops) -> None:
+    """Launch 0 reads launch 1's buffer (an allocation that is live, so one launch alone
+    would read it): in the batch that is an OutOfBounds naming the address, as it would be
+    with the sibling absent; launch 1 reading its own buffer is fine."""
+    m, mod = ops("gfx1100")
+    (a0, o0), (a1, o1) = _copy_off_setup(m, 2)
+    into_sibling = (a1 - a0) // 4
+    m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a0, o0, into_sibling])  # alone: reads
+    assert np.array_equal(m.read(o0, 128).view(np.float32), np.arange(32) + 100.0)
+    with pytest.raises(OutOfBounds) as exc:
+        m.launch_many(mod, "copy_off", [
+            ((1, 1, 1), (32, 1, 1), [a0, o0, into_sibling], [(a0, 256), (o0, 256)]),
+            ((1, 1, 1), (32, 1, 1), [a1, o1, 0], [(a1, 256), (o1, 256)])])
+    assert exc.value.address == a1 and "global_load" in str(exc.value)
+    # the sibling's kernarg segment is its own too: nothing leaks after the batch
+    m.launch(mod, "copy_off", (1, 1, 1), (32, 1, 1), [a0, o0, into_sibling])
+    # a buffer given to both launches is shared, not owned
+    m.launch_many(mod, "copy_off", [
+        ((1, 1, 1), (32, 1, 1), [a0, o0, 0], [(a0, 256), (o0, 256)]),
+        ((1, 1, 1), (32, 1, 1), [a0, o1, 1], [(a0, 256), (o1, 256)])])
+    assert np.array_equal(m.read(o1, 128).view(np.float32), np.arange(1, 33, dtype=np.float32))
+
+
+def test_launch_many_needs_one_block_shape(ops: Ops) -> None:
+    m, mod = ops("gfx1100")
+    (a0, o0), (a1, o1) = _copy_off_setup(m, 2)
+    with pytest.raises(EmuError, match="one block shape"):
+        m.launch_many(mod, "copy_off", [((1, 1, 1), (32, 1, 1), [a0, o0, 0], []),
+                                        ((1, 1, 1), (64, 1, 1), [a1, o1, 0], [])])
