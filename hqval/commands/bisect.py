@@ -5,7 +5,8 @@ first where it passes again), found with ``git bisect`` in a worktree of its own
 Each step compiles only what the cell needs and runs only the cell, on the emulator for a
 check cell on ``emu`` or on the GPU for a hardware or timing cell; a commit that cannot be
 judged (the manifest or kernel absent, a build failure, no verdict) is skipped.  Every
-step is a run directory under ``--out`` (``hqval report --out R OUT/*/`` shows them).
+step is a run directory under ``--out`` (``hqval report -o OUT/report OUT/[0-9]*/``
+shows them; ``OUT/bisect.md`` and ``bisect.json`` list the steps).
 Exit 0 when a commit is named; 2 for bad input, a range whose ends do not differ as
 claimed, or when only unjudgeable commits are left (their range is printed).  The user's
 checkout is never touched.  docs/bisect.md has a worked example.
@@ -43,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--paths", action="append", default=[], metavar="PATH",
                         help="check out only this path of the tree at each step (repeatable; "
                              "for trees with large files outside the kernels)")
+    parser.add_argument("--work-dir", default=None, metavar="DIR",
+                        help="where the temporary worktree goes (default: the system's "
+                             "temporary directory); removed at the end")
     options.CACHE_DIR.add_to(parser)
     options.SEED.add_to(parser)
     parser.add_argument("--timing-iterations", type=int, default=100,
@@ -63,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         bad=args.bad, out=out, fixed=args.fixed, cache_dir=args.cache_dir,
         paths=tuple(args.paths), seed=int(args.seed or 0),
         timing=TimingSettings(iterations=args.timing_iterations, runs=args.timing_runs),
-        argv=tuple(sys.argv), log=lambda line: print(line, flush=True))
+        argv=tuple(sys.argv), work_dir=args.work_dir,
+        log=lambda line: print(line, flush=True))
     try:
         result = bisect(request)
     except BisectInputError as exc:

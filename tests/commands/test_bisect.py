@@ -164,7 +164,14 @@ def test_names_the_first_bad_commit_with_both_sides_evidence(
 
 def test_fixed_names_the_first_good_commit(tree: Tree, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    code = _bisect(tree, tmp_path / "f", "c6 unrelated", "c4 unrelated", "--fixed")
+    work = tmp_path / "work"
+    work.mkdir()
+    code = _bisect(tree, tmp_path / "f", "c6 unrelated", "c4 unrelated", "--fixed",
+                   "--work-dir", str(work))
+    assert not any(work.iterdir())  # the worktree is gone ...
+    summary = json.loads((tmp_path / "f" / "bisect.json").read_text())
+    envelope = json.loads((Path(summary["steps"][0]["run_dir"]) / "envelope.json").read_text())
+    assert envelope["kernel_tree"].startswith(str(work))  # ... and it was there
     out = capsys.readouterr().out
     assert code == 0, out
     fix = tree.commits["c5 fix: scale and zero in order"]
