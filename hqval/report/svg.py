@@ -417,18 +417,26 @@ def sweep_plot(cells: Sequence[TimingCell]) -> str:
 # ---------------------------------------------------------------- history across runs
 
 def history_range(history: Mapping[str, Sequence[TimingCell]]) -> tuple[float, float]:
-    """The one ratio scale every history panel shares: every night's ratio, each
-    candidate's gate (and each A/A control's band) and 1.00, padded.  A panel zoomed to
-    its own cell's +-0.5% makes run-to-run noise look like a trend; on one scale a
-    wiggle is as large as it is, next to the gate it would have to cross.  A CI wider than
-    the scale is clipped at its edge."""
+    """The one ratio scale every history panel shares: 1.00, every gate drawn (each
+    candidate's ratio gate, each A/A control's band) and the nights' ratios from the 2nd
+    to the 98th percentile, padded.  A panel zoomed to its own cell's +-0.5% makes
+    run-to-run noise look like a trend; on one scale a wiggle is as large as it is, next
+    to the gate it would have to cross.  The few ratios beyond the percentiles (a cell
+    that broke, or one slowed on purpose) would squash every other panel flat: they are
+    drawn at the scale's edge as an arrow with their value, and so are the ends of CIs
+    wider than the scale."""
     vals = [1.0]
+    ratios: list[float] = []
     for cs in history.values():
         for c in cs:
             if c.ratio is not None:
-                vals.append(c.ratio)
+                ratios.append(c.ratio)
             if c.gate is not None:
                 vals += [1 + c.gate, 1 - c.gate] if c.aa else [c.gate]
+    if ratios:
+        ratios.sort()
+        k = int(0.02 * (len(ratios) - 1))
+        vals += [ratios[k], ratios[len(ratios) - 1 - k]]
     lo, hi = min(vals), max(vals)
     pad = max(0.004, (hi - lo) * 0.08)
     return lo - pad, hi + pad
@@ -491,7 +499,8 @@ def history_plot(history: dict[str, list[TimingCell]],
                            f'y2="{py(g):.1f}" stroke="#c0392b" stroke-dasharray="4 3">'
                            f'<title>gate {g:g}</title></line>')
         pts = [(i, c) for i, c in enumerate(cs) if c.ratio is not None]
-        path = "".join(f"{'M' if j == 0 else 'L'}{px(i):.1f} {py(c.ratio or 1):.1f}"
+        path = "".join(f"{'M' if j == 0 else 'L'}{px(i):.1f} "
+                       f"{py(min(max(c.ratio or 1.0, lo), hi)):.1f}"
                        for j, (i, c) in enumerate(pts))
         out.append(f'<path d="{path}" fill="none" stroke="#555" stroke-width="1.2"/>')
         for i, c in pts:
@@ -504,7 +513,15 @@ def history_plot(history: dict[str, list[TimingCell]],
                 out.append(f'<line x1="{px(i) - 6:.1f}" y1="{py(c.gate):.1f}" '
                            f'x2="{px(i) + 6:.1f}" y2="{py(c.gate):.1f}" stroke="#c0392b" '
                            'stroke-dasharray="2 2"/>')
-            out.append(_dot(px(i), py(c.ratio), c.verdict, _cell_title(c), 3.5))
+            if lo <= c.ratio <= hi:
+                out.append(_dot(px(i), py(c.ratio), c.verdict, _cell_title(c), 3.5))
+            else:  # beyond the shared scale: an arrow at its edge, the value in its title
+                up = c.ratio > hi
+                ey = py(hi if up else lo)
+                out.append(f'<path class="mark clipped {c.verdict}" d="M{px(i):.1f} '
+                           f'{ey + (-2 if up else 2):.1f}l5 {8 if up else -8}h-10z" '
+                           f'fill="{COLOUR.get(c.verdict, "#222")}"><title>'
+                           f'{escape(_cell_title(c))} (beyond the scale)</title></path>')
         fit = fits.get(ident)
         # the fit's nights are the cell's gated, trusted nights, in the same order
         fitted = [i for i, c in enumerate(cs) if isinstance(c.row.details.get("verdict"), dict)

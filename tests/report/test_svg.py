@@ -168,3 +168,19 @@ def test_history_panels_share_one_scale_with_the_gate_drawn() -> None:
     dots = [float(e.get("cy", "0")) for e in marks(svg, "pass")]
     spread_quiet, spread_moved = max(dots[:3]) - min(dots[:3]), max(dots[3:]) - min(dots[3:])
     assert spread_quiet * 5 < spread_moved
+
+
+def test_one_broken_cell_does_not_squash_every_history_panel_flat() -> None:
+    """Fifty quiet cells and one at 1.45: the shared scale is set by the gates and the
+    bulk of the ratios; the outlier is an arrow at the edge with its value in its title."""
+    cells = [_night(cell(f"gemv_mq4c_r1@{m}x5120", r, tolerance=1.05), f"night-{i}")
+             for m in range(1024, 1024 * 51, 1024)
+             for i, r in enumerate((0.999, 1.001))]
+    cells += [_night(cell("gemv_mq4c_r1@9x9", r, tolerance=1.05), f"night-{i}")
+              for i, r in enumerate((1.0, 1.45))]
+    from hqval.report.svg import history_range
+
+    lo, hi = history_range(history(cells))
+    assert 1.05 < hi < 1.1 and lo > 0.95
+    (clipped,) = marks(history_plot(history(cells)), "clipped")
+    assert "1.4500" in (clipped.find(f"{NS}title").text or "")  # type: ignore[union-attr]
