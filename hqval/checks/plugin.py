@@ -2,11 +2,19 @@
 
 Load it explicitly (``-p hqval.checks.plugin``) and pass kernel manifests (a kernels.yaml,
 or a mutants.yaml, whose entries carry ``mutant_of``) as the paths to collect; every
-(check x kernel x arch x backend) cell becomes one item whose name is the
-cell identity, e.g. ``bit_identity[gemv_mq4g256v2_r1|gfx1100|emu]``, so ``-k``, the JUnit
-XML, the failure list and the result rows all use one string.  Works under pytest-xdist:
-each worker rebuilds the same items; the result row travels back to the controller in the
-report's ``user_properties`` and the controller writes every row to ``--hqval-json``.
+(check x kernel x arch x backend) cell becomes one item whose name is the cell identity,
+e.g. ``bit_identity[gemv_mq4g256v2_r1|gfx1100|emu]``, so ``-k``, the JUnit XML, the failure
+list and the result rows all use one string.  Items sit under one collector per check and
+arch (``kernels.yaml::bit_identity.gfx1100::bit_identity[...]``: the JUnit classname
+``kernels.yaml.bit_identity.gfx1100``), and carry the check, the arch and the backend as
+markers, so ``-m "reference_parity and gfx1201"`` selects.
+
+Works under pytest-xdist: each worker rebuilds the same items; a cell's row travels back
+to the controller on its test report (the ``hqval_row`` attribute, carried by pytest's own
+report serialisation: ``pytest_report_to_serializable`` / ``pytest_report_from_serializable``),
+and the controller writes every row to ``--hqval-json``.  JUnit gets the name, the time
+and the failure, nothing of the row (it used to embed every row as a property: 2.2 MB of
+XML for 1,800 cells).  The plugin's state (rows, backends) lives in the config's stash.
 
 Verdicts: pass -> passed; unsupported / skipped -> skipped with the reason; fail / error
 -> failed, with the message (an error is never a pass).
@@ -18,6 +26,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +38,9 @@ if TYPE_CHECKING:
     from hqval.checks.cell import CheckContext
     from hqval.manifest import KernelSpec, Manifest
 
-ROW_PROPERTY = "hqval_row"
-_ROWS_KEY = pytest.StashKey[list[Row]]()
-# Rows reported in this session (controller side), in report order.
-_pending: list[Row] = []
+# the test report's attribute that carries a cell's row (``Row.to_dict()``)
+ROW_ATTR = "hqval_row"
+BACKENDS = ("emu", "hip", "cuda")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,9 +60,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "run already has")
 
 
+@dataclass
+class _State:
+    """This process's part of a session: the rows reported (on the controller, in report
+    order) and one check context per (backend, arch, manifest, cache)."""
+
+    rows: list[Row] = field(default_factory=list)
+    contexts: dict[tuple[str, str, str, str], CheckContext] = field(default_factory=dict)
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def _state(config: pytest.Config) -> _State:
+    if _STATE not in config.stash:  # configured before this plugin was (never, in hqval)
+        config.stash[_STATE] = _State()
+    return config.stash[_STATE]
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_ROWS_KEY] = []
-    _pending.clear()
+    from hqval.checks.cell import CHECKS
+    from hqval.matrix import load_arches
+
+    state = config.stash[_STATE] = _State()
+    config.pluginmanager.register(_Recorder(state), "hqval-checks-rows")
+    # a marker per check, arch and backend (strict markers: each is registered)
+    arches = dict.fromkeys([*load_arches(), *(config.getoption("--hqval-arch") or [])])
+    for name, what in ([(c, "check") for c in CHECKS] + [(a, "arch") for a in arches]
+                       + [(b, "backend") for b in BACKENDS]):
+        config.addinivalue_line("markers", f"{name}: hqval cells of the {name} {what}")
 
 
 _TOP_KEY = re.compile(r"^(kernels|schema)\s*:", re.MULTILINE)
@@ -92,28 +126,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
-class _Contexts:
-    """One backend and check context per (backend, arch) in this process."""
+def _context(config: pytest.Config, backend_name: str, arch_name: str, manifest: Manifest,
+             seed: int, cache_dir: str | None = None) -> CheckContext:
+    """One backend and check context per (backend, arch, manifest, cache) in this
+    process, kept in the config's stash."""
+    contexts = _state(config).contexts
+    key = (backend_name, arch_name, str(manifest.path), str(cache_dir))
+    if key not in contexts:
+        from hqval.backends import get
+        from hqval.checks.cell import CheckContext
+        from hqval.matrix import resolve_arch
 
-    def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str, str, str], CheckContext] = {}
-
-    def get(self, backend_name: str, arch_name: str, manifest: Manifest, seed: int,
-            cache_dir: str | None = None) -> CheckContext:
-        key = (backend_name, arch_name, str(manifest.path), str(cache_dir))
-        if key not in self._by_key:
-            from hqval.backends import get
-            from hqval.checks.cell import CheckContext
-            from hqval.matrix import resolve_arch
-
-            arch = resolve_arch(arch_name)
-            backend = get(backend_name, arch_name, cache_dir)
-            self._by_key[key] = CheckContext(backend=backend, arch=arch, manifest=manifest,
-                                             seed=seed)
-        return self._by_key[key]
-
-
-_CONTEXTS = _Contexts()
+        arch = resolve_arch(arch_name)
+        backend = get(backend_name, arch_name, cache_dir)
+        contexts[key] = CheckContext(backend=backend, arch=arch, manifest=manifest, seed=seed)
+    return contexts[key]
 
 
 def is_mutant_manifest(path: Path) -> bool:
@@ -149,8 +176,8 @@ def backend_label(name: str, arch: str) -> str:
 
 
 class ManifestFile(pytest.File):
-    def collect(self) -> Iterator[pytest.Item]:
-        from hqval.checks.cell import CHECKS, Cell
+    def collect(self) -> Iterator[pytest.Collector]:
+        from hqval.checks.cell import CHECKS
 
         opt = self.config.getoption
         arches: list[str] = opt("--hqval-arch")
@@ -164,13 +191,33 @@ class ManifestFile(pytest.File):
         backend_name: str = opt("--hqval-backend")
         for arch in arches:
             label = backend_label(backend_name, arch)
-            for spec in subject.kernels:
-                for check in checks:
-                    cell = Cell(check, spec.name, arch, label)
-                    yield CellItem.from_parent(
-                        self, name=cell.identity, check=check, spec=spec, arch=arch,
-                        backend_name=backend_name, manifest=context_manifest,
-                    )
+            for check in checks:
+                yield CheckArch.from_parent(self, name=f"{check}.{arch}", check=check,
+                                            arch=arch, label=label, subject=subject,
+                                            backend_name=backend_name,
+                                            manifest=context_manifest)
+
+
+class CheckArch(pytest.Collector):
+    """The cells of one check on one arch (their JUnit classname and marks)."""
+
+    def __init__(self, *, check: str, arch: str, label: str, subject: Manifest,
+                 backend_name: str, manifest: Manifest, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check, self.arch, self.label = check, arch, label
+        self.subject, self.backend_name, self.manifest = subject, backend_name, manifest
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from hqval.checks.cell import Cell
+
+        for spec in self.subject.kernels:
+            cell = Cell(self.check, spec.name, self.arch, self.label)
+            item = CellItem.from_parent(self, name=cell.identity, check=self.check, spec=spec,
+                                        arch=self.arch, backend_name=self.backend_name,
+                                        manifest=self.manifest)
+            for mark in (self.check, self.arch, self.label):
+                item.add_marker(mark)
+            yield item
 
 
 class CellFailed(Exception):
@@ -192,11 +239,10 @@ class CellItem(pytest.Item):
         from hqval.checks.cell import run_cell
 
         seed: int = self.config.getoption("--hqval-seed")
-        ctx = _CONTEXTS.get(self.backend_name, self.arch, self.manifest, seed,
-                            self.config.getoption("--hqval-cache-dir"))
+        ctx = _context(self.config, self.backend_name, self.arch, self.manifest, seed,
+                       self.config.getoption("--hqval-cache-dir"))
         row = run_cell(ctx, self.check, self.spec)
         self.row = row
-        self.user_properties.append((ROW_PROPERTY, json.dumps(row.to_dict())))
         if row.status in (Status.UNSUPPORTED, Status.SKIPPED):
             pytest.skip(f"{row.status}: {row.message}")
         if row.status != Status.PASS:
@@ -223,30 +269,64 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [i for i in items if i.name not in skip]
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # On the controller (and without xdist) collect the row once, from the call phase (or
-    # the setup phase if the call never ran).
-    if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
-        return
-    for key, value in report.user_properties:
-        if key == ROW_PROPERTY:
-            _pending.append(Row.from_dict(json.loads(str(value))))
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Any:
+    """The cell's row rides on its call-phase report (never on JUnit)."""
+    report = yield
+    if isinstance(item, CellItem) and item.row is not None and call.when == "call":
+        setattr(report, ROW_ATTR, item.row.to_dict())
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Any:
+    """xdist: a worker's report carries its row to the controller."""
+    data = yield
+    if isinstance(data, dict) and hasattr(report, ROW_ATTR):
+        data[ROW_ATTR] = getattr(report, ROW_ATTR)
+    return data
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_from_serializable(config: pytest.Config, data: dict[str, Any]) -> Any:
+    report = yield
+    if report is not None and ROW_ATTR in data:
+        setattr(report, ROW_ATTR, data[ROW_ATTR])
+    return report
+
+
+def report_row(report: Any) -> Row | None:
+    """The row a cell's report carries, or None (a phase without one, a crash)."""
+    d = getattr(report, ROW_ATTR, None)
+    return Row.from_dict(d) if isinstance(d, dict) else None
+
+
+class _Recorder:
+    """Registered per config: on the controller (and without xdist) each cell's row,
+    once, from its call-phase report, into the config's stash."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        row = report_row(report) if report.when == "call" else None
+        if row is not None:
+            self.state.rows.append(row)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker: its rows reached the controller through the reports
-    rows = list(_pending)
-    session.config.stash[_ROWS_KEY] = rows
+    state = _state(session.config)
     out = session.config.getoption("--hqval-json")
     if out:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
+        tmp.write_text(json.dumps([r.to_dict() for r in state.rows], indent=1) + "\n")
         tmp.replace(path)
 
 
 def collected_rows(config: pytest.Config) -> list[Row]:
-    rows: list[Row] = config.stash.get(_ROWS_KEY, [])
-    return list(rows)
+    return list(_state(config).rows)

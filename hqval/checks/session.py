@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import shutil
 import tempfile
@@ -40,7 +39,6 @@ PLUGIN_ARGS = ("-p", "hqval.checks.plugin", "-W", "ignore::pytest.PytestAssertRe
 # in every worker (with PYTHONDONTWRITEBYTECODE nothing is cached): hypothesis's alone cost
 # ~2 s of CPU per process.  The checks plugin has no asserts to rewrite (--assert=plain).
 XDIST_PLUGINS = ("xdist", "xdist.looponfail")
-ROW_PROPERTY = "hqval_row"  # the user property the checks plugin reports a row under
 
 
 @dataclass
@@ -85,18 +83,20 @@ class _Controller:
             if report.when == "teardown" and report.outcome == "failed":
                 self._crash(report)
             return
-        rows = [Row.from_dict(json.loads(str(v))) for k, v in report.user_properties
-                if k == ROW_PROPERTY]
-        if not rows:
+        from hqval.checks.plugin import report_row
+
+        # the row rides on the call phase's report (hqval.checks.plugin); a setup phase
+        # that failed, or a call without one, is a cell that ended without a verdict
+        row = report_row(report) if report.when == "call" else None
+        if row is None:
             self._crash(report)
             return
-        for row in rows:
-            if row.identity in self._seen:
-                continue
-            self._seen.add(row.identity)
-            self.rows.append(row)
-            if self.on_row is not None:
-                self.on_row(row)
+        if row.identity in self._seen:
+            return
+        self._seen.add(row.identity)
+        self.rows.append(row)
+        if self.on_row is not None:
+            self.on_row(row)
 
     def _crash(self, report: pytest.TestReport) -> None:
         name = report.nodeid.rsplit("::", 1)[-1]

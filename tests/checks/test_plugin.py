@@ -55,3 +55,59 @@ def test_missing_arch_is_a_usage_error(tmp_path: Path) -> None:
     code = pytest.main([str(DEFAULT_MANIFEST), "-p", "hqval.checks.plugin", "-p", "no:xdist",
                         "-p", "no:cacheprovider", "-c", str(ini), "-q"])
     assert int(code) != 0
+
+
+def test_junit_has_name_time_and_failure_only_with_classnames_per_check_and_arch(
+        tmp_path: Path) -> None:
+    code, rows, junit = _run(tmp_path, [DEFAULT_MUTANTS], "-k",
+                             "gemv_mut_halves_swapped_r1 and (reference_parity or bit_identity)")
+    assert code == 1 and len(rows) == 2
+    root = ET.parse(junit).getroot()
+    cases = {tc.get("name"): tc for tc in root.iter("testcase")}
+    assert set(cases) == {r["identity"] for r in rows}
+    assert not list(root.iter("properties")) and not list(root.iter("property"))
+    assert "hqval_row" not in junit.read_text() and '"details"' not in junit.read_text()
+    failed = cases["reference_parity[gemv_mut_halves_swapped_r1|gfx1100|emu]"]
+    assert failed.get("classname", "").endswith("mutants.yaml.reference_parity.gfx1100")
+    assert failed.get("time") is not None
+    (failure,) = failed.iter("failure")
+    assert "reference_parity[gemv_mut_halves_swapped_r1|gfx1100|emu]: fail" in (
+        failure.get("message") or "")
+    assert cases["bit_identity[gemv_mut_halves_swapped_r1|gfx1100|emu]"].get(
+        "classname", "").endswith("mutants.yaml.bit_identity.gfx1100")
+
+
+def test_markers_per_check_and_arch_select_with_m(tmp_path: Path) -> None:
+    code, rows, _ = _run(tmp_path, [DEFAULT_MANIFEST], "--hqval-arch", "gfx1201",
+                         "-m", "padded_offset and gfx1201", "-k", "gemv_mq4c_r1")
+    assert code == 0
+    assert [r["identity"] for r in rows] == ["padded_offset[gemv_mq4c_r1|gfx1201|emu]"]
+
+
+def test_rows_travel_on_the_reports_through_xdist(tmp_path: Path) -> None:
+    """With a worker, each row reaches the controller on its test report (pytest's own
+    report serialisation), and the session's stash holds them, not a module global."""
+    from hqval.checks import plugin
+
+    seen: dict[str, object] = {}
+
+    class Probe:
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(self, session: pytest.Session) -> None:
+            seen["rows"] = plugin.collected_rows(session.config)
+
+    ini = tmp_path / "pytest.ini"
+    ini.write_text(INI)
+    out = tmp_path / "rows.json"
+    code = pytest.main([str(DEFAULT_MANIFEST), "-p", "hqval.checks.plugin", "-n", "1",
+                        "-p", "no:cacheprovider", "-p", "no:benchmark", "-c", str(ini),
+                        "--rootdir", str(DEFAULT_MANIFEST.parent), "-q",
+                        "--hqval-arch", "gfx1100", "--hqval-backend", "emu",
+                        "--hqval-json", str(out), "-k", "gemv_mq4g256v2_r1 and bit_identity"],
+                       plugins=[Probe()])
+    assert int(code) == 0
+    assert [r["identity"] for r in json.loads(out.read_text())] == [
+        "bit_identity[gemv_mq4g256v2_r1|gfx1100|emu]"]
+    rows = seen["rows"]
+    assert isinstance(rows, list) and [r.status.value for r in rows] == ["pass"]
+    assert not [n for n in vars(plugin) if n.startswith("_pending")]
