@@ -837,7 +837,8 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
             on_cell(c)
     workers = max(1, jobs or os.cpu_count() or 1)
     by_key: dict[str, list[tuple[KernelSpec, str]]] = {}
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         # the keys run the preprocessor (clang -M), so they are computed in parallel too
         for cell, key in zip(cells, pool.map(key_of, cells), strict=True):
             by_key.setdefault(key, []).append(cell)
@@ -853,6 +854,11 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
             if on_cell is not None:
                 for spec, arch_name in group:
                     on_cell(CompileCell(spec, arch_name, done[(spec.name, arch_name)]))
+    except BaseException:
+        # an interrupt (SIGINT) stops the queue: the running compiles finish, none starts
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     out = [CompileCell(spec, arch_name, done[(spec.name, arch_name)])
            for spec, arch_name in cells]
     return out + skipped

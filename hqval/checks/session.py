@@ -17,8 +17,10 @@ import contextlib
 import io
 import os
 import shutil
+import signal
 import tempfile
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +187,29 @@ def isolation_args(workers: bool) -> list[str]:
     return args
 
 
+@contextlib.contextmanager
+def _noting_interrupts() -> Iterator[list[bool]]:
+    """A list that holds True once SIGINT arrived inside the block (main thread only)."""
+    seen: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum: int, frame: Any) -> None:
+        seen.append(True)
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_cells(
     manifests: Iterable[Path], arches: Iterable[str], backend: str, *,
     checks: Iterable[str] | None = None, keyword: str | None = None, workers: str = "2",
@@ -218,18 +243,30 @@ def run_cells(
         args += ["--hqval-cache-dir", str(cache_dir)]
     args += ["-n", workers] if use_workers else ["-p", "no:xdist"]
     if junit_xml:
-        args += ["--junit-xml", junit_xml]
+        # pytest writes its report into the scratch directory; hqval.junit publishes it
+        # through the safe writer (never through a link; merged on a resumed run)
+        args += ["--junit-xml", str(scratch / "junit.xml")]
     controller = _Controller(on_row)
     plugins: list[object] = [controller]
     if use_workers:
         plugins.append(_Workers(controller))
     out = io.StringIO()
     try:
-        if verbose:
-            code = int(pytest.main(args, plugins=plugins))
-        else:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        # pytest turns SIGINT into an interrupted session and returns; a user's interrupt
+        # must stop hqval's command too (exit 130, the run resumable), so it is noted
+        # here and raised again once pytest has finished its reports
+        with _noting_interrupts() as interrupted:
+            if verbose:
                 code = int(pytest.main(args, plugins=plugins))
+            else:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    code = int(pytest.main(args, plugins=plugins))
+        if interrupted:
+            raise KeyboardInterrupt
+        if junit_xml:
+            from hqval.junit import publish
+
+            publish(scratch / "junit.xml", junit_xml, keep_existing=bool(skip))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return SessionResult(code, controller.rows, controller.collected, controller.crashed,

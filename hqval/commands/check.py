@@ -79,4 +79,11 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print("hqval check: no cells ran (check --arch, --check and -k)", file=sys.stderr)
         return 2
+    infra = [r for r in rows if r.status is Status.ERROR and r.details.get("infrastructure")]
+    if infra:
+        # hqval's machinery (the cache, I/O, a fixture), never the kernels' failure
+        first = (infra[0].message.splitlines() or [""])[0]
+        print(f"hqval check: infrastructure error in {len(infra)} cell(s) (first: "
+              f"{infra[0].identity}: {first})", file=sys.stderr)
+        return 2
     return 0 if all(r.status.ok for r in rows) else 1

@@ -54,5 +54,7 @@ def run(args: argparse.Namespace) -> int:
     md = to_markdown(cmp, all_cells=args.all)
     print(md, end="")
     if args.output:
-        Path(args.output).write_text(md)
+        from hqval.safeio import write_atomic
+
+        write_atomic(Path(args.output), md, what="--output")
     return 1 if cmp.regressions else 0

@@ -57,9 +57,11 @@ def run(args: argparse.Namespace) -> int:
               f"latest {h.fit.nights[-1].ratio:.4f}; {steps}")
         out.append(h.to_json())
         if args.svg:
+            from hqval.safeio import make_dir, write_atomic
+
             d = Path(args.svg)
-            d.mkdir(parents=True, exist_ok=True)
-            (d / f"{h.slug}.svg").write_text(history_svg(h.fit, h.identity,
+            make_dir(d, what="plot directory")
+            write_atomic(d / f"{h.slug}.svg", history_svg(h.fit, h.identity,
                                                          tolerance=h.tolerance))
     if args.json:
         options.write_json({"cells": out}, args.json)

@@ -337,20 +337,23 @@ def write_report(data: ReportData, out_dir: str | Path) -> dict[str, Path]:
     """Write report.html, checkpoint.md, admission.json and the plots (plots/*.svg, linked
     from checkpoint.md) into ``out_dir``."""
     from hqval.admission import dumps
+    from hqval.safeio import make_dir, write_atomic
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    # every file through the one safe writer: never through a link (the directory, plots/
+    # or a file being one is refused), a temporary renamed into place, nothing half written
+    out = make_dir(out_dir, what="report directory")
     paths = {"html": out / "report.html", "markdown": out / "checkpoint.md",
              "admission": out / "admission.json"}
     plot_dir = out / "plots"
     all_plots = plots(data)
     if all_plots:
-        plot_dir.mkdir(exist_ok=True)
+        make_dir(plot_dir, what="report plots directory")
         for p in all_plots:
-            (plot_dir / f"{p.name}.svg").write_text(
-                '<?xml version="1.0" encoding="utf-8"?>\n' + p.svg + "\n")
+            write_atomic(plot_dir / f"{p.name}.svg",
+                         '<?xml version="1.0" encoding="utf-8"?>\n' + p.svg + "\n",
+                         what="report plot")
         paths["plots"] = plot_dir
-    paths["html"].write_text(render_html(data))
-    paths["markdown"].write_text(render_checkpoint(data))
-    paths["admission"].write_text(dumps(data.admission))
+    write_atomic(paths["html"], render_html(data), what="report")
+    write_atomic(paths["markdown"], render_checkpoint(data), what="checkpoint")
+    write_atomic(paths["admission"], dumps(data.admission), what="admission")
     return paths

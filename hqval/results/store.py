@@ -449,6 +449,7 @@ class RunWriter:
     ) -> RunWriter:
         run_dir = Path(run_dir)
         env_path = run_dir / ENVELOPE
+        cls._refuse_foreign(run_dir)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -477,6 +478,29 @@ class RunWriter:
             os.close(lock_fd)
             raise
         return cls(run_dir, envelope, set(), lock_fd)
+
+    @staticmethod
+    def _refuse_foreign(run_dir: Path) -> None:
+        """Refuse an ``--out`` that is a non-empty directory but no hqval run (no envelope):
+        its files would be overwritten or judged with the run's.  A run being started by
+        another process (its lock, its empty rows, the envelope's temporary) is not
+        foreign; that process's lock decides."""
+        try:
+            names = [e.name for e in os.scandir(run_dir)]
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError:
+            return  # mkdir or the lock reports it in its own words
+        if ENVELOPE in names:
+            return
+        ours = {LOCK, ROWS}
+        foreign = sorted(n for n in names if n not in ours
+                         and not (n.startswith(f".{ENVELOPE}.") and n.endswith(".tmp")))
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" (+{len(foreign) - 3} more)"
+                                              if len(foreign) > 3 else "")
+            raise RunDirError(f"{run_dir} is a non-empty directory that is not an hqval run "
+                              f"(it holds {shown}); choose an empty or new --out directory")
 
     def close(self) -> None:
         """Release the run directory's lock (a process that exits releases it too)."""

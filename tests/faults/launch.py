@@ -4,6 +4,8 @@
     python launch.py kill-inside STEP ARGS...   # SIGKILL right after STEP's first write
     python launch.py collect-nothing - ARGS...  # every check session selects no cell
     python launch.py none - ARGS...             # no fault (a run to damage afterwards)
+    python launch.py sigint-inside STEP ARGS... # SIGINT (a user's Ctrl-C) after STEP's
+                                                # first write
 
 ``--sim-gpu`` first (``python launch.py --sim-gpu MODE STEP ARGS...``) stands the
 simulated timing device where a hip or cuda backend would be (see ``sim_gpu``);
@@ -23,6 +25,10 @@ from typing import Any
 
 def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _interrupt() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 def sim_gpu(arch_rows: bool = False) -> None:
@@ -86,13 +92,16 @@ def main() -> int:
     def faulty_step(ctx: Any, name: str, fn: Any) -> Any:
         if name == step and mode == "kill-before":
             _die()
-        if name == step and mode == "kill-inside":
+        if name == step and mode in ("kill-inside", "sigint-inside"):
             append = ctx.writer.append
+            fault = _die if mode == "kill-inside" else _interrupt
+            fired: list[bool] = []
 
             def append_then_die(rows: Any) -> int:
                 n = int(append(rows))
-                if n:
-                    _die()
+                if n and not fired:
+                    fired.append(True)
+                    fault()
                 return n
 
             ctx.writer.append = append_then_die
