@@ -24,11 +24,16 @@ def infrastructure_details(exc: BaseException, **extra: Any) -> dict[str, Any]:
 
 
 def is_infrastructure(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it was raised from) is a failure of hqval's machinery."""
+    """Whether ``exc`` (or what it was raised from) is a failure of hqval's machinery: an
+    ``InfrastructureError``, an ``OSError`` (I/O on hqval's own files: the kernel under test
+    runs on a device or the emulator and raises none) or a ``SafeIOError`` (a file hqval
+    could not read or write safely)."""
+    from hqval.safeio import SafeIOError
+
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
-        if isinstance(cur, InfrastructureError):
+        if isinstance(cur, (InfrastructureError, OSError, SafeIOError)):
             return True
         seen.add(id(cur))
         cur = cur.__cause__

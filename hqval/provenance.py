@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from hqval import safeio
 from hqval.results.store import git_commit
 
 
@@ -25,7 +26,8 @@ def tree(manifest: str | Path) -> dict[str, Any]:
     commit = git_commit(root)
     return {
         "manifest": str(path),
-        "manifest_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "manifest_sha256": hashlib.sha256(
+            safeio.read_bytes(path, limit=safeio.YAML_LIMIT, what="manifest")).hexdigest(),
         "kernel_tree": str(root),
         "kernel_tree_commit": commit.removesuffix("+dirty") if commit else None,
         "kernel_tree_dirty": commit.endswith("+dirty") if commit else None,

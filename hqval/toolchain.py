@@ -550,12 +550,17 @@ def validate_entry(co: Path, meta: Path, key: str, arch: str | None = None) -> s
     if not co.is_file() or not meta.is_file():
         return "missing"
     try:
-        info = json.loads(meta.read_text())
-    except (OSError, ValueError) as exc:
+        info = safeio.load_json(meta, what="cache record", limit=1 << 20)
+    except safeio.SafeIOError as exc:
         return f"unreadable metadata ({exc})"
+    if not isinstance(info, dict):
+        return "unreadable metadata (not a JSON object)"
     if info.get("key") != key:
         return "stale: metadata is for another key"
-    data = co.read_bytes()
+    try:
+        data = safeio.read_bytes(co, limit=MAX_INPUT_BYTES, what="cached object")
+    except safeio.SafeIOError as exc:
+        return f"unreadable object ({exc})"
     if len(data) != info.get("size"):
         return f"size {len(data)} != recorded {info.get('size')}"
     digest = hashlib.sha256(data).hexdigest()
@@ -570,7 +575,7 @@ def validate_entry(co: Path, meta: Path, key: str, arch: str | None = None) -> s
 
 def object_symbols(co: Path) -> frozenset[str]:
     """ELF symbols of a code object (read and hashed now, parsed once per content)."""
-    data = co.read_bytes()
+    data = safeio.read_bytes(co, limit=MAX_INPUT_BYTES, what="code object")
     symbols: frozenset[str] = _parsed_once("symbols", hashlib.sha256(data).hexdigest(), data)
     return symbols
 

@@ -167,6 +167,11 @@ class HipBackend(Backend):
 
         result = compile_kernel(spec, self.arch, self.cache_dir)
         if not result.ok or result.code_object is None:
+            if result.details.get("infrastructure"):
+                from hqval.errors import InfrastructureError
+
+                # the cache or a refused input, not the kernel: the cell is not its failure
+                raise InfrastructureError(f"{spec.name} for {self.arch}: {result.message}")
             raise RuntimeError(f"{spec.name} does not compile for {self.arch}: {result.message}")
         image = result.code_object.read_bytes()
         module = self._call("hipModuleLoadData", image)

@@ -466,8 +466,11 @@ class RunWriter:
                         "choose a new --out directory")
                 existing = load(run_dir)
                 cls._repair_torn_tail(run_dir / ROWS)
-                return cls(run_dir, existing.envelope, {r.identity for r in existing.rows},
-                           lock_fd)
+                # a cell whose last row is an infrastructure error (the cache, I/O: hqval's
+                # machinery, not the kernel) is not done: the resumed run redoes it
+                done = {r.identity for r in existing.rows
+                        if not (r.status is Status.ERROR and r.details.get("infrastructure"))}
+                return cls(run_dir, existing.envelope, done, lock_fd)
             if rows_path.exists() and rows_path.stat().st_size:
                 raise RunDirError(
                     f"{run_dir} holds {ROWS} but no {ENVELOPE}: rows of no known run (a run "

@@ -82,6 +82,9 @@ class RunContext:
     # step -> the identities of every cell it must produce (hqval.run.expected)
     expected: dict[str, list[str]] = field(default_factory=dict)
     compiled: dict[tuple[str, str], CompileResult] = field(default_factory=dict)
+    # (kernel, arch) whose compile failed in hqval's machinery (the cache, a refused input),
+    # not in the kernel: the cells that need its object are infrastructure errors too
+    compile_infrastructure: set[tuple[str, str]] = field(default_factory=set)
     # the run judged once (``hqval.admission.judge``) by the admit step; the report step
     # and the chain's exit code read it
     judged: Judged | None = None

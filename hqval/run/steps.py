@@ -92,6 +92,8 @@ def _compile_all(ctx: RunContext, shown: bool = False) -> list[Row]:
     for c in cells:
         if c.result is not None and c.result.ok:
             ctx.compiled[(c.spec.name, c.arch)] = c.result
+        elif c.result is not None and c.result.details.get("infrastructure"):
+            ctx.compile_infrastructure.add((c.spec.name, c.arch))
     if cells:  # every file the compiler read, by sha256 (hqval.provenance)
         known = dict(ctx.writer.envelope.get("provenance") or {})
         deps = [d for c in cells if c.result is not None for d in c.result.dependencies]
@@ -147,9 +149,11 @@ def audit(ctx: RunContext) -> StepResult:
         rows += by_arch[a.name]
         for s in specs:
             if (s.name, a.name) not in ctx.compiled:
+                infra = (s.name, a.name) in ctx.compile_infrastructure
                 rows += [Row("audit", f"audit_{rule}", s.name, a.name, "isa", Status.ERROR,
                              message=f"not audited: {s.name} did not compile for {a.name} "
-                                     f"(see compile[{s.name}|{a.name}|toolchain])")
+                                     f"(see compile[{s.name}|{a.name}|toolchain])",
+                             details={"infrastructure": True} if infra else {})
                          for rule in isa.RULES]
     new = _emit(ctx, rows, kills=kills)
     return StepResult("audit", tuple(new), seconds=time.monotonic() - t0)

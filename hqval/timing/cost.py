@@ -571,10 +571,11 @@ def save_costs(costs: list[KernelCost], path: str) -> None:
 
 
 def load_costs(path: str) -> dict[str, KernelCost]:
-    import json
 
     try:
-        data = json.loads(Path(path).read_text())
+        from hqval.safeio import load_json
+
+        data = load_json(path, what="--costs")
         costs = [KernelCost(d["kernel"], d["arch"], dict(d["per_group_row"]),
                             dict(d["per_block"]),
                             LoopBody.from_dict(d["loop"]) if d.get("loop") else None,

@@ -1,0 +1,34 @@
+"""Fault class: a user's Ctrl-C.  SIGINT stops ``hqval run`` cleanly: exit 130, one line,
+no traceback, its rows flushed and its lock released, and ``--resume`` finishes the run
+with no cell run twice."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.faults.conftest import CLEAN, admission, hqval_process, run_args
+
+LAUNCH = str(Path(__file__).with_name("launch.py"))
+
+
+@pytest.mark.slow
+def test_sigint_inside_checks_is_exit_130_and_resumable(tree: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    stopped = hqval_process(run_args(tree, out, "--no-mutants"),
+                            launcher=[LAUNCH, "sigint-inside", "checks"])
+    assert stopped.code == 130, stopped.err[-2000:]
+    assert "Traceback" not in stopped.err + stopped.out
+    assert "interrupted" in stopped.err and "--resume" in stopped.err
+    assert not (out / "admission.json").exists()
+    resumed = hqval_process(run_args(tree, out, "--no-mutants", "--resume"))
+    assert resumed.code == 0, resumed.err[-2000:] + resumed.out[-2000:]
+    assert admission(out) == CLEAN
+    rows = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines() if x.strip()]
+    twice = [i for i, n in Counter(f"{r['kind']}:{r['check']}[{r['kernel']}|{r['arch']}]"
+                                   for r in rows if r["kind"] in ("compile", "check")).items()
+             if n > 1]
+    assert twice == []
