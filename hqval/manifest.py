@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from hqval import formats, suite_dir
 from hqval.containment import flag_problem, include_dir_of
+from hqval.safeio import kind_of
 from hqval.schema import Problem, SchemaError, Spec, YamlDoc, load_yaml, problem, validate
 from hqval.signature import Signature, parse_signatures
 from hqval.signature import builtin as builtin_signatures
@@ -388,7 +389,10 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
         path = DEFAULT_MUTANTS if mutants else DEFAULT_MANIFEST
     path = Path(path).resolve()
     if not path.is_file():
-        raise ManifestError([Problem(str(path), 0, "", "manifest not found",
+        # a FIFO or device is named as what it is (the reader never opens it)
+        what = (f"is {kind_of(path.stat().st_mode)}, not a regular file" if path.exists()
+                else "manifest not found")
+        raise ManifestError([Problem(str(path), 0, "", what,
                                      "pass --manifest with the path of a kernels.yaml")])
     try:
         doc = load_yaml(path)

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hqval import suite_dir
 from hqval.matrix import Arch, load_arches
 from hqval.signature import PATHS
@@ -196,14 +194,15 @@ def parse_policy(data: Any, source: str = "policy.yaml") -> Policy:
 
 
 def load_policy(path: str | Path | None = None) -> Policy:
+    from hqval import safeio
+
     p = Path(path) if path else POLICY_PATH
     try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise PolicyError(
-            f"{p}: cannot read the policy ({exc.strerror}); pass --policy FILE") from exc
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"{p}: not valid YAML ({exc})") from exc
+        # the one bounded reader: regular files only (never /dev/zero), 1 MiB, aliases
+        # counted and their expansion bounded (an alias bomb is refused unexpanded)
+        data = safeio.load_yaml(p, what="policy")
+    except safeio.SafeIOError as exc:
+        raise PolicyError(f"{exc} (pass --policy FILE)") from None
     return parse_policy(data, str(p))
 
 

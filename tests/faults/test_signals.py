@@ -5,6 +5,7 @@ with no cell run twice."""
 from __future__ import annotations
 
 import json
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -18,8 +19,11 @@ LAUNCH = str(Path(__file__).with_name("launch.py"))
 @pytest.mark.slow
 def test_sigint_inside_checks_is_exit_130_and_resumable(tree: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
+    # a shell's child starts with SIGINT at its default (a test runner's may ignore it,
+    # and an ignored SIGINT is inherited)
     stopped = hqval_process(run_args(tree, out, "--no-mutants"),
-                            launcher=[LAUNCH, "sigint-inside", "checks"])
+                            launcher=[LAUNCH, "sigint-inside", "checks"],
+                            preexec=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert stopped.code == 130, stopped.err[-2000:]
     assert "Traceback" not in stopped.err + stopped.out
     assert "interrupted" in stopped.err and "--resume" in stopped.err
