@@ -567,7 +567,10 @@ def save_costs(costs: list[KernelCost], path: str) -> None:
         d["loop"] = c.loop.to_dict() if c.loop is not None else None
         return d
 
-    Path(path).write_text(json.dumps([one(c) for c in costs], indent=1, sort_keys=True) + "\n")
+    from hqval.safeio import write_atomic
+
+    write_atomic(Path(path), json.dumps([one(c) for c in costs], indent=1, sort_keys=True)
+                 + "\n", what="--costs-out")
 
 
 def load_costs(path: str) -> dict[str, KernelCost]:

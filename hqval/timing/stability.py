@@ -449,8 +449,11 @@ def cross_device(directories: Sequence[Path], *, policy: str | None = None
 def write_checkpoint(study: Study, out: Path) -> None:
     """The study's figures as JSON (every number the README quotes comes from here)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "stability.json").write_text(json.dumps(study.to_json(), indent=2) + "\n")
-    (out / "summary.txt").write_text(study.summary() + "\n")
+    from hqval.safeio import write_atomic
+
+    write_atomic(out / "stability.json", json.dumps(study.to_json(), indent=2) + "\n",
+                 what="stability study")
+    write_atomic(out / "summary.txt", study.summary() + "\n", what="stability summary")
 
 
 def pooled_median_ratio(runs_a: Sequence[Sequence[float]],
