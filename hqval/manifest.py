@@ -379,7 +379,8 @@ def _file_spec(mutants: bool, schema: int = SCHEMA_VERSION,
     })
 
 
-def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None) -> Manifest:
+def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None,
+                  real: str | Path | None = None) -> Manifest:
     """Load and validate a kernel manifest (default: the suite's ``kernels/kernels.yaml``;
     with ``mutants=True`` and no path, ``kernels/mutants/mutants.yaml``).  ``mutants=None``
     decides from the file: a manifest whose first entry has ``mutant_of`` is a mutant
@@ -490,15 +491,23 @@ def load_manifest(path: str | Path | None = None, *, mutants: bool | None = None
         names = [s.name for s in specs]
         where = "this manifest"
     else:
-        # a mutant's baseline and mutant_of name kernels of its real manifest
-        real = linked or DEFAULT_MANIFEST
+        # a mutant's baseline and mutant_of name kernels of its real manifest: its own
+        # ``manifest:``, else the one the caller was given, else the suite's
+        given = Path(real).resolve() if real is not None else None
+        if linked is not None and given is not None and linked != given:
+            problems.append(problem(doc, ("manifest",), f"names {linked} as its real "
+                                    f"manifest, but {given} was given (--manifest)",
+                                    "drop one of the two or make them the same file"))
+        linked = linked or given
+        real_path = linked or DEFAULT_MANIFEST
         try:
-            names = load_manifest(real, mutants=False).names() if real.is_file() else []
+            names = (load_manifest(real_path, mutants=False).names() if real_path.is_file()
+                     else [])
         except ManifestError as exc:
             problems.append(problem(doc, ("manifest",), f"its real manifest does not load: "
                                     f"{exc.problems[0]}", "fix that manifest first"))
             names = []
-        where = f"{real}"
+        where = f"{real_path}"
     if names or not mutants:
         for i, spec in enumerate(specs):
             for field_name, ref in (("baseline", spec.baseline),
@@ -590,8 +599,11 @@ def _entry_qt(doc: YamlDoc, key: tuple[str | int, ...], entry: dict[str, Any],
     return by_name
 
 
-def load_mutants(path: str | Path | None = None) -> Manifest:
-    return load_manifest(path, mutants=True)
+def load_mutants(path: str | Path | None = None, *, real: str | Path | None = None) -> Manifest:
+    """A mutant manifest; ``real`` is the manifest its baselines and ``mutant_of`` resolve
+    in when the file names none (``manifest:``) -- the tree a command was given with
+    ``--manifest``; else the suite's kernels.yaml."""
+    return load_manifest(path, mutants=True, real=real)
 
 
 @dataclass

@@ -34,7 +34,8 @@ AUDIT_CACHE_LAYOUT = 1
 # The modules whose code decides an audit row (hqval.audit's own imports, checked by
 # tests/audit/test_cache.py): their source bytes are in the key.  hqval.manifest and
 # hqval.toolchain only find the baseline's code object, whose bytes are in the key.
-RULE_MODULES = ("hqval.audit", "hqval.codeobject", "hqval.formats", "hqval.result")
+RULE_MODULES = ("hqval.audit", "hqval.codeobject", "hqval.emu", "hqval.formats",
+                "hqval.result")
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,9 +153,14 @@ def _store_rows(cache_dir: str | Path | None, key: str, rows: list[Row]) -> None
             Path(tmp).unlink(missing_ok=True)
 
 
+EXECUTED_RULES = ("header_scalar", "payload_offset", "v2_valu_delta")
+
+
 def _audit_job(job: _Job) -> list[Row]:
     """The rule rows of one kernel (before waivers), or one error row when its code
-    object cannot be read."""
+    object cannot be read.  Where the emulator runs the kernel and its baseline, the rules
+    of ``EXECUTED_RULES`` are decided from executed facts, each row keeping the static
+    finding under ``details["static"]``."""
     arch_name = str(getattr(job.arch, "name", job.arch))
     try:
         code = analyze(job.code_object, arch_name)[job.spec.symbol]
@@ -162,10 +168,44 @@ def _audit_job(job: _Job) -> list[Row]:
         if job.baseline is not None:
             bspec, bco = job.baseline
             baseline = analyze(bco, arch_name)[bspec.symbol]
-        return audit_kernel(job.spec, job.arch, code, baseline)
+        rows = audit_kernel(job.spec, job.arch, code, baseline)
     except (IsaError, KeyError, ValueError) as exc:
         return [Row(kind="audit", check="audit", kernel=job.spec.name, arch=arch_name,
                     backend="isa", status=Status.ERROR, message=str(exc))]
+    return _with_executed(job, code, rows)
+
+
+def _with_executed(job: _Job, code: Any, rows: list[Row]) -> list[Row]:
+    from hqval.audit.executed import executed_rows
+    from hqval.audit.static import V2_VALU_BUDGET, weight_args
+
+    arch_name = str(getattr(job.arch, "name", job.arch))
+    wargs = weight_args(job.spec)
+    static_w = [f.instruction for _, f in sorted(code.address_flow().facts.items())
+                if f.tags & wargs and not f.is_scratch]
+    base = None if job.baseline is None else (job.baseline[0],
+                                              Path(job.baseline[1]).read_bytes())
+    done = executed_rows(job.spec, arch_name, Path(job.code_object).read_bytes(), base,
+                         static_w, V2_VALU_BUDGET)
+    if done is None:
+        return rows
+    out = []
+    for r in rows:
+        rule = r.check.removeprefix("audit_")
+        ex = done.get(rule)
+        if ex is None:
+            out.append(r)
+            continue
+        static = {"status": str(r.status), "message": r.message}
+        details = {**ex.details, "static": static}
+        decided = (Status.PASS, Status.FAIL)
+        if r.status in decided and ex.status in decided and r.status is not ex.status:
+            # the executed facts are the authority; the static finding stays as evidence
+            details["static_disagrees"] = (f"the static rule said {r.status} from the "
+                                           "loop bodies; the executed facts say "
+                                           f"{ex.status}")
+        out.append(dataclasses.replace(ex, details=details))
+    return out
 
 
 def _audit_jobs(jobs: list[_Job]) -> list[list[Row]]:
@@ -218,15 +258,17 @@ def _run_jobs(groups: list[list[_Job]], jobs: int | None) -> list[list[list[Row]
 
 
 def audit_matrix(cells: Iterable[tuple[KernelSpec, Any]], arch: Any,
-                 cache_dir: str | Path | None = None, jobs: int | None = None) -> list[Row]:
+                 cache_dir: str | Path | None = None, jobs: int | None = None,
+                 real_manifest: Path | None = None) -> list[Row]:
     """Audit rows for compiled ``(spec, CompileResult)`` cells of one arch.  A kernel's v1
-    baseline is taken from the cells, or compiled from the suite's manifest when absent."""
-    return audit_arches([(arch, list(cells))], cache_dir, jobs)[0]
+    baseline is taken from the cells, or compiled from its manifest when absent (a
+    mutant's: ``real_manifest`` when given, else its file's ``manifest:``)."""
+    return audit_arches([(arch, list(cells))], cache_dir, jobs, real_manifest)[0]
 
 
 def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]],
-                 cache_dir: str | Path | None = None, jobs: int | None = None
-                 ) -> list[list[Row]]:
+                 cache_dir: str | Path | None = None, jobs: int | None = None,
+                 real_manifest: Path | None = None) -> list[list[Row]]:
     """``audit_matrix`` of several arches at once: each kernel's rows come from the audit
     cache (``audit_key``) or are computed, the arches' misses over ``jobs`` worker
     processes (default: the CPUs this process may use)."""
@@ -247,7 +289,7 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
                 if spec.baseline:
                     pair = by_name.get(spec.baseline)
                     if pair is None:
-                        bspec = _baseline_spec(spec)
+                        bspec = _baseline_spec(spec, real_manifest)
                         pair = (bspec, compile_kernel(bspec, arch_name, cache_dir))
                     bspec, bres = pair
                     if bres is not None and bres.ok and bres.code_object is not None:
@@ -290,12 +332,14 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
     return out
 
 
-def _baseline_spec(spec: KernelSpec) -> KernelSpec:
+def _baseline_spec(spec: KernelSpec, real_manifest: Path | None = None) -> KernelSpec:
     from hqval.manifest import load_manifest
 
     assert spec.baseline is not None
     if spec.manifest is not None and not spec.is_mutant:
         return load_manifest(spec.manifest).by_name(spec.baseline)
+    if real_manifest is not None:  # a mutant whose real manifest the caller names
+        return load_manifest(real_manifest).by_name(spec.baseline)
     if spec.manifest is not None:  # a mutant: its baseline is a kernel of its real manifest
         from hqval.manifest import load_mutants
 

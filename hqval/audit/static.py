@@ -46,6 +46,73 @@ V2_VALU_BUDGET = 3.0
 MAX_VGPRS_WAVE32 = 256  # architectural limit of one wave32 on gfx10+
 
 
+def find_loops(instrs: list[Instruction]) -> list[tuple[int, int]]:
+    """Natural loops of a function's control-flow graph as (first, last) instruction
+    index spans: a back edge is an edge whose target block dominates its source block
+    (``s_cbranch_*`` or ``s_branch``: a loop may close with an unconditional branch), and
+    the loop is every block that reaches the source without passing the header."""
+    n = len(instrs)
+    if n == 0:
+        return []
+    index = {ins.addr: i for i, ins in enumerate(instrs)}
+    leaders = {0}
+    for i, ins in enumerate(instrs):
+        if ins.is_branch and ins.target in index:
+            leaders.add(index[ins.target])
+        if (ins.is_branch or ins.mnemonic in ("s_endpgm", "s_setpc_b64")) and i + 1 < n:
+            leaders.add(i + 1)
+    starts = sorted(leaders)
+    block_of = {}
+    bounds = []
+    for k, st in enumerate(starts):
+        end = (starts[k + 1] if k + 1 < len(starts) else n) - 1
+        bounds.append((st, end))
+        block_of[st] = k
+    succ: list[list[int]] = []
+    for k, (_st, end) in enumerate(bounds):
+        last = instrs[end]
+        nxt = [k + 1] if k + 1 < len(bounds) else []
+        if last.mnemonic in ("s_endpgm", "s_setpc_b64"):
+            succ.append([])
+        elif last.is_branch:
+            tgt = [block_of[index[last.target]]] if last.target in index else []
+            succ.append(tgt if last.mnemonic.startswith("s_branch") else tgt + nxt)
+        else:
+            succ.append(nxt)
+    nb = len(bounds)
+    pred: list[list[int]] = [[] for _ in range(nb)]
+    for k, ss in enumerate(succ):
+        for t in ss:
+            pred[t].append(k)
+    full = (1 << nb) - 1
+    dom = [full] * nb
+    dom[0] = 1
+    changed = True
+    while changed:
+        changed = False
+        for k in range(1, nb):
+            meet = full
+            for p in pred[k]:
+                meet &= dom[p]
+            new = (meet if pred[k] else 0) | (1 << k)
+            if new != dom[k]:
+                dom[k], changed = new, True
+    bodies: dict[int, set[int]] = {}
+    for u in range(nb):
+        for h in succ[u]:
+            if dom[u] >> h & 1:  # h dominates u: u -> h is a back edge
+                body = bodies.setdefault(h, {h})
+                stack = [u]
+                while stack:
+                    x = stack.pop()
+                    if x not in body:
+                        body.add(x)
+                        stack.extend(pred[x])
+    spans = [(min(bounds[b][0] for b in body), max(bounds[b][1] for b in body))
+             for body in bodies.values()]
+    return sorted(spans, key=lambda sp: (sp[0], -sp[1]))
+
+
 @dataclass
 class KernelCode:
     name: str
@@ -63,29 +130,31 @@ class KernelCode:
         return self._flow  # type: ignore[no-any-return]
 
     def loops(self) -> list[tuple[int, int]]:
-        """(first, last) instruction indexes of each loop, from backward branches."""
+        """(first, last) instruction indexes of each natural loop of the control-flow
+        graph (a back edge's target dominates its source: conditional and unconditional
+        back edges alike), one per loop header, outermost first."""
         if self._loops is None:
-            self._loops = self._find_loops()
+            self._loops = find_loops(self.instructions)
         return self._loops
 
     def main_loop_span(self) -> tuple[int, int] | None:
         loops = self.loops()
         return max(loops, key=lambda fl: fl[1] - fl[0]) if loops else None
 
-    def _find_loops(self) -> list[tuple[int, int]]:
-        index = {ins.addr: i for i, ins in enumerate(self.instructions)}
-        out = []
-        for i, ins in enumerate(self.instructions):
-            # A loop's back edge is conditional (clang rotates loops); an unconditional
-            # backward s_branch jumps to a merge block laid out earlier, and a span holding
-            # s_endpgm leaves the kernel: neither is a loop.
-            if (ins.is_branch and ins.mnemonic.startswith("s_cbranch")
-                    and ins.target is not None and ins.target <= ins.addr):
-                j = index.get(ins.target)
-                if j is not None and not any(x.mnemonic == "s_endpgm"
-                                             for x in self.instructions[j:i]):
-                    out.append((j, i))
-        return out
+    def weight_loop_span(self, wargs: frozenset[str]) -> tuple[int, int] | None:
+        """The largest loop holding a load of W (by data flow); None when no loop does."""
+        flow = self.address_flow()
+        w = {f.instruction.addr for f in flow.facts.values()
+             if f.tags & wargs and not f.is_scratch}
+        spans = [sp for sp in self.loops()
+                 if any(self.instructions[i].addr in w for i in range(sp[0], sp[1] + 1))]
+        return max(spans, key=lambda fl: fl[1] - fl[0]) if spans else None
+
+    def nest(self, span: tuple[int, int]) -> tuple[int, ...]:
+        """The loop nest inside ``span``: the depth of each loop it contains (itself 0)."""
+        inner = [sp for sp in self.loops() if span[0] <= sp[0] and sp[1] <= span[1]]
+        return tuple(sorted(sum(1 for o in inner if o != sp and o[0] <= sp[0] and
+                                sp[1] <= o[1]) for sp in inner))
 
     def main_loop(self) -> list[Instruction]:
         """The loop with the most instructions (the unrolled group loop); [] if none."""
@@ -582,16 +651,23 @@ class WeightLoads:
     loads: list[LoadFacts]
     in_loop: bool
     found_kernarg: bool
+    span: tuple[int, int] | None = None
+    nest: tuple[int, ...] = ()
+    # the kernel has loops but none of them holds a load of W (the group loop was not
+    # found): a rule comparing loop bodies cannot decide
+    loop_without_w: bool = False
 
     @classmethod
     def of(cls, code: KernelCode, wargs: frozenset[str]) -> WeightLoads:
         flow = code.address_flow()
-        loop = code.main_loop()
-        body = loop or code.instructions
+        span = code.weight_loop_span(wargs)
+        body = code.instructions if span is None else code.instructions[span[0]:span[1] + 1]
         addrs = {i.addr for i in body}
         loads = [f for a, f in sorted(flow.facts.items())
                  if a in addrs and f.tags & wargs and not f.is_scratch]
-        return cls(body, loads, bool(loop), flow.found_kernarg)
+        return cls(body, loads, span is not None, flow.found_kernarg, span,
+                   code.nest(span) if span is not None else (),
+                   span is None and bool(code.loops()))
 
     @property
     def vector(self) -> list[LoadFacts]:
@@ -636,10 +712,22 @@ def rule_header_scalar(a: Audit) -> Row:
     if not w.found_kernarg:
         return a.row("header_scalar", Status.UNSUPPORTED, "could not find the kernarg pointer "
                      "(no scalar load): the loads of W cannot be told apart", details=details)
+    if w.loop_without_w:
+        return a.row("header_scalar", Status.UNSUPPORTED, "the kernel's loops hold no load "
+                     "of W found by data flow: there is no group loop to read", details=details)
     if not w.loads:
         return a.row("header_scalar", Status.UNSUPPORTED, "no load of W found by data flow "
                      "(its address leaves the modelled arithmetic)", details=details)
     base = WeightLoads.of(a.baseline, weight_args(a.spec)) if a.baseline is not None else None
+    if base is not None and (base.nest != w.nest or base.in_loop != w.in_loop
+                             or base.loop_without_w):
+        details["nest"], details["baseline_nest"] = list(w.nest), list(base.nest)
+        if w.row_per_lane:
+            return a.row("header_scalar", Status.UNSUPPORTED, "the kernel's group loop nest "
+                         f"{list(w.nest) or 'none'} is not its v1 baseline's "
+                         f"{list(base.nest) or 'none'}: W loads per pass of different loop "
+                         "nests are not comparable", details=details)
+        base = None  # row-per-wave: the lane-dependent header loads alone are evidence
     if base is not None:
         details["baseline_vector_loads"] = dict(Counter(f.instruction.mnemonic
                                                          for f in base.vector))
@@ -755,13 +843,25 @@ def rule_v2_valu_delta(a: Audit) -> Row:
         why = "no v1 baseline" if a.spec.qt in (44, 45) else f"qt={a.spec.qt} is not a v2 format"
         return a.row("v2_valu_delta", Status.UNSUPPORTED, f"rule (d) needs a qt=44/45 kernel "
                      f"and its v1 baseline ({why})")
-    loop, base_loop = a.code.main_loop(), a.baseline.main_loop()
-    if not loop or not base_loop:
+    wargs = weight_args(a.spec)
+    mine = WeightLoads.of(a.code, wargs)
+    base = WeightLoads.of(a.baseline, wargs)
+    if mine.loop_without_w or base.loop_without_w:
+        return a.row("v2_valu_delta", Status.UNSUPPORTED, "a loop of the kernel or its "
+                     "baseline holds no load of W and no other loop does: the group loop "
+                     "was not found")
+    if not mine.in_loop or not base.in_loop:
         return a.row("v2_valu_delta", Status.UNSUPPORTED, "no group loop in the kernel or its "
                      "baseline: there is no per-iteration VALU count to compare")
+    if mine.nest != base.nest:
+        return a.row("v2_valu_delta", Status.UNSUPPORTED, f"the group loop nests differ "
+                     f"(depths {list(mine.nest)} vs the baseline's {list(base.nest)}): loop "
+                     "bodies of different nests are never compared, and the trip counts "
+                     "are not constants the rule could multiply by",
+                     details={"nest": list(mine.nest), "baseline_nest": list(base.nest)})
+    loop, base_loop = mine.body, base.body
     # Group-rows per loop iteration: v1 reads two header dwords per group-row (by scalar
     # load in a row-per-wave kernel, per lane in a row-per-lane one).
-    base = WeightLoads.of(a.baseline, weight_args(a.spec))
     group_bytes, _, header = _format_layout(HFQ4G256_QT)  # the baseline is a v1 kernel
     hdr = base.header_dwords(group_bytes, header) if base.loads else None
     if hdr is None:
@@ -772,17 +872,28 @@ def rule_v2_valu_delta(a: Audit) -> Row:
     if group_rows < 1:
         return a.row("v2_valu_delta", Status.UNSUPPORTED, "the v1 baseline's group loop reads "
                      "no header dwords: the group-rows per iteration are unknown")
+    # the v2 loop's own group-rows per iteration (it may unroll differently): its header
+    # dwords over the dwords one group-row's header has in its format
+    gb2, _, header2 = _format_layout(a.spec.qt)
+    hdr2 = mine.header_dwords(gb2, header2) if mine.loads else None
+    if hdr2 is None or hdr2 < len(header2):
+        return a.row("v2_valu_delta", Status.UNSUPPORTED, "the kernel's header loads in its "
+                     "group loop could not be counted, so its group-rows per iteration are "
+                     "unknown")
+    group_rows2 = hdr2 // len(header2)
     v2 = a.code.classes(loop)["valu"]
     v1 = a.baseline.classes(base_loop)["valu"]
-    per = (v2 - v1) / group_rows
+    per = v2 / group_rows2 - v1 / group_rows
     ev = {"valu_loop_v2": v2, "valu_loop_v1": v1, "group_rows_per_iteration": group_rows,
+          "group_rows_per_iteration_v2": group_rows2, "wmma_excluded": True,
           "layout": "row-per-lane" if base.row_per_lane else "row-per-wave",
           "delta_histogram": {k: v for k, v in (
               a.code.histogram(loop) - a.baseline.histogram(base_loop)).items()
               if k.startswith("v_")}}
     status = Status.PASS if per <= V2_VALU_BUDGET else Status.FAIL
     return a.row("v2_valu_delta", status, f"{per:+.3f} VALU per group-row over "
-                 f"{a.spec.baseline} ({v2} vs {v1} per iteration of {group_rows} group-rows)",
+                 f"{a.spec.baseline} ({v2} per iteration of {group_rows2} group-rows vs "
+                 f"{v1} per iteration of {group_rows})",
                  measured=per, tolerance=V2_VALU_BUDGET,
                  derivation="section 4: one v_cndmask + two v_cvt_f32_f16 per group per row",
                  details=ev)
@@ -834,6 +945,9 @@ def rule_payload_offset(a: Audit) -> Row:
     if not w.found_kernarg:
         return a.row("payload_offset", Status.UNSUPPORTED, "could not find the kernarg pointer "
                      "(no scalar load): the loads of W cannot be told apart", details=ev)
+    if w.loop_without_w:
+        return a.row("payload_offset", Status.UNSUPPORTED, "the kernel's loops hold no load "
+                     "of W found by data flow: there is no group loop to read", details=ev)
     if not loads:
         return a.row("payload_offset", Status.UNSUPPORTED, "no vector load of W found by data "
                      "flow in the group loop", details=ev)

@@ -113,7 +113,26 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
         g, w = int(got.reshape(-1)[i]), int(want.reshape(-1)[i])
         msg = (f"{differ.size} of {got.size} output words differ from {base.name}; first at "
                f"{i}: 0x{g:08x} vs 0x{w:08x}")
+        base_row = _baseline_own_check(ctx, base)
+        if base_row is not None and base_row.status is Status.FAIL:
+            # the comparison is against a kernel that is itself wrong: say so, so the
+            # failure is not read as the v2 kernel's alone
+            msg += (f"; the baseline {base.name} itself fails its {base_row.check} "
+                    f"({base_row.status}: {base_row.message})")
+            details["baseline_fails"] = {"check": base_row.check,
+                                         "status": str(base_row.status),
+                                         "message": base_row.message}
         return ctx.row(NAME, spec, Status.FAIL, msg, measured=float(differ.size),
                        tolerance=TOLERANCE, derivation=DERIVATION, details=details)
     return ctx.row(NAME, spec, Status.PASS, f"{got.size} output words bit-identical to {base.name}",
                    measured=0.0, tolerance=TOLERANCE, derivation=DERIVATION, details=details)
+
+
+def _baseline_own_check(ctx: CheckContext, base: KernelSpec) -> Row | None:
+    """The baseline's own parity check against the formats oracle (reference_parity for a
+    GEMV, prefill_parity for a GEMM), run only when bit identity failed."""
+    if base.kind == "gemm":
+        from hqval.checks import prefill_parity as parity
+    else:
+        from hqval.checks import reference_parity as parity  # type: ignore[no-redef]
+    return parity.check(ctx, base)

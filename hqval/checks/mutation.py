@@ -50,11 +50,16 @@ def expected_hit(expected: str, found: Sequence[str]) -> bool:
 def verdicts(
     mutants: Sequence[KernelSpec], arches: Sequence[str], backend: str,
     built: Mapping[tuple[str, str], Built], rows: Iterable[Row],
+    real_rows: Iterable[Row] = (),
 ) -> list[Row]:
-    """One verdict row per (mutant, arch) from the check and audit rows of the mutants."""
+    """One verdict row per (mutant, arch) from the check and audit rows of the mutants.
+    ``real_rows`` are the real kernels' rows: a check or rule that also fails the kernel a
+    mutant is a copy of (``mutant_of``) on that arch is no kill (it fails the real kernel
+    too, so it says nothing about the mutation)."""
     by_cell: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
         by_cell.setdefault((r.kernel, r.arch), []).append(r)
+    real_fails = {(r.kernel, r.arch, r.check) for r in real_rows if r.status == Status.FAIL}
     out: list[Row] = []
     for m in mutants:
         for arch in arches:
@@ -67,11 +72,14 @@ def verdicts(
                                message=f"not built for {arch}: {b.reason}", details=base))
                 continue
             cell_rows = by_cell.get((m.name, arch), [])
-            found = killers(cell_rows)
+            failing = killers(cell_rows)
+            also_real = [k for k in failing if (m.mutant_of, arch, k) in real_fails]
+            found = [k for k in failing if k not in also_real]
             cells = {r.check: str(r.status) for r in cell_rows}
             errors = sorted(r.check for r in cell_rows if r.status == Status.ERROR)
             details = {**base, "killed_by": found, "cells": cells, "errors": errors,
-                       "expected_hit": expected_hit(m.expected_killer, found)}
+                       "expected_hit": expected_hit(m.expected_killer, found),
+                       "fails_real_kernel_too": also_real}
             if not found and is_isa_only_off_amd(m.expected_killer, arch):
                 # Mutations such as a lane-dependent header address change the machine
                 # code, not the numbers: only the AMD ISA audit sees them, and there is no
@@ -100,6 +108,9 @@ def verdicts(
                                measured=float(len(found)), details=details))
             else:
                 why = f"; errors (no verdict) in {', '.join(errors)}" if errors else ""
+                if also_real:
+                    why += (f"; {', '.join(also_real)} failed it but fail {m.mutant_of} too "
+                            "(no kill)")
                 out.append(Row(kind="mutant", check=VERDICT_CHECK, kernel=m.name, arch=arch,
                                backend=backend, status=Status.FAIL,
                                message=f"SURVIVED: no check or audit rule failed it{why}",
@@ -115,16 +126,28 @@ def is_isa_only_off_amd(expected_killer: str, arch: str) -> bool:
     return expected_killer.startswith(("audit_", "audit:")) and bool(NVIDIA_ARCH.fullmatch(arch))
 
 
-def build(mutants: Manifest, arches: Sequence[Arch], cache_dir: str | None = None
-          ) -> tuple[dict[tuple[str, str], Built], list[Row]]:
-    """Compile each mutant per arch and audit what compiled: (built map, audit rows)."""
+def build(mutants: Manifest, arches: Sequence[Arch], cache_dir: str | None = None,
+          real: Manifest | None = None) -> tuple[dict[tuple[str, str], Built], list[Row]]:
+    """Compile each mutant per arch and audit what compiled: (built map, audit rows).
+    With ``real`` (the manifest the mutants' ``baseline`` and ``mutant_of`` name), the
+    audit rows also hold those of each mutant's real kernel (``mutant_of``), so a rule
+    that fails the real kernel too is told apart from a kill (``verdicts``)."""
     from hqval.audit import audit_matrix
     from hqval.toolchain import compile_kernel
 
     built: dict[tuple[str, str], Built] = {}
     audit_rows: list[Row] = []
+    originals = [] if real is None else [real.by_name(n) for n in
+                                        sorted({m.mutant_of for m in mutants.kernels
+                                                if m.mutant_of})]
     for arch in arches:
         cells = []
+        if arch.is_amd:
+            for o in originals:
+                if o.applies_to(arch):
+                    res = compile_kernel(o, arch.name, cache_dir)
+                    if res.ok:
+                        cells.append((o, res))
         for m in mutants.kernels:
             if not arch.is_amd:
                 ok = not m.amd_only
@@ -138,8 +161,18 @@ def build(mutants: Manifest, arches: Sequence[Arch], cache_dir: str | None = Non
             if res.ok:
                 cells.append((m, res))
         if cells:
-            audit_rows += audit_matrix(cells, arch, cache_dir=cache_dir)
+            audit_rows += audit_matrix(cells, arch, cache_dir=cache_dir,
+                                       real_manifest=None if real is None else real.path)
     return built, audit_rows
+
+
+def gating(rows: Iterable[Row], real: Manifest) -> tuple[list[Row], list[Row]]:
+    """Real-kernel failing or erroring cells split into (gating, listed only): a kernel
+    with ``production: false`` is run and reported but never gates."""
+    names = {k.name: k for k in real.kernels}
+    bad = real_failures(rows)
+    listed = [r for r in bad if r.kernel in names and not names[r.kernel].production]
+    return [r for r in bad if r not in listed], listed
 
 
 def real_failures(rows: Iterable[Row]) -> list[Row]:

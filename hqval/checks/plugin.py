@@ -119,6 +119,17 @@ def _named(config: pytest.Config, path: Path) -> bool:
     return False
 
 
+def _session_real(config: pytest.Config) -> Path | None:
+    """The one kernel (non-mutant) manifest named on the command line, if exactly one: a
+    mutant manifest of the same session without ``manifest:`` resolves in it."""
+    named = []
+    for arg in config.args:
+        p = Path(arg.split("::", 1)[0])
+        if p.suffix in (".yaml", ".yml") and p.is_file() and not is_mutant_manifest(p):
+            named.append(p.resolve())
+    return named[0] if len(set(named)) == 1 else None
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if _is_manifest(file_path, _named(parent.config, file_path)):
         collector: pytest.Collector = ManifestFile.from_parent(parent, path=file_path)
@@ -147,14 +158,15 @@ def is_mutant_manifest(path: Path) -> bool:
     return "mutant_of:" in path.read_text(errors="replace")
 
 
-def load_for_cells(path: Path) -> tuple[Manifest, Manifest]:
+def load_for_cells(path: Path, real_path: Path | None = None) -> tuple[Manifest, Manifest]:
     """(the manifest whose kernels are checked, the manifest baselines resolve in).  A
     mutant manifest's baselines and fallback references are the kernels of its real
-    manifest (its ``manifest:`` key; the suite's kernels.yaml when it has none)."""
+    manifest (its ``manifest:`` key; else ``real_path``, the session's one kernel manifest;
+    else the suite's kernels.yaml)."""
     from hqval.manifest import load_manifest, load_mutants
 
     if is_mutant_manifest(path):
-        muts = load_mutants(path)
+        muts = load_mutants(path, real=real_path)
         real = load_manifest(muts.real_manifest)
         merged = type(real)(path=muts.path, kernels=[*real.kernels, *muts.kernels])
         return muts, merged
@@ -187,7 +199,7 @@ class ManifestFile(pytest.File):
         unknown = [c for c in checks if c not in CHECKS]
         if unknown:
             raise pytest.UsageError(f"unknown check(s) {unknown}: choose from {list(CHECKS)}")
-        subject, context_manifest = load_for_cells(self.path)
+        subject, context_manifest = load_for_cells(self.path, _session_real(self.config))
         backend_name: str = opt("--hqval-backend")
         for arch in arches:
             label = backend_label(backend_name, arch)

@@ -3,7 +3,10 @@
 Compiles every mutant for every requested arch it applies to, audits the code objects
 (``hqval.checks.mutation.build``), runs every check cell for the mutants and the real
 kernels in one pytest session (``hqval.checks.session``), and prints mutant x check.  Exit
-1 if a mutant survives on an arch it compiles for or a real kernel's cell fails or errors;
+1 if a mutant survives on an arch it compiles for or a real kernel's cell fails or errors
+(a ``production: false`` kernel's failures are listed, never gating); a check or rule that
+fails a mutant's real kernel (``mutant_of``) too is no kill.  A mutants file naming no
+``manifest:`` resolves its baselines and ``mutant_of`` in ``--manifest``;
 2 for bad input, an unavailable backend or a session that left cells without a row; 0
 otherwise.
 """
@@ -33,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from hqval.backends import BackendUnavailable, open_for
     from hqval.checks.cell import CHECKS, unknown_checks
-    from hqval.checks.mutation import build, matrix_text, real_failures, verdicts
+    from hqval.checks.mutation import build, gating, matrix_text, verdicts
     from hqval.checks.session import keyword_problem, run_cells
     from hqval.cli import UsageError
     from hqval.manifest import DEFAULT_MANIFEST, DEFAULT_MUTANTS, load_manifest
@@ -49,8 +52,11 @@ def run(args: argparse.Namespace) -> int:
         bad = unknown_checks(args.check)
         if bad:
             raise UsageError(bad)
-        load_manifest(real_path)
-        mutants = load_mutant_manifest(mutants_path)
+        real = load_manifest(real_path)
+        # a mutants file naming no ``manifest:`` resolves its baselines and mutant_of in
+        # the --manifest tree (the suite's kernels.yaml without --manifest)
+        mutants = load_mutant_manifest(mutants_path,
+                                       real=real_path if args.manifest else None)
     except (ValueError, OSError) as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -65,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     for arch, b in chosen.items():
         print(f"hqval mutants: {arch}: {b.selection}")
 
-    built, audit_rows = build(mutants, arches, args.cache_dir)
+    real_of_mutants = load_manifest(mutants.real_manifest)
+    built, audit_rows = build(mutants, arches, args.cache_dir, real_of_mutants)
     names = [a.name for a in arches]
     mutant_names = {m.name for m in mutants.kernels}
     display = Display()
@@ -90,12 +97,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     mutant_rows = [r for r in [*cell_rows, *audit_rows] if r.kernel in mutant_names]
     real_rows = [r for r in cell_rows if r.kernel not in mutant_names]
+    real_audit = [r for r in audit_rows if r.kernel not in mutant_names]
     verdict_rows = [v for a in names for v in
-                    verdicts(mutants.kernels, [a], chosen[a].name, built, mutant_rows)]
+                    verdicts(mutants.kernels, [a], chosen[a].name, built, mutant_rows,
+                             [*real_rows, *real_audit])]
 
     print(matrix_text(verdict_rows, mutant_rows))
     survived = [v for v in verdict_rows if v.status == Status.FAIL]
-    broken = real_failures(real_rows)
+    broken, listed = gating(real_rows, real)
     killed = sum(v.status == Status.PASS for v in verdict_rows)
     print(f"hqval mutants: {killed} killed, {len(survived)} survived, "
           f"{sum(v.status == Status.UNSUPPORTED for v in verdict_rows)} unsupported; "
@@ -104,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  SURVIVED {v.identity}: {v.message} ({v.details.get('mutation')})")
     for r in broken:
         print(f"  REAL KERNEL {r.identity}: {r.status}: {r.message}")
+    for r in listed:
+        print(f"  not gating (production: false) {r.identity}: {r.status}: {r.message}")
     if args.json:
         everything = [*verdict_rows, *mutant_rows, *real_rows]
         options.write_json([r.to_dict() for r in everything], args.json)

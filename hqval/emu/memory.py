@@ -56,6 +56,11 @@ class Memory:
         self._owners: dict[int, int] = {}
         self._own = np.zeros(0, np.int64)
         self._own_list: list[int] = []
+        # Called for every executed global/flat/buffer/scalar load when set (the executed
+        # audit's access recorder): (instruction, wave selection, int64 byte addresses
+        # [waves, lanes] -- [waves, 1] for a scalar load --, active-lane mask or None).
+        self.recorder: Callable[[Instruction, Any, np.ndarray, np.ndarray | None],
+                                None] | None = None
 
     def _index(self) -> None:
         self._starts = np.array(self.starts, np.int64)
@@ -362,6 +367,8 @@ def _buffer(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
             if private:
                 words = _private_load(st, _private_flat(st, w, addr, nbytes, what), nbytes)
             else:
+                if st.mem.recorder is not None:
+                    st.mem.recorder(ins, w, addr, ok)
                 off = addr[ok] - BASE
                 st.mem.check(off, nbytes, what, _launch_of(st, w, ok))
                 words = st.mem.gather(off, nbytes)
@@ -487,6 +494,8 @@ def _smem(name: str, ins: Instruction, what: Any) -> Fn:
         addr = addr + imm
         if soff is not None:
             addr = addr + st.S[soff][w].astype(np.int64)
+        if st.mem.recorder is not None:
+            st.mem.recorder(ins, w, addr[:, None], None)
         off = addr - BASE
         st.mem.check(off, nbytes, what, None if st.launch is None else st.launch[w])
         words = st.mem.gather(off, nbytes)
@@ -528,6 +537,8 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         def gload(st: WaveState, w: Sel) -> None:
             addr = _lane_addresses(st, w, vaddr, saddr, imm)
             em = st.em[w]
+            if st.mem.recorder is not None:
+                st.mem.recorder(ins, w, addr, em)
             # every lane active: the masked selection is all of them, in order
             off = (addr.reshape(-1) if st.full and isinstance(w, slice) else addr[em]) - BASE
             st.mem.check(off, nbytes, what, _launch_of(st, w, em))

@@ -215,8 +215,11 @@ def mutants(ctx: RunContext) -> StepResult:
     rows, why = _session(ctx, "mutants", [Path(ctx.mutants.path)])
     names = _mutant_names(ctx)
     # this session's cells plus those an interrupted earlier session left in the run
-    stored = [r for r in store.load(ctx.writer.path).rows
-              if r.kernel in names and r.kind in ("check", "audit")]
+    everything = store.load(ctx.writer.path).rows
+    stored = [r for r in everything if r.kernel in names and r.kind in ("check", "audit")]
+    # the real kernels' rows: a check or rule failing a mutant's real kernel is no kill
+    real_rows = [r for r in everything if r.kernel not in names
+                 and r.kind in ("check", "audit")]
     built: dict[tuple[str, str], mutation.Built] = {}
     for m in ctx.mutants.kernels:
         for a in ctx.arches:
@@ -232,7 +235,8 @@ def mutants(ctx: RunContext) -> StepResult:
     expected = set(ctx.expected.get("mutants", []))
     for a in ctx.arches:
         for v in mutation.verdicts(ctx.mutants.kernels, [a.name], ctx.backend_label(a.name),
-                                   built, [r for r in stored if r.arch == a.name]):
+                                   built, [r for r in stored if r.arch == a.name],
+                                   [r for r in real_rows if r.arch == a.name]):
             cells = [Cell(c, v.kernel, a.name, v.backend).identity for c in CHECKS]
             if v.status is Status.FAIL and any(c in expected and c not in have
                                                for c in cells):

@@ -4,13 +4,14 @@ every RDNA generation; wrong header decodes differ; the fixture's own proof is e
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from hqval import fixtures
 from hqval.checks import bit_identity
 from hqval.checks.cell import CheckContext, run_cell
-from hqval.result import Status
+from hqval.result import Row, Status
 
 from .conftest import ARCHES
 from .mutant_cases import mutants_killed_by
@@ -70,3 +71,40 @@ def test_fixture_whose_misreads_do_not_move_the_output_is_an_error(
     ctx = emu_ctx("gfx1100")
     row = run_cell(ctx, "bit_identity", ctx.kernel("gemv_mq4g256v2_r1"))
     assert row.status == Status.ERROR and "does not discriminate" in row.message
+
+
+def test_a_failure_against_a_baseline_that_fails_its_own_checks_says_so(
+        tmp_path: Path) -> None:
+    """The engine-style tree with its v1 baseline broken (the zero read as the scale):
+    the v2 kernel's bit_identity fails against it and says the baseline itself fails its
+    reference parity; against the intact baseline a broken v2 fails without that note."""
+    import shutil
+
+    from hqval.backends.emu import EmuBackend
+    from hqval.manifest import load_manifest
+    from hqval.matrix import load_arches
+
+    tree = Path(__file__).resolve().parents[1] / "data" / "engine_tree"
+    shutil.copytree(tree, tmp_path / "tree")
+    arch = load_arches()["gfx1030"]
+
+    def cell(kernel: str) -> Row:
+        m = load_manifest(tmp_path / "tree" / "kernels.yaml")
+        ctx = CheckContext(backend=EmuBackend(arch.name), arch=arch, manifest=m)
+        return run_cell(ctx, "bit_identity", m.by_name(kernel))
+
+    v1 = tmp_path / "tree" / "src" / "ew_gemv_hfq4g256.hip"
+    good = v1.read_text()
+    old = "__uint_as_float(EW_LOAD_HDR(gp));"
+    assert old in good
+    v1.write_text(good.replace(old, "__uint_as_float(EW_LOAD_HDR(gp + 4));", 1))
+    bad_base = cell("ew_gemv_mq4g256v2")
+    assert bad_base.status is Status.FAIL
+    assert "itself fails its reference_parity" in bad_base.message
+    assert bad_base.details["baseline_fails"]["check"] == "reference_parity"
+    v1.write_text(good)
+    v2 = tmp_path / "tree" / "src" / "ew_gemv_mq4g256v2.hip"
+    v2.write_text(v2.read_text().replace("EW_LOAD_PK(gp + 8 + boff)",
+                                         "EW_LOAD_PK(gp + 4 + boff)"))
+    bad_v2 = cell("ew_gemv_mq4g256v2")
+    assert bad_v2.status is Status.FAIL and "itself fails" not in bad_v2.message

@@ -4,6 +4,7 @@ where the mutant is not built; expected killers reported."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,66 @@ def test_a_mutant_the_emulator_cannot_run_is_untested_not_a_survivor() -> None:
     # with no gap the same passing cells are a survivor
     (s,) = verdicts([m], ["gfx1201"], "emu", built, [passed])
     assert s.status is Status.FAIL and "SURVIVED" in s.message
+
+
+def test_a_rule_the_real_kernel_fails_too_is_no_kill() -> None:
+    """A mutant whose only failing rule also fails its real kernel (``mutant_of``) on the
+    arch survives: that failure says nothing about the mutation.  Failing on another arch,
+    or another rule, the real kernel's row does not excuse it."""
+    built = {(MUTANT.name, a): Built(True) for a in ("gfx1100", "gfx1030")}
+    rows = [_row("audit_no_spill", Status.FAIL), _row("audit_no_spill", Status.FAIL,
+                                                      arch="gfx1030")]
+    real = [_row("audit_no_spill", Status.FAIL, kernel=str(MUTANT.mutant_of))]
+    v = {r.arch: r for r in verdicts([MUTANT], ["gfx1100", "gfx1030"], "emu", built, rows,
+                                     real)}
+    assert v["gfx1100"].status == Status.FAIL and "no kill" in v["gfx1100"].message
+    assert v["gfx1100"].details["fails_real_kernel_too"] == ["audit_no_spill"]
+    assert v["gfx1030"].status == Status.PASS  # the real kernel passes it there
+    other = [_row("audit_no_spill", Status.FAIL, kernel="some_other_kernel")]
+    (kill,) = verdicts([MUTANT], ["gfx1100"], "emu", built, rows[:1], other)
+    assert kill.status == Status.PASS
+
+
+def test_failures_of_production_false_kernels_are_listed_not_gating(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from hqval.checks.mutation import gating
+    from hqval.manifest import load_manifest
+
+    real = load_manifest()
+    a, b = real.kernels[0], real.kernels[1]
+    real = replace(real, kernels=[a, replace(b, production=False), *real.kernels[2:]])
+    rows = [_row("reference_parity", Status.FAIL, kernel=a.name),
+            _row("reference_parity", Status.FAIL, kernel=b.name),
+            _row("bit_identity", Status.PASS, kernel=b.name)]
+    gate, listed = gating(rows, real)
+    assert [r.kernel for r in gate] == [a.name]
+    assert [r.kernel for r in listed] == [b.name]
+
+
+def test_mutants_resolve_in_the_manifest_given(tmp_path: Path) -> None:
+    """A mutants file naming no ``manifest:`` resolves its baselines and mutant_of in the
+    manifest a command was given (--manifest), not in the suite's kernels.yaml; one that
+    names another manifest than the one given is refused."""
+    import shutil
+
+    from hqval.checks.plugin import load_for_cells
+    from hqval.manifest import ManifestError
+
+    tree = Path(__file__).resolve().parents[1] / "data" / "engine_tree"
+    shutil.copytree(tree, tmp_path / "tree")
+    muts = tmp_path / "tree" / "mutants.yaml"
+    muts.write_text(muts.read_text().replace("manifest: kernels.yaml\n", ""))
+    with pytest.raises(ManifestError, match="is not a kernel of"):
+        load_mutants(muts)  # the suite's kernels.yaml has no ew_* kernels
+    real = tmp_path / "tree" / "kernels.yaml"
+    m = load_mutants(muts, real=real)
+    assert m.real_manifest == real.resolve()
+    _, merged = load_for_cells(muts, real)
+    assert "ew_gemv_mq4g256v2" in merged.names()
+    named = tmp_path / "tree" / "named.yaml"
+    named.write_text("manifest: kernels.yaml\n" + muts.read_text())
+    other = tmp_path / "other.yaml"
+    shutil.copy(real, other)
+    with pytest.raises(ManifestError, match="was given"):
+        load_mutants(named, real=other)

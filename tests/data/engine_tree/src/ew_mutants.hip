@@ -10,8 +10,13 @@ typedef _Float16 ew_h8 __attribute__((ext_vector_type(8)));
 typedef float ew_f8 __attribute__((ext_vector_type(8)));
 
 // GEMV decode with a switchable defect.  LANE_HALF: the half taken from the lane id
-// (lane < 8) instead of the payload offset.  PAY4: the payload read at +4.
-template <int H, bool LANE_HALF, bool PAY4>
+// (lane < 8) instead of the payload offset.  PAY4: the payload read at +4.  LANE_HDR: the
+// header word at a lane-dependent address (lanes 16.. read +4).  STRIDE: the group stride
+// in bytes (132: the retired compact layout).  EXTRA: a second, redundant dequantisation
+// per group (extra work; the result is the same).  H selects the header decoder, so a v1
+// decoder (EW_F32) on a v2 kernel reads v2's fp16 pairs as f32.
+template <int H, bool LANE_HALF, bool PAY4, bool LANE_HDR = false, int STRIDE = EW_GROUP_BYTES,
+          bool EXTRA = false>
 static __device__ __forceinline__ void ew_gemv_broken(const char* __restrict__ W,
                                                       const float* __restrict__ x,
                                                       float* __restrict__ y, int M, int K) {
@@ -23,16 +28,58 @@ static __device__ __forceinline__ void ew_gemv_broken(const char* __restrict__ W
     const int boff = lane * 4;
     float acc = 0.0f;
     for (int g = 0; g < groups; ++g) {
-        const char* gp = wrow + g * EW_GROUP_BYTES;
+        const char* gp = wrow + g * STRIDE;
         float sc, zp;
-        ew_header<H>(gp, LANE_HALF ? (lane < 8 ? 0 : 64) : boff, sc, zp);
+        if (LANE_HDR) {
+            const unsigned int h = EW_LOAD_HDR(gp + (lane < 16 ? 0 : 4));
+            sc = __half2float(__ushort_as_half((unsigned short)(h & 0xFFFFu)));
+            zp = __half2float(__ushort_as_half((unsigned short)(h >> 16)));
+        } else {
+            ew_header<H>(gp, LANE_HALF ? (lane < 8 ? 0 : 64) : boff, sc, zp);
+        }
         const unsigned int pk = EW_LOAD_PK(gp + (PAY4 ? 4 : 8) + boff);
         const float4 xa = *reinterpret_cast<const float4*>(x + g * 256 + lane * 8);
         const float4 xb = *reinterpret_cast<const float4*>(x + g * 256 + lane * 8 + 4);
-        acc += ew_dot8(pk, sc, zp, xa, xb);
+        float part = ew_dot8(pk, sc, zp, xa, xb);
+        if (EXTRA) {
+            // the same dot product again from a negated copy, added and taken away
+            const float4 na = {-xa.x, -xa.y, -xa.z, -xa.w};
+            const float4 nb = {-xb.x, -xb.y, -xb.z, -xb.w};
+            const float twice = part - ew_dot8(pk, sc, zp, na, nb);
+            part = 0.5f * twice;
+        }
+        acc += part;
     }
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor(acc, off);
     if (lane == 0) y[row] = acc;
+}
+
+__launch_bounds__(32, 16)
+extern "C" __global__ void ew_mut_gemv_lane_header(const char* __restrict__ W,
+                                                   const float* __restrict__ x,
+                                                   float* __restrict__ y, int M, int K) {
+    ew_gemv_broken<EW_V2, false, false, true>(W, x, y, M, K);
+}
+
+__launch_bounds__(32, 16)
+extern "C" __global__ void ew_mut_gemv_stride132(const char* __restrict__ W,
+                                                 const float* __restrict__ x,
+                                                 float* __restrict__ y, int M, int K) {
+    ew_gemv_broken<EW_V2, false, false, false, 132>(W, x, y, M, K);
+}
+
+__launch_bounds__(32, 16)
+extern "C" __global__ void ew_mut_gemv_extra_work(const char* __restrict__ W,
+                                                  const float* __restrict__ x,
+                                                  float* __restrict__ y, int M, int K) {
+    ew_gemv_broken<EW_V2, false, false, false, EW_GROUP_BYTES, true>(W, x, y, M, K);
+}
+
+__launch_bounds__(32, 16)
+extern "C" __global__ void ew_mut_gemv_v1_header(const char* __restrict__ W,
+                                                 const float* __restrict__ x,
+                                                 float* __restrict__ y, int M, int K) {
+    ew_gemv_broken<EW_F32, false, false>(W, x, y, M, K);
 }
 
 __launch_bounds__(32, 16)

@@ -1,0 +1,433 @@
+"""The audit decided from executed facts: the emulator runs a v2 kernel and its v1 baseline
+on one shared problem (M, K, N) and records, for every executed load, whether it is scalar
+or vector, whether its address is lane-uniform and which bytes of which (row, group) of W
+it read, and the dynamic instruction counts by class (v_wmma apart from VALU).  From those
+facts:
+
+  header_scalar   in a row-per-wave access the header bytes are read by scalar or
+                  lane-uniform loads: a vector load whose lanes read one row's header bytes
+                  at their own addresses, several lanes the same bytes, fails (a per-lane
+                  header read covering several rows -- WMMA tiles -- is allowed, and so is
+                  a copy whose lanes each read other bytes -- LDS staging); and the W
+                  traffic per (row, group, column tile) is no more than the baseline's;
+  payload_offset  every (row, group) has its header and its payload bytes [8, 136) read and
+                  nothing else; a shifted payload or another stride leaves bytes unread,
+                  and the finding names the bytes read and those left unread;
+  v2_valu_delta   (VALU of v2 - VALU of v1) per executed group-row and column tile, WMMA
+                  excluded, against the budget.
+
+Code the problem does not execute (a load of W the static flow found that never ran) makes
+a rule that would pass ``unsupported``: a rule never passes code it did not see run."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hqval.audit.rules import RULE_LETTER
+from hqval.codeobject import Instruction
+from hqval.result import Row, Status
+
+if TYPE_CHECKING:
+    from hqval.manifest import KernelSpec
+
+# A problem every kernel of the ABI accepts: K of 4 groups for a GEMV (both halves of
+# every header, an unrolled pair of groups twice) and 2 for a GEMM (its emulation is the
+# costly one), rows for two blocks of the widest row-per-block kernels, one 16-row WMMA
+# tile, columns for two 16-wide tiles.
+GEMV_M, GEMM_M, K_DEFAULT, GEMM_K, N_DEFAULT = 16, 16, 1024, 512, 32
+W_PAD = 4096  # bytes after each W matrix: a read past the matrix is recorded, not a fault
+
+
+@dataclass
+class Facts:
+    """What one launch executed (see the module doc)."""
+
+    kernel: str
+    problem: tuple[int, int, int]
+    grid: tuple[int, int, int]
+    group_bytes: int
+    rows: int
+    groups: int
+    read: np.ndarray  # bool [rows, groups, group_bytes]: bytes read of each (row, group)
+    traffic: np.ndarray  # int [rows, groups]: distinct bytes per load instance, summed
+    beyond: int = 0  # bytes read past the last row (inside the pad)
+    per_lane_header: list[str] = field(default_factory=list)
+    multi_row_header: int = 0  # per-lane header loads whose lanes cover several rows
+    staged_header: int = 0  # per-lane copies of header bytes, each lane other bytes
+    loads: dict[int, dict[str, Any]] = field(default_factory=dict)  # W loads by address
+    executed: Counter[int] = field(default_factory=Counter)  # wave-executions by address
+    classes: Counter[str] = field(default_factory=Counter)
+    error: str = ""
+
+    @property
+    def column_tiles(self) -> int:
+        return self.grid[1]
+
+    @property
+    def group_rows(self) -> int:
+        """(row, group) cells whose payload was read (at least one byte at or past +8)."""
+        return int(self.read[:, :, 8:].any(axis=2).sum())
+
+
+def _nbytes(mnemonic: str) -> int:
+    from hqval.emu.memory import _SIZES, _norm
+
+    name = _norm(mnemonic)
+    if name.startswith("buffer_"):
+        name = _norm("global_" + name[len("buffer_"):])
+    kind = name.split("_load_", 1)[-1]
+    return _SIZES.get(kind, 4)
+
+
+class _Recorder:
+    """The memory recorder of one launch: W matrices as (base, rows, row_bytes)."""
+
+    def __init__(self, facts: Facts, mats: list[tuple[int, int, int]], header_bytes: int,
+                 waves_per_wg: int, grid_x: int) -> None:
+        self.f = facts
+        self.mats = mats
+        self.header_bytes = header_bytes
+        self.waves_per_wg = waves_per_wg
+        self.grid_x = grid_x
+        self.row_base = np.cumsum([0] + [r for _, r, _ in mats])
+
+    def __call__(self, ins: Instruction, w: Any, addr: np.ndarray,
+                 em: np.ndarray | None) -> None:
+        nb = _nbytes(ins.mnemonic)
+        scalar = em is None
+        mask = np.ones(addr.shape, bool) if em is None else em
+        gb = self.f.group_bytes
+        for mi, (base, rows, row_bytes) in enumerate(self.mats):
+            rel = addr - base
+            hit = mask & (rel >= 0) & (rel < rows * row_bytes + W_PAD)
+            if not hit.any():
+                continue
+            rec = self.f.loads.setdefault(ins.addr, {"text": ins.text, "scalar": scalar,
+                                                     "uniform": True, "instances": 0,
+                                                     "max_rows": 0})
+            for wi in range(addr.shape[0]):
+                lanes = hit[wi]
+                if not lanes.any():
+                    continue
+                la = rel[wi][lanes]
+                rec["instances"] += 1
+                uniform = bool((la == la[0]).all())
+                rec["uniform"] = rec["uniform"] and uniform
+                b = np.unique((la[:, None] + np.arange(nb)[None, :]).reshape(-1))
+                inside = b[b < rows * row_bytes]
+                self.f.beyond += int(b.size - inside.size)
+                row = inside // row_bytes + int(self.row_base[mi])
+                col = inside % row_bytes
+                grp, byte = col // gb, col % gb
+                self.f.read[row, grp, byte] = True
+                np.add.at(self.f.traffic, (row, grp), 1)
+                if scalar or uniform:
+                    continue
+                # the lanes' own header bytes: a header dword several lanes read at their
+                # own addresses is the per-lane read a scalar load makes once; a copy whose
+                # lanes each read other bytes (LDS staging) reads every byte once
+                lane_bytes = (la[:, None] + np.arange(nb)[None, :])
+                lane_bytes = lane_bytes[lane_bytes < rows * row_bytes]
+                lrow = lane_bytes // row_bytes + int(self.row_base[mi])
+                lbyte = (lane_bytes % row_bytes) % gb
+                hdr = lbyte < self.header_bytes
+                if hdr.any():
+                    hrows = np.unique(lrow[hdr])
+                    rec["max_rows"] = max(rec["max_rows"], int(hrows.size))
+                    shared = np.unique(lane_bytes[hdr]).size < int(hdr.sum())
+                    if hrows.size == 1 and shared:
+                        if len(self.f.per_lane_header) < 8:
+                            self.f.per_lane_header.append(
+                                f"0x{ins.addr:x}: {ins.text} (row {int(hrows[0])}, header "
+                                f"bytes {sorted({int(x) for x in lbyte[hdr]})} at "
+                                f"{int(np.unique(la).size)} lane addresses)")
+                    elif hrows.size > 1:
+                        self.f.multi_row_header += 1
+                    else:
+                        self.f.staged_header += 1
+
+
+def problem_for(spec: KernelSpec, baseline: KernelSpec | None = None) -> tuple[int, int, int]:
+    """The shared (M, K, N) of a kernel and its baseline."""
+    specs = [spec] if baseline is None else [spec, baseline]
+    if spec.kind == "gemm":
+        return GEMM_M, GEMM_K, N_DEFAULT
+    return max(GEMV_M, 2 * max(s.rows_per_block for s in specs)), K_DEFAULT, 1
+
+
+def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
+              problem: tuple[int, int, int], seed: int = 0) -> Facts:
+    """Launch ``spec`` on the emulator on ``problem`` with the recorder on."""
+    from hqval.emu import Machine
+    from hqval.emu.errors import EmuError
+    from hqval.emu.runner import _extra_args
+    from hqval.formats import by_qt
+
+    M, K, N = problem
+    fmt = by_qt(spec.qt)
+    gb = fmt.group_bytes
+    header = 4 if getattr(fmt, "header", None) == "f16" and getattr(fmt, "halves", 2) == 1 \
+        else fmt.payload_offset
+    rng = np.random.default_rng(seed)
+    machine = Machine(arch)
+    module = machine.load(code_object)
+    ms = (M, M // 2 + 3, M // 4 + 5) if spec.kind == "gemv_qkv" else (M,)
+    rows = sum(ms)
+    groups = K // 256
+    facts = Facts(spec.name, problem, (1, 1, 1), gb, rows, groups,
+                  np.zeros((rows, groups, gb), bool), np.zeros((rows, groups), np.int64))
+    mats, wptrs = [], []
+    for mi in ms:
+        blob = fmt.encode((rng.standard_normal((mi, K)) * 0.02).astype(np.float32))
+        wa = machine.alloc(blob.nbytes + W_PAD)
+        machine.write(wa, blob)
+        mats.append((wa, mi, groups * gb))
+        wptrs.append(wa)
+    r = spec.rows_per_block
+    if spec.kind == "gemv":
+        x = rng.standard_normal(K).astype(np.float32)
+        xa, ya = machine.alloc(x.nbytes), machine.alloc(4 * M)
+        machine.write(xa, x)
+        grid = (-(-M // r), 1, 1)
+        args = [wptrs[0], xa, ya, M, K]
+    elif spec.kind == "gemv_qkv":
+        x = rng.standard_normal(K).astype(np.float32)
+        xa = machine.alloc(x.nbytes)
+        machine.write(xa, x)
+        yptrs = [machine.alloc(4 * mi) for mi in ms]
+        grid = (sum(-(-mi // r) for mi in ms), 1, 1)
+        args = [*wptrs, xa, *yptrs, *ms, K]
+    else:
+        xh = rng.standard_normal((N, K)).astype(np.float16)
+        xa, ya = machine.alloc(xh.nbytes), machine.alloc(4 * M * N)
+        machine.write(xa, xh)
+        bt = spec.batch_tile or 1
+        grid = (-(-M // 16), -(-N // (16 * bt)), 1)
+        args = [wptrs[0], xa, ya, M, K, N]
+    facts.grid = grid
+    info = module.code_object.kernels.get(spec.symbol)
+    nl = info.wavefront_size if info is not None else 32
+    machine.mem.recorder = _Recorder(facts, mats, header, -(-spec.block // nl), grid[0])
+    executed = facts.executed
+
+    def trace(addr: int, _text: str, waves: int) -> None:
+        executed[addr] += waves
+
+    try:
+        machine.launch(module, spec.symbol, grid, (spec.block, 1, 1),
+                       [*args, *_extra_args(spec)], trace=trace)
+    except EmuError as exc:
+        facts.error = str(exc)
+    finally:
+        machine.mem.recorder = None
+    code = {i.addr: i for i in module.program(spec.symbol).instructions}
+    for a, n in executed.items():
+        ins = code.get(a)
+        if ins is None:
+            continue
+        facts.classes[ins.klass] += n * (ins.valu_ops if ins.klass == "valu" else 1)
+    return facts
+
+
+_FACTS: dict[tuple[str, str, str, tuple[int, int, int]], Facts] = {}
+
+
+def facts_for(spec: KernelSpec, arch: str, code_object: bytes,
+              problem: tuple[int, int, int]) -> Facts:
+    """``run_facts``, once per (code object, kernel, problem) in this process."""
+    key = (hashlib.sha256(code_object).hexdigest(), spec.symbol, arch, problem)
+    got = _FACTS.get(key)
+    if got is None:
+        got = run_facts(spec, arch, code_object, problem)
+        if len(_FACTS) > 256:
+            _FACTS.clear()
+        _FACTS[key] = got
+    return got
+
+
+def _ranges(values: list[int]) -> str:
+    """[8, 9, 10, 12] -> '[8,11) [12,13)'."""
+    out: list[str] = []
+    start = prev = None
+    for v in sorted(values):
+        if start is None:
+            start = prev = v
+        elif prev is not None and v == prev + 1:
+            prev = v
+        else:
+            out.append(f"[{start},{(prev or 0) + 1})")
+            start = prev = v
+    if start is not None:
+        out.append(f"[{start},{(prev or 0) + 1})")
+    return " ".join(out) or "none"
+
+
+def layout(qt: int) -> tuple[int, frozenset[int], frozenset[int]]:
+    """(group bytes, bytes a kernel must read, bytes it may read) of a format's group."""
+    from hqval.formats import by_qt
+
+    fmt = by_qt(qt)
+    gb, po = fmt.group_bytes, fmt.payload_offset
+    header = 4 if getattr(fmt, "header", None) == "f16" and getattr(fmt, "halves", 2) == 1 \
+        else po
+    must = frozenset(range(header)) | frozenset(range(po, gb))
+    return gb, must, must | frozenset(range(header, po))  # qt=45's zero pad may be read
+
+
+def _unexecuted(static_loads: list[int], facts: Facts) -> list[int]:
+    return [a for a in static_loads if facts.executed.get(a, 0) == 0]
+
+
+@dataclass
+class Executed:
+    """The executed facts of a v2 kernel and its baseline, and the rows they decide."""
+
+    spec: KernelSpec
+    arch: str
+    facts: Facts
+    base: Facts | None
+    static_unexecuted: list[str] = field(default_factory=list)
+    budget: float = 3.0
+
+    def _row(self, rule: str, status: Status, message: str, *,
+             measured: float | None = None, tolerance: float | None = None,
+             details: dict[str, Any] | None = None) -> Row:
+        f = self.facts
+        ev = {"rule": RULE_LETTER[rule], "decided_by": "executed",
+              "problem": {"M": f.problem[0], "K": f.problem[1], "N": f.problem[2]},
+              "grid": list(f.grid), **(details or {})}
+        return Row(kind="audit", check=f"audit_{rule}", kernel=self.spec.name, arch=self.arch,
+                   backend="isa", status=status, measured=measured, tolerance=tolerance,
+                   message=f"executed on M={f.problem[0]} K={f.problem[1]} N={f.problem[2]}: "
+                           f"{message}", details=ev)
+
+    def _not_run(self, rule: str, details: dict[str, Any]) -> Row | None:
+        if not self.static_unexecuted:
+            return None
+        return self._row(rule, Status.UNSUPPORTED, "loads of W the problem did not execute: "
+                         + "; ".join(self.static_unexecuted[:6]) + " -- a rule never passes "
+                         "code it did not see run", details=details)
+
+    def payload_offset(self) -> Row:
+        f = self.facts
+        gb, must, may = layout(self.spec.qt)
+        missing = [(r, g) for r in range(f.rows) for g in range(f.groups)
+                   if not all(f.read[r, g, b] for b in must)]
+        extra = [(r, g) for r in range(f.rows) for g in range(f.groups)
+                 if any(f.read[r, g, b] for b in range(gb) if b not in may)]
+        ev: dict[str, Any] = {"cells": f.rows * f.groups, "cells_missing": len(missing),
+                              "cells_extra": len(extra), "bytes_beyond_matrix": f.beyond}
+        if missing or extra or f.beyond:
+            r, g = (missing or extra or [(0, 0)])[0]
+            got = [b for b in range(gb) if f.read[r, g, b]]
+            unread = sorted(must - set(got))
+            other = sorted(set(got) - may)
+            ev.update({"first_cell": [r, g], "read": _ranges(got), "unread": _ranges(unread),
+                       "read_outside_layout": _ranges(other)})
+            beyond = f"; {f.beyond} bytes read past the last row" if f.beyond else ""
+            return self._row("payload_offset", Status.FAIL,
+                             f"the format's bytes are read in another layout: (row {r}, "
+                             f"group {g}) has bytes {_ranges(got)} read and "
+                             f"{_ranges(unread)} left unread"
+                             + (f", {_ranges(other)} read outside header and payload"
+                                if other else "")
+                             + f"; {len(missing)} of {f.rows * f.groups} (row, group) cells "
+                             f"miss bytes, {len(extra)} read others{beyond}", details=ev)
+        return self._not_run("payload_offset", ev) or self._row(
+            "payload_offset", Status.PASS, f"every one of {f.rows * f.groups} (row, group) "
+            f"cells has its header and payload [8,{gb}) read and nothing else", details=ev)
+
+    def header_scalar(self) -> Row:
+        f, b = self.facts, self.base
+        ev: dict[str, Any] = {
+            "loads": {f"0x{a:x}": {k: v for k, v in d.items()} for a, d in f.loads.items()},
+            "multi_row_header_instances": f.multi_row_header,
+            "staged_header_instances": f.staged_header}
+        if f.per_lane_header:
+            ev["evidence"] = f.per_lane_header
+            return self._row("header_scalar", Status.FAIL, "header bytes read at lane-dependent "
+                             "addresses in a row-per-wave access: "
+                             + "; ".join(f.per_lane_header[:3]), details=ev)
+        if b is None or b.error:
+            return self._row("header_scalar", Status.UNSUPPORTED, "no header read per lane "
+                             "in a row-per-wave access, but the baseline did not run, so the W "
+                             "traffic cannot be compared"
+                             + (f" ({b.error})" if b is not None else ""), details=ev)
+        mine = f.traffic / max(f.column_tiles, 1)
+        theirs = b.traffic / max(b.column_tiles, 1)
+        if mine.shape != theirs.shape:
+            return self._row("header_scalar", Status.UNSUPPORTED, "the baseline ran on other "
+                             "W rows/groups", details=ev)
+        worse = mine - theirs
+        ev.update({"traffic_per_cell_tile": float(mine.mean()),
+                   "baseline_traffic_per_cell_tile": float(theirs.mean())})
+        if (worse > 1e-9).any():
+            r, g = np.unravel_index(int(np.argmax(worse)), worse.shape)
+            return self._row("header_scalar", Status.FAIL, f"W traffic per (row, group, column "
+                             f"tile) exceeds the baseline's: (row {r}, group {g}) "
+                             f"{mine[r, g]:g} vs {theirs[r, g]:g} bytes; "
+                             f"{int((worse > 1e-9).sum())} cells more", details=ev,
+                             measured=float(mine.sum()), tolerance=float(theirs.sum()))
+        how = ("per-lane header loads cover several rows (row-per-lane)" if f.multi_row_header
+               else "header bytes copied by lanes that each read other bytes (staging)"
+               if f.staged_header else "header bytes read by scalar or lane-uniform loads")
+        return self._not_run("header_scalar", ev) or self._row(
+            "header_scalar", Status.PASS, f"{how}; W traffic per (row, group, column tile) "
+            f"{float(mine.mean()):g} bytes, the baseline's {float(theirs.mean()):g}", details=ev)
+
+    def v2_valu_delta(self) -> Row:
+        f, b = self.facts, self.base
+        if b is None or b.error:
+            return self._row("v2_valu_delta", Status.UNSUPPORTED, "the baseline did not run"
+                             + (f" ({b.error})" if b is not None else ""))
+        units, bunits = f.group_rows * f.column_tiles, b.group_rows * b.column_tiles
+        if units == 0 or bunits == 0:
+            return self._row("v2_valu_delta", Status.UNSUPPORTED, "no group-row's payload was "
+                             "read: there is no per-group-row VALU count")
+        per = f.classes["valu"] / units - b.classes["valu"] / bunits
+        ev = {"valu": f.classes["valu"], "baseline_valu": b.classes["valu"],
+              "wmma": f.classes["wmma"], "baseline_wmma": b.classes["wmma"],
+              "group_rows": f.group_rows, "column_tiles": f.column_tiles,
+              "baseline_group_rows": b.group_rows, "baseline_column_tiles": b.column_tiles,
+              "classes": dict(f.classes), "baseline_classes": dict(b.classes)}
+        if per > self.budget:
+            return self._row("v2_valu_delta", Status.FAIL, f"{per:+.3f} VALU per group-row and "
+                             f"column tile over {self.spec.baseline} (budget {self.budget:g}; "
+                             "WMMA excluded)", measured=per, tolerance=self.budget, details=ev)
+        return self._not_run("v2_valu_delta", ev) or self._row(
+            "v2_valu_delta", Status.PASS, f"{per:+.3f} VALU per group-row and column tile over "
+            f"{self.spec.baseline} (budget {self.budget:g}; WMMA excluded)", measured=per,
+            tolerance=self.budget, details=ev)
+
+    def rows(self) -> dict[str, Row]:
+        if self.facts.error:
+            msg = f"the kernel did not run on the emulator: {self.facts.error}"
+            return {r: self._row(r, Status.UNSUPPORTED, msg)
+                    for r in ("header_scalar", "payload_offset", "v2_valu_delta")}
+        return {"header_scalar": self.header_scalar(), "payload_offset": self.payload_offset(),
+                "v2_valu_delta": self.v2_valu_delta()}
+
+
+def executed_rows(spec: KernelSpec, arch: str, code_object: bytes,
+                  baseline: tuple[KernelSpec, bytes] | None,
+                  static_w_loads: list[Instruction], budget: float) -> dict[str, Row] | None:
+    """The three rules from executed facts, or None where the emulator cannot run the
+    arch or the format is not a v2 one."""
+    from hqval.emu.machine import ARCH_GEN
+
+    if arch not in ARCH_GEN or spec.qt not in (44, 45):
+        return None
+    problem = problem_for(spec, baseline[0] if baseline else None)
+    facts = facts_for(spec, arch, code_object, problem)
+    base = None
+    if baseline is not None:
+        bspec, bco = baseline
+        base = facts_for(bspec, arch, bco, problem)
+    missed = [f"0x{i.addr:x}: {i.text}" for i in static_w_loads
+              if facts.executed.get(i.addr, 0) == 0]
+    return Executed(spec, arch, facts, base, missed, budget).rows()

@@ -1,0 +1,128 @@
+"""hqval.audit.executed: header_scalar, payload_offset and v2_valu_delta decided from what
+the emulator executed, on the engine-style tree's kernels (tests/data/engine_tree) and its
+broken copies; and where the static rules differ from the executed ones, why."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hqval.audit.cache import _audit_job, _Job
+from hqval.manifest import KernelSpec, load_manifest, load_mutants
+from hqval.matrix import load_arches
+from hqval.result import Row, Status
+from hqval.toolchain import compile_kernel
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("clang-19") and shutil.which("llvm-objdump-19")),
+    reason="needs clang-19 and llvm-objdump-19 (apt-get install clang-19 llvm-19)")
+
+TREE = Path(__file__).resolve().parents[1] / "data" / "engine_tree"
+REAL = load_manifest(TREE / "kernels.yaml")
+MUTANTS = load_mutants(TREE / "mutants.yaml")
+ARCHES = load_arches()
+RULES = ("header_scalar", "payload_offset", "v2_valu_delta")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("executed-cache")
+
+
+def _spec(name: str) -> KernelSpec:
+    return REAL.by_name(name) if name in REAL.names() else MUTANTS.by_name(name)
+
+
+def audit(name: str, arch: str, cache: Path) -> dict[str, Row]:
+    spec = _spec(name)
+    res = compile_kernel(spec, arch, cache)
+    assert res.ok and res.code_object is not None, res.message
+    assert spec.baseline is not None
+    base = REAL.by_name(spec.baseline)
+    bres = compile_kernel(base, arch, cache)
+    assert bres.code_object is not None
+    rows = _audit_job(_Job(spec, ARCHES[arch], Path(res.code_object),
+                           (base, Path(bres.code_object))))
+    return {r.check.removeprefix("audit_"): r for r in rows}
+
+
+@pytest.mark.parametrize(("kernel", "arch"), [
+    ("ew_gemv_mq4g256v2_unroll4", "gfx1030"),       # v2/v1 siblings unrolled differently
+    ("ew_gemm_mq4g256v2_bt2_wmma_gfx11", "gfx1100"),  # batch-tiled, no v1 sibling
+    ("ew_gemm_mq4g256v2_lds_gfx11", "gfx1100"),      # LDS-staged, unconditional back edge
+])
+def test_each_style_passes_from_executed_facts(kernel: str, arch: str, cache: Path) -> None:
+    rows = audit(kernel, arch, cache)
+    for rule in RULES:
+        r = rows[rule]
+        assert r.status is Status.PASS, (rule, r.message)
+        assert r.details["decided_by"] == "executed" and "static" in r.details
+        assert "executed on M=" in r.message
+    assert rows["v2_valu_delta"].details["wmma"] == 0 or kernel.startswith("ew_gemm")
+    if kernel.startswith("ew_gemm"):
+        # v_wmma is counted apart from VALU, in both kernels
+        assert rows["v2_valu_delta"].details["wmma"] > 0
+        assert rows["v2_valu_delta"].details["baseline_wmma"] > 0
+
+
+@pytest.mark.parametrize(("kernel", "rule", "words"), [
+    ("ew_mut_gemv_lane_header", "header_scalar", "lane-dependent addresses"),
+    ("ew_mut_gemv_mq4c_payload_at4", "payload_offset", "[132,136) left unread"),
+    ("ew_mut_gemv_stride132", "payload_offset", "left unread"),
+    ("ew_mut_gemv_extra_work", "v2_valu_delta", "VALU per group-row"),
+])
+def test_broken_copies_are_rejected_by_the_rule_expected(kernel: str, rule: str, words: str,
+                                                         cache: Path) -> None:
+    r = audit(kernel, "gfx1030", cache)[rule]
+    assert r.status is Status.FAIL and r.details["decided_by"] == "executed", r.message
+    assert words in r.message
+
+
+def test_a_layout_drift_names_the_bytes_read_and_left_unread(cache: Path) -> None:
+    r = audit("ew_mut_gemv_stride132", "gfx1030", cache)["payload_offset"]
+    assert "in another layout" in r.message
+    assert r.details["unread"] != "none" and r.details["read"] != "none"
+    row, group = r.details["first_cell"]
+    assert f"(row {row}, group {group})" in r.message
+
+
+def test_the_v1_header_decode_on_v2_data_reads_the_right_bytes(cache: Path) -> None:
+    """The v1 decoder on v2 data reads exactly v2's bytes (the same layout): the executed
+    audit cannot see it, and says pass; it is reference_parity's to kill."""
+    rows = audit("ew_mut_gemv_v1_header", "gfx1030", cache)
+    assert rows["payload_offset"].status is Status.PASS
+
+
+def test_where_static_and_executed_differ_and_why(cache: Path) -> None:
+    """The v2 sibling unrolls its group loop by 4, its v1 baseline keeps a rolled inner
+    loop: the static rule refuses to compare different loop nests (unsupported), the
+    executed facts decide.  Where both decide, they agree."""
+    rows = audit("ew_gemv_mq4g256v2_unroll4", "gfx1030", cache)
+    d = rows["v2_valu_delta"]
+    assert d.details["static"]["status"] == "unsupported"
+    assert "loop nests differ" in d.details["static"]["message"]
+    assert d.status is Status.PASS
+    for name, arch in (("ew_gemv_mq4g256v2", "gfx1030"), ("ew_mut_gemv_lane_header", "gfx1030"),
+                       ("ew_mut_gemv_extra_work", "gfx1030")):
+        for rule, r in audit(name, arch, cache).items():
+            if rule in RULES and r.details["static"]["status"] in ("pass", "fail"):
+                assert r.details["static"]["status"] == str(r.status), (name, rule)
+                assert "static_disagrees" not in r.details
+
+
+def test_code_the_problem_does_not_run_is_unsupported_never_a_pass(cache: Path) -> None:
+    from hqval.audit.executed import Executed, facts_for, problem_for
+
+    spec, base = _spec("ew_gemv_mq4g256v2"), REAL.by_name("ew_gemv_hfq4g256")
+    co = compile_kernel(spec, "gfx1030", cache).code_object
+    bco = compile_kernel(base, "gfx1030", cache).code_object
+    assert co is not None and bco is not None
+    problem = problem_for(spec, base)
+    ex = Executed(spec, "gfx1030", facts_for(spec, "gfx1030", co.read_bytes(), problem),
+                  facts_for(base, "gfx1030", bco.read_bytes(), problem),
+                  ["0x1234: global_load_b32 v1, v[2:3], off"])
+    for rule, r in ex.rows().items():
+        assert r.status is Status.UNSUPPORTED, rule
+        assert "did not execute" in r.message
