@@ -196,7 +196,7 @@ def _with_executed(job: _Job, code: Any, rows: list[Row]) -> list[Row]:
         if ex is None:
             out.append(r)
             continue
-        static = {"status": str(r.status), "message": r.message}
+        static = {"status": str(r.status), "message": r.message, "details": r.details}
         details = {**ex.details, "static": static}
         decided = (Status.PASS, Status.FAIL)
         if r.status in decided and ex.status in decided and r.status is not ex.status:
