@@ -80,7 +80,7 @@ class Result:
                 out += [f"  {describe(r)}" for r in o.rows]
                 if o.run_dir is not None:
                     out.append(f"  run directory: {o.run_dir}")
-        skipped = [o for o in self.steps if o.verdict == "skip"]
+        skipped = [o for o in self.steps if o.verdict == "skip" and not o.infrastructure]
         if skipped:
             out.append(f"skipped {len(skipped)} commit(s) that could not be judged:")
             out += [f"  {o.commit.short} {o.reason}" for o in skipped]
@@ -253,11 +253,6 @@ def bisect(request: Request) -> Result:
 
 
 def _run(job: Job, repo: Repo, old: Commit, new: Commit, request: Request) -> Result:
-    fixed = request.fixed
-    # verdict -> git bisect term: the old end's verdict is "old"
-    term = ({"bad": "old", "good": "new", "skip": "skip"} if fixed else
-            {"good": "old", "bad": "new", "skip": "skip"})
-    old_word, new_word = ("bad", "good") if fixed else ("good", "bad")
     steps: list[Outcome] = []
     by_sha: dict[str, Outcome] = {}
     t0 = time.monotonic()
@@ -267,11 +262,40 @@ def _run(job: Job, repo: Repo, old: Commit, new: Commit, request: Request) -> Re
         o = evaluate(job, commit, len(steps))
         steps.append(o)
         by_sha[commit.sha] = o
-        request.log(f"hqval bisect: step {len(steps)}: {commit.short} {o.verdict.upper()} "
+        word = "NO VERDICT" if o.infrastructure else o.verdict.upper()
+        request.log(f"hqval bisect: step {len(steps)}: {commit.short} {word} "
                     f"({o.reason}) {o.seconds:.1f} s  {commit.subject[:60]}")
         _summary(job, steps, None, request, time.monotonic() - t0)
+        if o.infrastructure:
+            raise _Stop(o)
         return o
 
+    try:
+        return _search(job, repo, old, new, request, step, steps, by_sha, t0)
+    except _Stop as stop:
+        o = stop.outcome
+        res = Result(2, f"hqval bisect: stopped at {o.commit.short}: {o.reason}; that says "
+                        "nothing about the commit (fix this machine, then bisect again)",
+                     steps=steps)
+        _summary(job, steps, res, request, time.monotonic() - t0)
+        return res
+
+
+class _Stop(Exception):
+    """An infrastructure error at a step: the bisect cannot go on honestly."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+def _search(job: Job, repo: Repo, old: Commit, new: Commit, request: Request,
+            step: Callable[[Commit], Outcome], steps: list[Outcome],
+            by_sha: dict[str, Outcome], t0: float) -> Result:
+    fixed = request.fixed
+    term = ({"bad": "old", "good": "new", "skip": "skip"} if fixed else
+            {"good": "old", "bad": "new", "skip": "skip"})
+    old_word, new_word = ("bad", "good") if fixed else ("good", "bad")
     flag = {"good": "--good", "bad": "--bad"}
     for commit, want in ((old, old_word), (new, new_word)):
         o = step(commit)

@@ -19,6 +19,7 @@ either way; a noisy timing cell, whose A/A control missed, is one).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable
@@ -90,6 +91,9 @@ class Outcome:
     rows: tuple[Row, ...] = ()  # the evidence: the cell's row first, then what it rests on
     run_dir: Path | None = None
     seconds: float = 0.0
+    # the row is an error of hqval's machinery (details.infrastructure): it says nothing
+    # about the commit, and the bisect stops rather than skip commits it could judge
+    infrastructure: bool = False
 
     @property
     def cell_row(self) -> Row | None:
@@ -128,8 +132,7 @@ def evaluate(job: Job, commit: Commit, index: int) -> Outcome:
     finally:
         if placed is not None:
             placed.unlink(missing_ok=True)
-    return Outcome(outcome.commit, outcome.verdict, outcome.reason, outcome.rows,
-                   outcome.run_dir, time.monotonic() - t0)
+    return dataclasses.replace(outcome, seconds=time.monotonic() - t0)
 
 
 def _judge(job: Job, commit: Commit, index: int, manifest_path: Path) -> Outcome:
@@ -235,6 +238,11 @@ def _run(job: Job, commit: Commit, manifest: Manifest, spec: KernelSpec,
                                expected={k: len(v) for k, v in expected.items()})
         return _verdict(commit, own, [], writer.path)
     for r in compile_rows:
+        if r.details.get("infrastructure"):
+            return Outcome(commit, "skip", f"infrastructure error compiling {r.kernel}: "
+                                           f"{_first(r.message)}", (r,), writer.path,
+                           infrastructure=True)
+    for r in compile_rows:
         if not r.status.ok:
             what = "it" if r.kernel == spec.name else f"{r.kernel}, which the cell also runs,"
             return Outcome(commit, "skip", f"does not compile: {what} failed to build "
@@ -264,6 +272,9 @@ def _verdict(commit: Commit, row: Row | None, context: list[Row], run_dir: Path)
     if row is None:
         return Outcome(commit, "skip", "the cell wrote no row", tuple(context), run_dir)
     rows = (row, *context)
+    if row.details.get("infrastructure"):
+        return Outcome(commit, "skip", f"infrastructure error: {_first(row.message)}", rows,
+                       run_dir, infrastructure=True)
     if row.status is Status.PASS:
         return Outcome(commit, "good", _first(row.message) or "pass", rows, run_dir)
     if row.status is Status.FAIL:

@@ -263,6 +263,23 @@ def test_a_bare_copy_lacking_a_large_file_checks_out_the_manifests_paths(
     assert not (bare / "worktrees").exists() or not any((bare / "worktrees").iterdir())
 
 
+def test_an_infrastructure_error_stops_the_bisect_instead_of_skipping(
+        tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cache that cannot be written says nothing about a commit: bisect stops (exit 2)
+    at the first step rather than skip commits it could judge."""
+    cache = tmp_path / "cache"
+    cache.write_text("a file where the cache directory should be\n")
+    code = main(["bisect", "--tree", str(tree.root), "--manifest", "kernels.yaml",
+                 "--cell", CELL, "--good", tree.commits["c6 unrelated"],
+                 "--bad", tree.commits["c8 unrelated"], "--out", str(tmp_path / "o"),
+                 "--cache-dir", str(cache)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "stopped at" in err and "infrastructure" in err, err
+    summary = json.loads((tmp_path / "o" / "bisect.json").read_text())
+    assert len(summary["steps"]) == 1 and summary["done"]
+
+
 def test_commits_that_cannot_be_judged_are_skipped_with_the_reason(
         tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = _bisect(tree, tmp_path / "s", "c0 good", "c3 scale and zero swapped")
