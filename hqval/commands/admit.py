@@ -1,16 +1,23 @@
-"""``hqval admit RUN... [--baseline RUN...] [--json OUT]``: admission status per (qt, arch,
-path) from the rows of one or more run directories and ``matrices/policy.yaml``.
+"""``hqval admit RUN... [--baseline RUN...] [--expect-arch [ARCH]] [--json OUT]``: admission
+status per (qt, arch, path) from the rows of one or more run directories and
+``matrices/policy.yaml``.
 
 Exit 0 with complete evidence and no failure; 1 when a row failed (a cell rejected, a
 kernel-level finding outside every policy cell) or regressed against ``--baseline``; 2 on
 bad input (a damaged run directory), an infrastructure problem or incomplete evidence
-(admission fails closed).
+(admission fails closed).  ``--expect-arch`` names the arches that must each have a run
+(bare or ``all``: every arch of ``matrices/arches.yaml``, the nightly's matrix): an arch
+with none, a runner that was offline or whose job left no run, is incomplete evidence,
+exit 2, with one line naming it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from hqval import options
 
@@ -19,19 +26,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories (hqval run --out)")
     for opt in (options.BASELINE, options.POLICY, options.JSON_OUT):
         opt.add_to(parser)
+    parser.add_argument(
+        "--expect-arch", action="append", nargs="?", const="all", metavar="ARCH",
+        help="an arch that must have a run (repeatable, comma lists; bare or 'all': every "
+             "arch of arches.yaml); one with none is incomplete evidence, exit 2")
+
+
+def run_arches(envelopes: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The arches the runs ran: each envelope's ``arch`` (a list, or a comma list) and
+    the arches its ``backends`` table opened."""
+    out: set[str] = set()
+    for env in envelopes:
+        named = env.get("arch") or []
+        for item in [named] if isinstance(named, str) else named:
+            out.update(a.strip() for a in str(item).split(",") if a.strip())
+        backends = env.get("backends")
+        if isinstance(backends, Mapping):
+            out.update(str(a) for a in backends)
+    return out
+
+
+def missing_arches(expected: Sequence[str], envelopes: Iterable[Mapping[str, Any]]
+                   ) -> list[str]:
+    """The expected arches no run ran, in the order expected."""
+    ran = run_arches(envelopes)
+    return [a for a in expected if a not in ran]
 
 
 def run(args: argparse.Namespace) -> int:
     from hqval.admission import dumps, judge, load_policy, problem_lines, to_markdown
     from hqval.cli import UsageError
+    from hqval.matrix import resolve_arches
     from hqval.results.compare import to_markdown as compare_markdown
     from hqval.results.store import load_runs, write_atomic
 
     try:
+        expected = ([a.name for a in resolve_arches(args.expect_arch)]
+                    if args.expect_arch else [])
         judged = judge(load_runs(args.runs), load_policy(args.policy),
                        baseline=load_runs(args.baseline, "--baseline"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    missing = missing_arches(expected, (run.envelope for run in judged.runs))
     adm, cmp = judged.admission, judged.comparison
     print(to_markdown(adm))
     if cmp is not None:
@@ -42,9 +78,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"hqval admit: {adm.unclassified} row(s) map to no format and path "
               "(compile/audit of qt=6 baselines, device baselines): not evidence here",
               file=sys.stderr)
+    for arch in missing:
+        print(f"hqval admit: {arch}: no run (--expect-arch): its runner was offline or its "
+              f"job left no run directory; no cell of {arch} is admitted", file=sys.stderr)
     if args.json:
-        write_atomic(args.json, dumps(adm))
-    code = adm.exit_code
+        doc = json.loads(dumps(adm))
+        doc["missing_arches"] = missing
+        write_atomic(args.json, json.dumps(doc, indent=2) + "\n")
+    code = max(adm.exit_code, 2) if missing else adm.exit_code
     verdict = {0: "complete evidence, no failure", 1: "a row failed or regressed",
                2: "damaged or incomplete evidence or an infrastructure problem: admission "
                   "fails closed"}[code]

@@ -58,3 +58,40 @@ def test_admit_bad_policy_exit_2(make_run: RunFactory, tmp_path: Path,
     bad.write_text("schema: 1\nformats: {x: {qt: 44}}\n")
     assert main(["admit", str(make_run(evidence("gfx1100"))), "--policy", str(bad)]) == 2
     assert "formats.x.paths" in capsys.readouterr().err
+
+
+def test_expect_arch_fails_closed_naming_an_arch_with_no_run(
+        make_run: RunFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A runner that was offline leaves no run: --expect-arch makes that an explicit
+    failure naming its arch, never a green night over the arches that did run."""
+    a = make_run(evidence("gfx1201"), arch="gfx1201")
+    b = make_run(evidence("gfx1100"), arch="gfx1100")
+    assert main(["admit", str(a), str(b), "--expect-arch", "gfx1201,gfx1100"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "adm.json"
+    # must say no: gfx1100's run is missing tonight
+    assert main(["admit", str(a), "--expect-arch", "gfx1201", "--expect-arch", "gfx1100",
+                 "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "hqval admit: gfx1100: no run (--expect-arch)" in err
+    assert "gfx1201: no run" not in err
+    assert json.loads(out.read_text())["missing_arches"] == ["gfx1100"]
+    # bare --expect-arch: every arch of arches.yaml, each missing one named on its own line
+    from hqval.matrix import load_arches
+
+    assert main(["admit", str(a), str(b), "--expect-arch"]) == 2
+    lines = [x for x in capsys.readouterr().err.splitlines() if "no run (--expect-arch)" in x]
+    assert len(lines) == len(load_arches()) - 2
+    # an unknown arch is bad input
+    assert main(["admit", str(a), "--expect-arch", "gfx9999"]) == 2
+    assert "unknown arch gfx9999" in capsys.readouterr().err
+
+
+def test_missing_arches_reads_envelope_arch_lists_and_backends() -> None:
+    from hqval.commands.admit import missing_arches
+
+    envs = [{"arch": ["gfx1030"]}, {"arch": "gfx1100,gfx1150"},
+            {"arch": [], "backends": {"gfx1201": {}}}]
+    assert missing_arches(["gfx1010", "gfx1030", "gfx1100", "gfx1150", "gfx1201"],
+                          envs) == ["gfx1010"]
+    assert missing_arches([], envs) == []
