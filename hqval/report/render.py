@@ -36,7 +36,8 @@ from hqval.result import Row, Status
 from hqval.results.compare import Comparison
 from hqval.results.store import Run
 
-ENVELOPE_KEYS = ("date", "host", "platform", "device", "arch", "backend", "runtime",
+ENVELOPE_KEYS = ("date", "host", "platform", "device", "arch", "backend", "requested_backend",
+                 "backends", "runtime",
                  "compiler", "compiler_version", "suite_commit", "kernel_tree",
                  "kernel_tree_commit", "hqval_version", "schema_version", "python",
                  "command_line")

@@ -89,6 +89,8 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             # never as evidence about the tree's kernels
             self_test = frozenset(m.name for m in mutants.kernels)
     opened = open_for(config.backend, [a.name for a in arches], config.cache_dir)
+    for arch_name, backend in opened.items():  # which backend ran, and why (auto chooses)
+        progress.note(f"hqval run: {arch_name}: backend {backend.name} ({backend.selection})")
     policy = load_policy(config.policy)  # parsed once: the run's context carries it
     specs = [*manifest.kernels, *(mutants.kernels if mutants else [])]
     compiler = compiler_version = None

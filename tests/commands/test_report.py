@@ -38,3 +38,17 @@ def test_report_needs_out(make_run: RunFactory) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["report", str(make_run(evidence("gfx1100")))])
     assert exc.value.code == 2
+
+
+def test_report_records_which_backend_ran_and_why(make_run: RunFactory,
+                                                  tmp_path: Path) -> None:
+    run = make_run(evidence("gfx1100"))
+    env_path = run / "envelope.json"
+    env = json.loads(env_path.read_text())
+    why = "auto: emu (backend 'hip': failed to dlopen libamdhip64.so)"
+    env.update(requested_backend="auto",
+               backends={"gfx1100": {"backend": "emu", "selection": why}})
+    env_path.write_text(json.dumps(env))
+    assert main(["report", str(run), "-o", str(tmp_path / "r")]) == 0
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "requested_backend" in html and "failed to dlopen libamdhip64.so" in html

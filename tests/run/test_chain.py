@@ -146,12 +146,15 @@ def test_end_to_end_run_on_the_emulator(tmp_path: Path,
         [i for cells in env["expected_cells"].values() for i in cells])
     html = (out / "report" / "report.html").read_text()
     assert '<table id="admission-table">' in html
-    summary = capsys.readouterr().out
+    cap = capsys.readouterr()
+    summary = cap.out
     # the closing table: a row per arch, a column per format and path, a word each
     assert re.search(r"^arch\s+qt=44 decode\s+qt=44 prefill\s+qt=45 decode\s+qt=45 prefill$",
                      summary, re.M), summary
     assert re.search(r"^gfx1010\s+emulated\s+fallback\s+emulated\s+fallback$", summary, re.M)
     assert "**" not in summary and "| --- |" not in summary
+    # the run says which backend it opened and why
+    assert "gfx1010: backend emu (emu: requested by name)" in cap.out + cap.err
     # --resume: nothing re-runs, no check row is appended again
     n = len((out / "rows.jsonl").read_text().splitlines())
     assert main(["run", "--arch", "gfx1010", "--backend", "emu", "--out", str(out),
