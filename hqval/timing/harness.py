@@ -17,14 +17,12 @@ If a spin was not still running, the run is retried with longer spins, and a run
 still drained is reported (``queue_drained``), not silently trusted.
 
 One spin per segment, not one per run: the device holds a bounded number of queued
-launches and events (about 1,020 on the H200 with CUDA 13), and a host that fills the
-queue blocks until the spin ends, so the spin always "drained".  A torch.mv sample
-(cuBLAS enqueues more than one kernel) filled it 170 samples into a primed 200-sample
-run; each retry doubled the spin, the doubled spin carried into the next run, and the
-torch.mv baseline ran for ever (1 s, 2 s, ... 64 s spins).  A segment is at most
-``MAX_SEGMENT_PAIRS`` ABBA pairs.  The spin's length comes from the median host cost of a
-warm-up pair, not the mean, which the first call's one-time set-up (157 ms for torch.mv's
-first cuBLAS call) inflated 30-fold; and no spin is ever longer than ``MAX_FILL_US``.
+launches and events, and a host that fills the queue blocks until the spin ends, so the
+spin always "drained" and each retry, doubling it, was pointless (docs/timing.md, "Queue
+filler and deadlines", has what the torch.mv baseline did on the H200).  A segment is at
+most ``MAX_SEGMENT_PAIRS`` ABBA pairs.  The spin's length comes from the median host cost
+of a warm-up pair, not the mean, which a first call's one-time set-up inflates; no spin
+is ever longer than ``MAX_FILL_US``.
 """
 
 from __future__ import annotations
@@ -75,19 +73,16 @@ class QueueFiller(Protocol):
     def still_busy(self, token: Any) -> bool: ...
 
 
-# Launch-phase segments of a run.  On the H200 every fourth kernel launch of a stream
-# ran about 2% faster than the other three (cold 4096x5120 and 17408x5120; the fast
-# launch's index mod 4 moved by one per run, with the run's queue-filler launch).  In
-# cold ABBA each (arm, order position) stratum is one launch index mod 4, so one arm's
-# half of its samples was fast in a run, and a run's ratio moved by about +-1% with the
-# phase the run began at: with 3 runs a cell's ratio carried the offset of its place in
-# the launch stream, the same in every re-run and different from cell to cell
-# (reports/checkpoints/2026-12-01-h200-timing-stability-4, section 3c).  Each run is cut
+# Launch-phase segments of a run.  On the H200 every fourth kernel launch of a stream ran
+# faster than the other three; in cold ABBA each (arm, order position) stratum is one
+# launch index mod 4, so a run's ratio moved with the phase the run began at, and with 3
+# runs a cell's ratio carried the offset of its place in the launch stream (the figures:
+# reports/checkpoints/2026-12-01-h200-timing-stability-4, section 3c).  Each run is cut
 # into this many segments (or a multiple of it) with one untimed launch between them, the
 # spin that starts the next segment, so every stratum sees every launch phase.
 LAUNCH_PHASES = 4
 # ABBA pairs a segment holds at most: with a primer and two events a sample, 64 samples
-# of a torch.mv arm are ~400 queued entries, well inside the device's queue.
+# of a torch.mv arm are a few hundred queued entries, well inside the device's queue.
 MAX_SEGMENT_PAIRS = 32
 # Spin bounds: at least 2 ms; never more than 1 s (a longer spin cannot help: the host
 # enqueues a segment in milliseconds).
