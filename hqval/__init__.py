@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-__version__ = "0.1.0"
+# The release: it changes whenever users see a change (CHANGELOG.md, one section each).
+__version__ = "0.2.0"
 
 
 def suite_dir(name: str) -> Path:

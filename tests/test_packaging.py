@@ -71,3 +71,18 @@ def test_an_install_without_the_suite_files_says_so_in_one_line(tmp_path: Path) 
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "arches.yaml" in lines[0] and "Traceback" not in res.stderr
+
+
+def test_the_newest_changelog_section_is_the_version() -> None:
+    """The version changes when users see a change: the newest released section of
+    CHANGELOG.md names ``hqval.__version__`` (pyproject.toml reads the same attribute)."""
+    import re
+
+    import hqval
+
+    root = Path(__file__).resolve().parents[1]
+    sections = re.findall(r"^## (\d+\.\d+\.\d+) \(\d{4}-\d\d-\d\d\)$",
+                          (root / "CHANGELOG.md").read_text(), re.M)
+    assert sections and sections[0] == hqval.__version__, sections[:3]
+    assert len(set(sections)) == len(sections)
+    assert 'attr = "hqval.__version__"' in (root / "pyproject.toml").read_text()
