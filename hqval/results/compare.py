@@ -1,8 +1,8 @@
 """Compare two runs cell by cell: drift-cancelled timing changes and status flips.
 
-Absolute event times drift about 1% between runs of the same build on the same device
-(the A/A control itself moved +1.05% between two clean H200 runs, issue 13), and a
-Mann-Whitney test over hundreds of pooled samples calls any such drift significant.  So
+Absolute event times drift between runs of the same build on the same device (the A/A
+control itself moves), and a Mann-Whitney test over hundreds of pooled samples calls any
+such drift significant.  So
 the compared quantity of a timing cell is its **ratio to its own interleaved baseline in
 each run** (v2/v1, where drift cancels), with its bootstrap CI:
 
@@ -20,16 +20,13 @@ each run** (v2/v1, where drift cancels), with its bootstrap CI:
   kernel's absolute time wandered between the cells of each run: both arms of the A/A
   control and the baseline arm of every cell of that mode and shape,
   ``baseline_spreads``).  Two runs alone do not measure it: the baseline spreads are one
-  run's wander between its cells, while the device's speed also moves between runs.  On
-  one H200 a clean cell's absolute time ranged up to 2.6% over twenty re-runs, and where
-  the two runs' spreads happened to be small (0.43% + ``change_max`` 1%) one of 190 clean
-  pairs came out worse at +1.49% (checkpoint 2026-12-01-h200-timing-stability-4).  So
-  without history the absolute time is shown, not judged.  Not the A/A control's move
+  run's wander between its cells, while the device's speed also moves between runs
+  (measured: docs/timing.md, "Comparing runs").  So without history the absolute time is
+  shown, not judged.  Not the A/A control's move
   between the runs either: when every kernel got slower, the baseline with them, that
   move *is* the change.  Never a pooled-sample test alone.  And only between runs timed
   on **one device**: the floors measure one GPU's wander, not how far two GPUs of the
-  same kind differ (on three H200s the same build's absolute times differed by up to
-  +2.3%, checkpoint 2026-12-01-h200-timing-stability-3), so absolute time is judged only
+  same kind differ (docs/timing.md), so absolute time is judged only
   when both runs name the same device (``device_identity``: the GPU's UUID, or the
   emulator) or the caller says they are one (``same_device``); otherwise the ratio alone
   judges.
@@ -173,10 +170,10 @@ def controls_of(rows: Iterable[Row]) -> dict[tuple[str, str, str, str], Row]:
 
 def _abs_time(runs: Sequence[Sequence[float]]) -> float:
     """A cell's absolute time: the fastest of its per-run medians.  Not the pooled median:
-    on the H200 (hot 27648x5120, one process a re-run) each 100-sample run sat at one of
-    two levels 2% apart, both arms alike, so a pooled median over 3 runs moved 1.4% with
-    the count of slow runs (1 or 2) while the ratio did not; the fastest run's median is
-    the fast level whenever one run reached it, and a real slowdown moves every run."""
+    on the H200 each run sat at one of two levels, both arms alike, so a pooled median
+    moved with the count of slow runs while the ratio did not (docs/timing.md); the
+    fastest run's median is the fast level whenever one run reached it, and a real
+    slowdown moves every run."""
     return min(float(np.median(np.asarray(r, dtype=np.float64))) for r in runs)
 
 
@@ -263,9 +260,8 @@ def _aa_error(control: Row | None, cache: CellCache | None = None) -> float | No
     what an interleaved ratio can be off in that run and group beyond the compared cells'
     own sampling error (which their bootstrap already carries).  Not plus the A/A's own
     CI half-width, as it was: that is the A/A cell's sampling error, counted again on top
-    of the cells' own, and on the stored H200 studies it made the change's 95% CI miss a
-    clean pair's 1.00 in none of 9,044 pairs (nominal: 5%) while calling 697 of 760 clean
-    cross-process comparisons noisy (checkpoint 2026-12-01-h200-timing-stability-3)."""
+    of the cells' own, which made the change's CI far wider than its confidence says
+    (the figures: reports/checkpoints/2026-12-01-h200-timing-stability-3)."""
     if cache is not None and control is not None:
         key = ("aa", id(control))
         if key not in cache:
@@ -286,8 +282,8 @@ def _history_floor(identity: str, history: Sequence[Mapping[str, Row]],
     ``confidence`` by t(n - 1) x sqrt(2) x s (Student's t: n runs estimate sigma):
     floor = exp(that) - 1.  Not the history's range, as it was: three runs' range is
     about 1.7 sigma, while two clean runs differ by more than that 23% of the time, and
-    with the two runs' baseline spreads it let 2 of 190 clean H200 pairs through as worse
-    at 4096x5120 and 8192x5120 (checkpoint 2026-12-01-h200-timing-stability-4, q-procs/).
+    it let clean pairs through as worse (reports/checkpoints/
+    2026-12-01-h200-timing-stability-4, q-procs/).
     Returns (floor, n, s), or None under 3 runs."""
     times = []
     for run in history:

@@ -130,10 +130,8 @@ def cell_ratio(runs_a: Runs, runs_b: Runs) -> float:
       bimodal with equal weights.  A median of such a sample sits in the gap between the
       modes and a few samples move it; the interquartile mean averages both modes' centres.
 
-    Over ten H200 studies of 20 clean re-runs each (``scripts/timing_stability.py
-    spread``), the re-run-to-re-run standard deviation of a clean cell's ratio fell at hot
-    17408x5120 from 0.18-0.27% to 0.10-0.19%, at hot 27648x5120 from 0.11-0.15% to
-    0.06-0.11%, and cold it fell or stayed within 4% (0.06-0.24%).
+    What it did to clean cells' re-run-to-re-run spread on the H200: docs/timing.md, "The
+    cell ratio", and reports/checkpoints/2026-12-01-h200-timing-stability-4.
     """
     if len(runs_a) != len(runs_b) or not runs_a:
         raise ValueError("runs_a and runs_b need the same, non-zero number of runs")
