@@ -300,6 +300,7 @@ def github_api() -> Iterator[FakeApi]:
     api = FakeApi()
     yield api
     api.server.shutdown()
+    api.server.server_close()
 
 
 def _workflow() -> dict[str, Any]:
