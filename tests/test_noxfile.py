@@ -151,10 +151,18 @@ def test_nightly_workflow() -> None:
     merge = wf["jobs"]["merge"]
     assert merge["needs"] == "arch" and merge["if"] == "always()"
     merge_runs = [str(s.get("run", "")) for s in merge["steps"]]
-    assert any("hqval report runs/run-* -o report" in r for r in merge_runs)
+    # the hardware backend is named, never auto
+    assert '--backend "$BACKEND"' in steps and "vars.HQVAL_BACKEND || 'hip'" in str(
+        arch_job["steps"][1]["env"]["BACKEND"])
     admit = [r for r in merge_runs if "hqval admit" in r]
-    assert admit and "|| true" not in admit[0] and "continue-on-error" not in merge["steps"][-1]
-    # regressions are judged against the last accepted night, which is then replaced
-    assert "--baseline" in admit[0]
-    assert merge_runs.index(admit[0]) < len(merge_runs) - 1
-    assert 'mv "$BASELINE.new" "$BASELINE"' in merge_runs[-1]
+    report = [r for r in merge_runs if "hqval report" in r]
+    assert admit and report and merge_runs.index(admit[0]) < merge_runs.index(report[0])
+    assert "|| true" not in admit[0] and not any(
+        s.get("continue-on-error") for s in merge["steps"])
+    # every arch expected, judged against the last successful night's artifacts
+    assert "--expect-arch all" in admit[0] and "--baseline" in admit[0]
+    assert '"${base[@]}" -o report' in report[0]
+    downloads = [s for s in merge["steps"] if "download-artifact" in str(s.get("uses"))]
+    assert any("run-id" in (s.get("with") or {}) for s in downloads)
+    assert "/var/lib/hqval" not in (ROOT / ".github" / "workflows" / "nightly.yml").read_text()
+    assert wf["concurrency"]["group"] and wf["concurrency"]["cancel-in-progress"] is False
