@@ -28,7 +28,8 @@ from hqval.formats import V1_QTS, by_qt
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
-    from hqval.manifest import KernelSpec
+    from hqval.manifest import KernelSpec, Manifest
+    from hqval.matrix import Arch
 
 NAME = "bit_identity"
 TOLERANCE = 0.0
@@ -59,11 +60,27 @@ def _run(ctx: CheckContext, spec: KernelSpec, blob: U8, K: int, seed: int) -> Ou
     return decode(ctx.backend, program, spec, blob, x, residual)
 
 
-def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
+    """Why bit identity does not apply to the cell ('' when it does, or when only the
+    check itself can say what is wrong: a missing or mismatched baseline is its error)."""
     if spec.qt not in (44, 45):
-        return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                       f"bit identity is defined for qt=44/45 against v1; "
-                       f"{spec.name} is qt={spec.qt}")
+        return (f"bit identity is defined for qt=44/45 against v1; "
+                f"{spec.name} is qt={spec.qt}")
+    if not spec.applies_to(arch):
+        return f"{spec.name} does not apply to {arch.name} (requires {spec.requires})"
+    base = next((k for k in manifest.kernels if k.name == spec.baseline), None)
+    if base is None or base.qt not in V1_QTS or base.kind != spec.kind \
+            or base.residual != spec.residual:
+        return ""
+    if not base.applies_to(arch):
+        return f"{base.name} does not apply to {arch.name} (requires {base.requires})"
+    return ""
+
+
+def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    why = not_applicable(spec, ctx.arch, ctx.manifest)
+    if why:
+        return ctx.row(NAME, spec, Status.UNSUPPORTED, why)
     if not spec.baseline:
         return ctx.row(NAME, spec, Status.ERROR,
                        f"{spec.name} names no v1 baseline: add 'baseline:' to its manifest entry")
@@ -75,10 +92,6 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
         return ctx.row(NAME, spec, Status.ERROR,
                        f"baseline {base.name} ({base.kind}, residual={base.residual}) is not "
                        f"the same ABI as {spec.name} ({spec.kind}, residual={spec.residual})")
-    for s in (spec, base):
-        if not s.applies_to(ctx.arch):
-            return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                           f"{s.name} does not apply to {ctx.arch.name} (requires {s.requires})")
     if spec.kind == "gemm":
         M, K = ctx.shape_for(spec).gemm_m, ctx.shape_for(spec).gemm_k
     else:

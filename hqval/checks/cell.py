@@ -163,6 +163,20 @@ def unknown_checks(names: list[str] | None) -> str:
     return f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}"
 
 
+def not_applicable(check: str, spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
+    """Why ``check`` does not apply to the cell of ``spec`` on ``arch`` ('' when it does):
+    the check module's own ``not_applicable`` (the one its ``check`` applies first), and an
+    AMD-only kernel off AMD.  A cell that does not apply is not made: the plugin collects
+    no item for it and a run expects no row of it (it is n/a, not unsupported)."""
+    if spec.amd_only and not arch.is_amd:
+        return f"{spec.name} is AMD-only (WMMA/ISA); no {arch.name} build"
+    target = CHECKS.get(check)
+    if target is None:  # not a registered check (a test's probe): it says for itself
+        return ""
+    rule = getattr(importlib.import_module(target.partition(":")[0]), "not_applicable", None)
+    return str(rule(spec, arch, manifest)) if rule is not None else ""
+
+
 # Backends that run on a device driver: their cells run under ``hqval.deadline``.
 HARDWARE_BACKENDS = ("hip", "cuda")
 
@@ -170,9 +184,9 @@ HARDWARE_BACKENDS = ("hip", "cuda")
 def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
     """Run one cell; never raises for a kernel or fixture problem, always returns a row."""
     fn = check_function(check)
-    if spec.amd_only and not ctx.arch.is_amd:
-        return ctx.row(check, spec, Status.UNSUPPORTED,
-                       f"{spec.name} is AMD-only (WMMA/ISA); no {ctx.arch.name} build")
+    why = not_applicable(check, spec, ctx.arch, ctx.manifest)
+    if why:
+        return ctx.row(check, spec, Status.UNSUPPORTED, why)
     emu_errors = _emu_errors()
     try:
         if ctx.backend.name in HARDWARE_BACKENDS:  # a deadline on its launches and waits

@@ -22,7 +22,8 @@ from hqval.formats import by_qt
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
-    from hqval.manifest import KernelSpec
+    from hqval.manifest import KernelSpec, Manifest
+    from hqval.matrix import Arch
 
 NAME = "fallback"
 TOLERANCE = 1e-4
@@ -36,14 +37,20 @@ DISCRIMINATION_FLOOR = 100 * TOLERANCE
 TOKENS = 5
 
 
-def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
+    """Why the fallback check does not apply to the cell ('' when it does)."""
     if spec.kind != "gemm":
-        return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                       f"{spec.name} is a {spec.kind} kernel; fallback is about GEMM prefill")
-    arch = ctx.arch
+        return f"{spec.name} is a {spec.kind} kernel; fallback is about GEMM prefill"
     if wmma_prefill_allowed(spec.qt, arch):
-        return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                       f"{arch.name} has {arch.wmma} WMMA for qt={spec.qt}: no fallback needed")
+        return f"{arch.name} has {arch.wmma} WMMA for qt={spec.qt}: no fallback needed"
+    return ""
+
+
+def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    why = not_applicable(spec, ctx.arch, ctx.manifest)
+    if why:
+        return ctx.row(NAME, spec, Status.UNSUPPORTED, why)
+    arch = ctx.arch
     if spec.applies_to(arch):
         return ctx.row(NAME, spec, Status.FAIL,
                        f"the manifest admits {spec.name} (requires {spec.requires}) on "

@@ -22,7 +22,8 @@ from hqval.formats import by_qt
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
-    from hqval.manifest import KernelSpec
+    from hqval.manifest import KernelSpec, Manifest
+    from hqval.matrix import Arch
 
 NAME = "padded_offset"
 TOLERANCE = 1e-4
@@ -51,13 +52,19 @@ def padded_fixture_assertions(blob: np.ndarray, K: int) -> None:
         raise inputs.FixtureError("padded fixture: fewer than 16 distinct codes")
 
 
-def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
+    """Why the padded-offset check does not apply to the cell ('' when it does)."""
     if spec.qt != 45:
-        return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                       f"the padded layout is qt=45's; {spec.name} is qt={spec.qt}")
-    if not spec.applies_to(ctx.arch):
-        return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                       f"{spec.name} does not apply to {ctx.arch.name} (requires {spec.requires})")
+        return f"the padded layout is qt=45's; {spec.name} is qt={spec.qt}"
+    if not spec.applies_to(arch):
+        return f"{spec.name} does not apply to {arch.name} (requires {spec.requires})"
+    return ""
+
+
+def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    why = not_applicable(spec, ctx.arch, ctx.manifest)
+    if why:
+        return ctx.row(NAME, spec, Status.UNSUPPORTED, why)
     fmt = by_qt(45)
     is_gemm = spec.kind == "gemm"
     sz = ctx.shape_for(spec)

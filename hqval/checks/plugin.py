@@ -2,7 +2,8 @@
 
 Load it explicitly (``-p hqval.checks.plugin``) and pass kernel manifests (a kernels.yaml,
 or a mutants.yaml, whose entries carry ``mutant_of``) as the paths to collect; every
-(check x kernel x arch x backend) cell becomes one item whose name is the cell identity,
+(check x kernel x arch x backend) cell the check applies to
+(``hqval.checks.cell.not_applicable``) becomes one item whose name is the cell identity,
 e.g. ``bit_identity[gemv_mq4g256v2_r1|gfx1100|emu]``, so ``-k``, the JUnit XML, the failure
 list and the result rows all use one string.  Items sit under one collector per check and
 arch (``kernels.yaml::bit_identity.gfx1100::bit_identity[...]``: the JUnit classname
@@ -220,9 +221,13 @@ class CheckArch(pytest.Collector):
         self.subject, self.backend_name, self.manifest = subject, backend_name, manifest
 
     def collect(self) -> Iterator[pytest.Item]:
-        from hqval.checks.cell import Cell
+        from hqval.checks.cell import Cell, not_applicable
+        from hqval.matrix import resolve_arch
 
+        arch = resolve_arch(self.arch)
         for spec in self.subject.kernels:
+            if not_applicable(self.check, spec, arch, self.manifest):
+                continue  # no item: the cell does not exist (n/a), it is not skipped
             cell = Cell(self.check, spec.name, self.arch, self.label)
             item = CellItem.from_parent(self, name=cell.identity, check=self.check, spec=spec,
                                         arch=self.arch, backend_name=self.backend_name,

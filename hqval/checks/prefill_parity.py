@@ -30,7 +30,8 @@ from hqval.formats import by_qt
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
-    from hqval.manifest import KernelSpec
+    from hqval.manifest import KernelSpec, Manifest
+    from hqval.matrix import Arch
 
 NAME = "prefill_parity"
 TOLERANCE = 2e-3
@@ -98,13 +99,20 @@ def error_bound(w: npt.NDArray[np.floating], X: npt.NDArray[np.floating],
     return out
 
 
-def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
+    """Why prefill parity does not apply to the cell ('' when it does)."""
     if spec.kind != "gemm":
-        return ctx.row(NAME, spec, Status.UNSUPPORTED, f"{spec.name} is a {spec.kind} kernel")
-    if not spec.applies_to(ctx.arch):
-        return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                       f"{spec.name} does not apply to {ctx.arch.name} (requires {spec.requires}); "
-                       "fallback covers this arch")
+        return f"{spec.name} is a {spec.kind} kernel"
+    if not spec.applies_to(arch):
+        return (f"{spec.name} does not apply to {arch.name} (requires {spec.requires}); "
+                "fallback covers this arch")
+    return ""
+
+
+def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    why = not_applicable(spec, ctx.arch, ctx.manifest)
+    if why:
+        return ctx.row(NAME, spec, Status.UNSUPPORTED, why)
     try:
         token_kernel = decode_kernel(ctx.manifest, spec.qt, ctx.arch)
     except NoRoute as exc:

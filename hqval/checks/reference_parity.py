@@ -20,7 +20,8 @@ from hqval.formats import by_qt
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
-    from hqval.manifest import KernelSpec
+    from hqval.manifest import KernelSpec, Manifest
+    from hqval.matrix import Arch
 
 NAME = "reference_parity"
 TOLERANCE = 1e-4
@@ -35,13 +36,19 @@ MISREAD_FACTOR = 100.0
 GEMV_KINDS = ("gemv", "gemv_qkv")
 
 
-def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
+    """Why the GEMV oracle does not apply to the cell ('' when it does)."""
     if spec.kind not in GEMV_KINDS:
-        return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                       f"{spec.kind} kernels are judged by prefill_parity, not the GEMV oracle")
-    if not spec.applies_to(ctx.arch):
-        return ctx.row(NAME, spec, Status.UNSUPPORTED,
-                       f"{spec.name} does not apply to {ctx.arch.name} (requires {spec.requires})")
+        return f"{spec.kind} kernels are judged by prefill_parity, not the GEMV oracle"
+    if not spec.applies_to(arch):
+        return f"{spec.name} does not apply to {arch.name} (requires {spec.requires})"
+    return ""
+
+
+def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    why = not_applicable(spec, ctx.arch, ctx.manifest)
+    if why:
+        return ctx.row(NAME, spec, Status.UNSUPPORTED, why)
     fmt = by_qt(spec.qt)
     M, K = ctx.shape_for(spec).gemv_m, ctx.shape_for(spec).gemv_k
     x = inputs.activations(K, ctx.seed)

@@ -9,12 +9,14 @@ short, emptied or lost rows, without re-deriving them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hqval import isa
 from hqval.admission import Policy
-from hqval.checks.cell import CHECKS, Cell
+from hqval.checks.cell import CHECKS, Cell, not_applicable
 from hqval.checks.mutation import VERDICT_CHECK
+from hqval.checks.plugin import load_for_cells
 from hqval.result import cell_id
 from hqval.run import steps
 from hqval.run.context import RunContext
@@ -48,14 +50,19 @@ def expected_cells(ctx: RunContext, policy: Policy) -> dict[str, list[str]]:
                                      for rule in isa.RULES]
             out["admit"] += [cell_id(f"admit_{pp.path}", f"qt{pp.qt}", a.name, "policy")
                              for pp in policy.paths]
+        # only the cells a check applies to: the check session makes no other
         out["checks"] += [Cell(check, spec.name, a.name, backend).identity
-                          for spec in real for check in CHECKS]
+                          for spec in real for check in CHECKS
+                          if not not_applicable(check, spec, a, ctx.manifest)]
         if ctx.mutants is None:
             out["mutants"].append(_note("mutants", a.name, backend))
         else:
+            # the manifest the check session resolves the mutants' baselines in
+            _, both = load_for_cells(Path(ctx.mutants.path))
             for m in muts:
                 out["mutants"] += [Cell(check, m.name, a.name, backend).identity
-                                   for check in CHECKS]
+                                   for check in CHECKS
+                                   if not not_applicable(check, m, a, both)]
                 out["mutants"].append(cell_id(VERDICT_CHECK, m.name, a.name, backend))
         out["timing"] += _timing(ctx, a, backend, policy)
     return out

@@ -138,7 +138,18 @@ def test_manifest_opening_with_4_kib_of_comment_still_collects_every_cell(
     res = hqval_process(run_args(commented, out, "--no-mutants"))
     assert res.code == 0, res.err[-2000:]
     assert admission(out) == CLEAN
-    assert len([r for r in rows(out) if r["kind"] == "check"]) == 7 * 5  # kernels x checks
+    # every cell a check applies to (hqval.checks.cell.not_applicable: the others are
+    # not made), of all 7 kernels
+    from hqval.checks.cell import CHECKS, not_applicable
+    from hqval.manifest import load_manifest
+    from hqval.matrix import resolve_arch
+
+    m, arch = load_manifest(commented), resolve_arch(ARCH)
+    want = {f"{c}[{s.name}|{ARCH}|emu]" for s in m.kernels for c in CHECKS
+            if not not_applicable(c, s, arch, m)}
+    got = {str(r["identity"]) for r in rows(out) if r["kind"] == "check"}
+    assert len(m.kernels) == 7 and got == want and len({i.split("[")[1].split("|")[0]
+                                                        for i in got}) == 7
 
 
 def test_report_step_that_cannot_write_fails_the_run(tree: Path, tmp_path: Path) -> None:
