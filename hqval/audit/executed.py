@@ -35,11 +35,12 @@ from hqval.result import Row, Status
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
 
-# A problem every kernel of the ABI accepts: K of 4 groups for a GEMV (both halves of
-# every header, an unrolled pair of groups twice) and 2 for a GEMM (its emulation is the
-# costly one), rows for two blocks of the widest row-per-block kernels, one 16-row WMMA
-# tile, columns for two 16-wide tiles.
-GEMV_M, GEMM_M, K_DEFAULT, GEMM_K, N_DEFAULT = 16, 16, 1024, 512, 32
+# A problem every kernel of the ABI accepts: K of 5 groups for a GEMV (an odd count, so a
+# group loop unrolled by 2 or 4 runs its main body and its remainder; at 4 groups a fused
+# QKV's remainder path never runs) and 2 for a GEMM (its emulation is the costly one),
+# rows for two blocks of the widest row-per-block kernels, one 16-row WMMA tile, columns
+# for two 16-wide tiles.
+GEMV_M, GEMM_M, K_DEFAULT, GEMM_K, N_DEFAULT = 16, 16, 1280, 512, 32
 W_PAD = 4096  # bytes after each W matrix: a read past the matrix is recorded, not a fault
 
 
