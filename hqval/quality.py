@@ -165,7 +165,7 @@ def format_table(table: Sequence[Quality]) -> str:
 def bench_codec(qt: int = 44, M: int = 17408, K: int = 5120, seed: int = 0,
                 repeats: int = 3) -> dict[str, Any]:
     """Time ``encode`` + ``decode`` of an M x K Gaussian tensor (best of ``repeats``).
-    The target (issue 2): qt=44, 17408 x 5120, <= 3 s on one core."""
+    The target: qt=44, 17408 x 5120, <= 3 s on one core."""
     import os
     import time
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device run of the timing study (issue 13), each part's output under OUT:
+# Device run of the timing study (docs/timing.md), each part's output under OUT:
 #   placement  hot mode unprimed vs primed over 8 allocation sets, 5 shapes, + cold
 #              (OUT/placement.json, .log; the table on stdout)
 #   spacer     the same at other addresses (a spacer allocation under each set), hot,

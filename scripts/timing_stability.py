@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Timing stability study (issue 13 item 5): clean re-runs, timing mutants, error rates.
+"""Timing stability study: clean re-runs, timing mutants, error rates.
 
 Measure (on the device; resumable, time-budgeted so it fits a 10-minute command):
 

@@ -1001,7 +1001,7 @@ def audit_kernel(spec: KernelSpec, arch: Any, code: KernelCode,
 
 
 def summary(code: KernelCode, arch: Any) -> dict[str, Any]:
-    """The per-kernel facts of item 5 (counts, occupancy, histogram by class)."""
+    """The per-kernel facts the audit table prints (counts, occupancy, histogram by class)."""
     n = code.notes
     vgprs = int(n.get(".vgpr_count", 0))
     return {

@@ -3,7 +3,7 @@
 Exit 0 only if every applicable cell compiled; 1 if any failed (each failure is a row with
 the compiler's message, and the rest of the matrix still builds); 2 for bad input or no
 compiler.  ``--bench`` times a cold build (fresh cache) and a warm one (all cached) of the
-same matrix as separate processes, against the targets of issue 3 (cold <= 120 s on two
+same matrix as separate processes, against the compile targets (cold <= 120 s on two
 cores, warm <= 3 s).
 """
 

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 kind="timing", check="emu_speed", kernel=r.kernel, arch=r.arch, backend="emu",
                 status=Status.PASS if r.seconds <= target else Status.FAIL,
                 measured=r.seconds, tolerance=target,
-                derivation="issue 4 target for the interpreter on one core",
+                derivation="the interpreter's speed target on one core",
                 details=dict(oracle.details)))
             print(f"{r.kernel:32s} {r.arch:8s} {'x'.join(map(str, r.shape)):>14s} "
                   f"{r.seconds:7.3f} s (target {target:g} s)  "

@@ -22,7 +22,7 @@ from hqval.timing.schedule import Mode, rotation_copies
 # host-side encode of a 27648 x 5120 matrix to a fraction of a second.
 TILE_ROWS = 64
 # Verification bound: f32 accumulation over K <= 27648 terms of |w x| ~ 1 gives relative
-# errors ~ K * 2^-24 / sqrt(K) ~ 1e-5; 1e-4 is issue 5's GEMV parity bound.
+# errors ~ K * 2^-24 / sqrt(K) ~ 1e-5; 1e-4 is the checks' GEMV parity bound.
 VERIFY_REL = 1e-4
 
 

@@ -7,7 +7,7 @@ for each arm, sample ``i`` of A and B taken back to back in ABBA order.
 What counts as a regression is not decided here: the timing gate (hqval.timing.gate,
 read from matrices/policy.yaml) judges the bootstrap CI computed here.  Mann-Whitney U is
 reported beside it, never as the verdict: over hundreds of pooled samples it calls any
-drift significant (issue 13).
+drift significant.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-# A/A control: v1 timed against itself must land within 0.5% of 1.00, else the run is noisy
-# (issue 6 item 2).  Two arms reading identical bytes differ only by noise and order effects,
+# A/A control: v1 timed against itself must land within 0.5% of 1.00, else the run is noisy.
+# Two arms reading identical bytes differ only by noise and order effects,
 # which ABBA cancels; 0.5% is a quarter of the smallest change the suite is asked to find.
 AA_TOLERANCE = 0.005
 

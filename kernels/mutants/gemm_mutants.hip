@@ -1,4 +1,4 @@
-// DELIBERATELY BROKEN WMMA prefill GEMM kernels for the mutation kill matrix (issue 5).
+// DELIBERATELY BROKEN WMMA prefill GEMM kernels for the mutation kill matrix (`hqval mutants`).
 // Never dispatch them.  See kernels/mutants/mutants.yaml for what each breaks.
 #include "hq4_gemm_wmma.h"
 

@@ -1,4 +1,4 @@
-// DELIBERATELY BROKEN decode GEMV kernels: the mutation kill matrix (issue 5) proves the
+// DELIBERATELY BROKEN decode GEMV kernels: the mutation kill matrix (`hqval mutants`) proves the
 // checks and audit rules catch each of these.  Never dispatch them.  Each mutant is the
 // real body (hq4_gemv.h) instantiated with one wrong header decoder; what it breaks and
 // what should kill it are in kernels/mutants/mutants.yaml.

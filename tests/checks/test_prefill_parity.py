@@ -74,7 +74,7 @@ def test_non_discriminating_fixture_is_an_error(
     assert row.status == Status.ERROR and "row_shift" in row.message
 
 
-# ---- the tolerance covers both WMMA summation orders (issue 14 item 4)
+# ---- the tolerance covers both WMMA summation orders
 
 def _wmma_exact_sum_round_once(X16: np.ndarray, w16: np.ndarray) -> np.ndarray:
     """hqval.emu's WMMA: per 16-wide k step, the 16 exact products summed (f64: exact to

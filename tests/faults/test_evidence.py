@@ -1,4 +1,4 @@
-"""Faults of class 'expected evidence' (issue 11 item 1): no verdict without complete
+"""Faults of class 'expected evidence': no verdict without complete
 evidence.  Each case damages a copy of a complete run and asks ``hqval admit``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faults of class 'resume' (issue 11 item 2): ``--resume`` refuses a run directory made
+"""Faults of class 'resume': ``--resume`` refuses a run directory made
 with another manifest, arches, backend or suite commit, names the difference and writes
 nothing; it redoes what a run did not finish (the kill cases in test_steps)."""
 

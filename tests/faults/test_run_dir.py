@@ -1,4 +1,4 @@
-"""Faults of class 'the run directory' (issue 11 item 3): one writer at a time, whole
+"""Faults of class 'the run directory': one writer at a time, whole
 files, a damaged or non-UTF-8 envelope or rows file, and OSError (an unwritable --out, a
 file size limit standing in for a full disk): one line naming the path, exit 2, nothing
 admitted."""

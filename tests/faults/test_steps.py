@@ -1,4 +1,4 @@
-"""Faults of class 'steps that prove they ran' (issue 11 item 2): a real ``kill -9`` at
+"""Faults of class 'steps that prove they ran': a real ``kill -9`` at
 each step boundary and inside each step, then ``hqval admit`` (never a pass on what is
 missing) and ``--resume`` (the clean statuses, no cell run twice); a check session that
 collects nothing; a crashed xdist worker."""

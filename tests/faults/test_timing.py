@@ -1,4 +1,4 @@
-"""Faults of class 'timing evidence on hardware' (issue 11 items 1 and 2): the timing
+"""Faults of class 'timing evidence on hardware': the timing
 step's cells are known before anything runs (``hqval.run.expected`` from the bench plan),
 so a lost timing row, a timing step killed half way, or a bench that cannot run its plan
 leaves the run incomplete (exit 2), never admitted on part of its timing.

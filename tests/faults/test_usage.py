@@ -1,4 +1,4 @@
-"""Faults of class 'bad input and unusable backends' (issue 11 items 5 and 8): an empty
+"""Faults of class 'bad input and unusable backends': an empty
 or unknown --arch, and a hip or cuda backend that cannot run here, are one line and exit
 2 at once, before anything is compiled or written."""
 
