@@ -162,30 +162,67 @@ def audit(ctx: RunContext) -> StepResult:
 # ---------------------------------------------------------------------------- checks
 
 
+# A session's finished cells are appended in batches (one write + fsync each) of at most
+# this many rows, or as soon as a row arrives this long after the last append, and always
+# when the session ends or raises: a killed run loses no appended row (the store's
+# guarantee), only cells finished since the last append, which --resume runs again.
+SESSION_BATCH_ROWS = 64
+SESSION_BATCH_SECONDS = 0.5
+
+
+class _SessionRows:
+    """The rows of one session's cells as they finish, appended in batches."""
+
+    def __init__(self, ctx: RunContext, kills: frozenset[str]) -> None:
+        self.ctx = ctx
+        self.kills = kills
+        self.pending: list[Row] = []
+        self.ids: set[str] = set()
+        self.rows: list[Row] = []
+        self.last = time.monotonic()
+
+    def add(self, row: Row) -> None:
+        if row.identity in self.ids or row.identity in self.ctx.writer.done:
+            return  # a cell reported again counts once
+        self.pending.append(row)
+        self.ids.add(row.identity)
+        if len(self.pending) >= SESSION_BATCH_ROWS or \
+                time.monotonic() - self.last >= SESSION_BATCH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.rows.extend(_emit(self.ctx, self.pending, kills=self.kills))
+            self.pending = []
+        self.last = time.monotonic()
+
+
 def _session(ctx: RunContext, step: str, manifests: list[Path]) -> tuple[list[Row], str]:
     """The check cells of ``manifests`` on every arch, one pytest session per backend;
-    each finished cell is appended at once.  Returns (rows, why the session fell short)."""
+    finished cells are appended in batches (``SESSION_BATCH_ROWS``), the last when the
+    session ends, also when it raises.  Returns (rows, why the session fell short)."""
     kills = _mutant_names(ctx) if step == "mutants" else frozenset()
-    rows: list[Row] = []
-
-    def on_row(row: Row) -> None:
-        rows.extend(_emit(ctx, [row], kills=kills))
+    out = _SessionRows(ctx, kills)
 
     by_backend: dict[str, list[str]] = {}
     for a in ctx.arches:
         by_backend.setdefault(ctx.backend_label(a.name), []).append(a.name)
     problems: list[str] = []
-    for backend, arches in by_backend.items():
-        tag = "-".join(arches) if len(arches) < 3 else backend
-        junit = ctx.writer.path / f"junit-{step}-{tag}.xml"
-        result = session.run_cells(
-            manifests, arches, backend, workers=ctx.config.workers, junit_xml=str(junit),
-            seed=ctx.config.seed, verbose=ctx.config.verbose,
-            skip=ctx.writer.done, on_row=on_row, cache_dir=ctx.config.cache_dir)
-        why = result.problem()
-        if why:
-            problems.append(why)
-    return rows, "; ".join(problems)
+    try:
+        for backend, arches in by_backend.items():
+            tag = "-".join(arches) if len(arches) < 3 else backend
+            junit = ctx.writer.path / f"junit-{step}-{tag}.xml"
+            result = session.run_cells(
+                manifests, arches, backend, workers=ctx.config.workers,
+                junit_xml=str(junit), seed=ctx.config.seed, verbose=ctx.config.verbose,
+                skip=ctx.writer.done, on_row=out.add, cache_dir=ctx.config.cache_dir)
+            out.flush()
+            why = result.problem()
+            if why:
+                problems.append(why)
+    finally:
+        out.flush()
+    return out.rows, "; ".join(problems)
 
 
 def checks(ctx: RunContext) -> StepResult:

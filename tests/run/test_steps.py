@@ -101,3 +101,74 @@ def test_compile_and_audit_report_cells_as_they_are_done_not_at_the_end(
         first.setdefault(i, w)  # each cell's first report (the step reports it again)
     assert len(first) > 4 and not any(first.values()), \
         "the audits were shown only once all were written"
+
+
+def _session_ctx(tmp_path: Path) -> tuple[RunContext, list[int]]:
+    config = RunConfig(arches=["gfx1100"], out=tmp_path / "run")
+    writer = store.RunWriter.create(config.out, store.make_envelope(backend="emu"))
+    batches: list[int] = []
+    real = writer.append
+
+    def counting(rows: Any) -> int:
+        n = real(rows)
+        batches.append(n)
+        return n
+    writer.append = counting  # type: ignore[method-assign]
+    from hqval.backends.emu import EmuBackend
+
+    ctx = RunContext(config, [resolve_arch("gfx1100")], load_manifest(), None,
+                     {"gfx1100": EmuBackend("gfx1100")}, writer, Silent(), load_policy())
+    return ctx, batches
+
+
+def _cell(i: int) -> Any:
+    from hqval.result import Row
+
+    return Row("check", "bit_identity", f"k{i}", "gfx1100", "emu", Status.PASS)
+
+
+def test_session_rows_are_appended_in_batches_and_none_is_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """200 finished cells (one reported twice) reach the store in a few appends (one fsync
+    each) rather than 200, every one of them once."""
+    ctx, batches = _session_ctx(tmp_path)
+
+    class Result:
+        def problem(self) -> str:
+            return ""
+
+    def run_cells(*a: Any, on_row: Any, **k: Any) -> Result:
+        for i in range(200):
+            on_row(_cell(i))
+        on_row(_cell(7))
+        return Result()
+    monkeypatch.setattr(steps.session, "run_cells", run_cells)
+    monkeypatch.setattr(steps, "SESSION_BATCH_SECONDS", 1e9)
+    rows, why = steps._session(ctx, "checks", [Path(ctx.manifest.path)])
+    assert why == "" and len(rows) == 200
+    assert sum(batches) == 200 and len(batches) == 4  # 64 + 64 + 64 + 8
+    assert len(store.load(ctx.writer.path).rows) == 200
+
+
+def test_a_session_that_raises_still_appends_what_finished(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, _ = _session_ctx(tmp_path)
+
+    def run_cells(*a: Any, on_row: Any, **k: Any) -> None:
+        for i in range(10):
+            on_row(_cell(i))
+        raise KeyboardInterrupt
+    monkeypatch.setattr(steps.session, "run_cells", run_cells)
+    with pytest.raises(KeyboardInterrupt):
+        steps._session(ctx, "checks", [Path(ctx.manifest.path)])
+    assert {r.kernel for r in store.load(ctx.writer.path).rows} == {f"k{i}" for i in range(10)}
+
+
+def test_a_row_after_a_pause_is_appended_at_once(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell finishing SESSION_BATCH_SECONDS after the last append is written with it."""
+    ctx, batches = _session_ctx(tmp_path)
+    monkeypatch.setattr(steps, "SESSION_BATCH_SECONDS", 0.0)
+    out = steps._SessionRows(ctx, frozenset())
+    out.add(_cell(1))
+    assert batches == [1] and "bit_identity[k1|gfx1100|emu]" in ctx.writer.done
