@@ -130,10 +130,13 @@ class CheckContext:
     ) -> Row:
         d = {"selection": self.backend.selection} if self.backend.selection else {}
         d.update(details or {})
+        program = self._programs.get(spec.name)
+        sha = program.provenance.get("sha256") if program is not None else None
         return Row(
             kind="check", check=check, kernel=spec.name, arch=self.arch.name,
             backend=self.backend.name, status=status, measured=measured, tolerance=tolerance,
             derivation=derivation, seed=self.seed, message=message, details=d,
+            object_sha256=sha if isinstance(sha, str) else None,
         )
 
 
@@ -147,12 +150,13 @@ def check_function(name: str) -> CheckFn:
     return result
 
 
-def _emu_errors() -> tuple[type[BaseException], type[BaseException]] | None:
+def _emu_errors() -> tuple[type[BaseException], type[BaseException],
+                         type[BaseException]] | None:
     try:
-        from hqval.emu.errors import OutOfBounds, UnsupportedInstruction
+        from hqval.emu.errors import KernelTrap, OutOfBounds, UnsupportedInstruction
     except ImportError:
         return None
-    return OutOfBounds, UnsupportedInstruction
+    return OutOfBounds, UnsupportedInstruction, KernelTrap
 
 
 def unknown_checks(names: list[str] | None) -> str:
@@ -199,6 +203,11 @@ def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
     except Exception as exc:
         if emu_errors is not None and isinstance(exc, emu_errors[0]):
             return ctx.row(check, spec, Status.FAIL, f"memory fault: {exc}")
+        if emu_errors is not None and isinstance(exc, emu_errors[2]):
+            # the kernel's own behaviour (a trap or halt it executed): a failure
+            return ctx.row(check, spec, Status.FAIL, f"trap: {exc}",
+                           details={"trap": str(getattr(exc, "instruction", "")),
+                                    "address": int(getattr(exc, "address", 0))})
         if emu_errors is not None and isinstance(exc, emu_errors[1]):
             # The emulator cannot run the kernel: no verdict either way.  Untested on this
             # arch, naming the instruction (never a failure of the kernel).

@@ -28,6 +28,21 @@ class UnsupportedInstruction(EmuError):
         )
 
 
+class KernelTrap(EmuError):
+    """The kernel executed ``s_trap`` (``__builtin_trap()``, a failed device assert) or
+    halted its wave (``s_sethalt``): on hardware the launch aborts, so the kernel fails."""
+
+    def __init__(self, instruction: str, address: int, kernel: str, arch: str) -> None:
+        self.instruction = instruction
+        self.address = address
+        self.kernel = kernel
+        self.arch = arch
+        super().__init__(
+            f"kernel {kernel!r} executed {instruction!r} at 0x{address:x} on {arch}: a trap "
+            "or halt aborts the launch on hardware (a __builtin_trap(), a failed device "
+            "assert, or a fault path the kernel reached)")
+
+
 class OutOfBounds(EmuError):
     """A memory access outside every allocation (or outside the workgroup's LDS)."""
 

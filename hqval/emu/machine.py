@@ -173,7 +173,8 @@ def _unsupported(ins: Instruction, cx: Ctx, why: str) -> Callable[[WaveState, An
 # instruction's address (branches, calls, getpc, setreg).
 _SHARED: dict[tuple[str, int, int], tuple[Callable[[WaveState, Any], Any], str]] = {}
 _SHARED_LIMIT = 200_000
-_PER_KERNEL = ("s_branch", "s_cbranch", "s_getpc", "s_setpc", "s_swappc", "s_call",
+_PER_KERNEL = ("s_branch", "s_cbranch", "s_getpc", "s_setpc", "s_swappc", "s_call", "s_trap",
+               "s_sethalt",
                "s_setreg")
 _MEMORY = ("SMEM", "VMEM", "LDS")
 

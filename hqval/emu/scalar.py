@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from hqval.codeobject import Instruction
-from hqval.emu.errors import EmuError
+from hqval.emu.errors import EmuError, KernelTrap
 from hqval.emu.fparith import fp_quiet
 from hqval.emu.operands import EXEC, SCC, VCC, Ctx, Sel, WaveState, parse_operand, sreader, swriter
 
@@ -199,6 +199,14 @@ _BINOP32: dict[str, Callable[[Any, Any, Any], tuple[Any, Any]]] = {
 }
 
 
+def _halts(imm: str) -> bool:
+    """``s_sethalt IMM`` halts the wave when bit 0 of IMM is set (0 resumes)."""
+    try:
+        return bool(int(imm, 0) & 1)
+    except ValueError:
+        return True  # an operand we cannot read: fail closed, as a halt
+
+
 def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
     """Translate a scalar instruction; returns (closure, class) or None if not scalar."""
     name = ALIASES.get(ins.mnemonic, ins.mnemonic)
@@ -211,6 +219,10 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
     # ---- program flow
     if name == "s_endpgm":
         return (lambda st, w: "end"), "other"
+    if name == "s_trap" or (name == "s_sethalt" and ops and _halts(ins.operands[0])):
+        def trap(st: WaveState, w: Sel) -> None:
+            raise KernelTrap(ins.text, ins.addr, cx.kernel, cx.arch)
+        return trap, "other"
     if name in ("s_barrier", "s_barrier_signal"):
         return (lambda st, w: "barrier"), "other"
     if name == "s_branch":
