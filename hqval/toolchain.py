@@ -809,6 +809,7 @@ class CompileCell:
             kind="compile", check="compile", kernel=self.spec.name, arch=self.arch,
             backend="toolchain", status=status,
             measured=round(r.seconds, 4), message=message,
+            object_sha256=file_sha256(r.code_object) if r.ok and r.code_object else None,
             details={"code_object": str(r.code_object) if r.code_object else None,
                      "cached": r.cached, "key": r.key, **r.details},
         )

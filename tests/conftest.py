@@ -41,7 +41,7 @@ def evidence(arch: str, backend: str = "emu", *, fail: str | None = None,
                or (k.endswith("gfx12") and wmma == "gfx12"))]
     rows: list[Row] = []
     for k in kernels:
-        rows.append(Row("compile", "compile", k, arch, "clang-19", Status.PASS,
+        rows.append(Row("compile", "compile", k, arch, "toolchain", Status.PASS,
                         message="ok"))
         rows.append(Row("audit", "scalar_header_loads", k, arch, "isa", Status.PASS,
                         measured=0, tolerance=0, derivation="section 4: header is SMEM",
@@ -92,6 +92,28 @@ def evidence(arch: str, backend: str = "emu", *, fail: str | None = None,
 
 
 RunFactory = Callable[..., Path]
+STEP_OF_KIND = {"compile": "compile", "audit": "audit", "check": "checks",
+                "mutant": "mutants", "timing": "timing"}
+
+
+def recorded_as_a_run(w: store.RunWriter, arches: Sequence[str]) -> None:
+    """Record what ``hqval run`` records of a run whose rows ``w`` wrote: its steps, the
+    expected cells (each step's rows, or the step's own note on an arch it has none) and
+    the code objects (none: these rows name none)."""
+    expected: dict[str, list[str]] = {s: [] for s in STEP_OF_KIND.values()}
+    for r in w.written:
+        if r.kind in STEP_OF_KIND:
+            expected[STEP_OF_KIND[r.kind]].append(r.identity)
+    notes = []
+    for step, ids in expected.items():
+        for a in arches:
+            if not any(i.rsplit("|", 2)[-2] == a for i in ids):
+                notes.append(Row("step", step, "-", a, "step", Status.SKIPPED))
+                ids.append(notes[-1].identity)
+    w.append(notes)
+    w.update_envelope(steps=["compile", "audit", "checks", "mutants", "timing", "admit",
+                             "report"], expected_cells=expected,
+                      expected={k: len(v) for k, v in expected.items()}, objects={})
 
 
 @pytest.fixture
@@ -108,6 +130,7 @@ def make_run(tmp_path: Path) -> RunFactory:
         env["host"] = host
         w = store.RunWriter.create(tmp_path / (name or f"run{next(counter)}"), env)
         w.append(rows)
+        recorded_as_a_run(w, [arch])
         return w.path
 
     return make

@@ -10,10 +10,6 @@ path) and the exit code that gates a format.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
-
 from hqval.admission.decision import (
     Admission,
     Cell,
@@ -67,21 +63,9 @@ __all__ = [
     "Admission", "AdmissionStatus", "Cell", "Evidence", "Judged", "JudgedRun", "KernelInfo",
     "Need", "PathPolicy", "Policy", "PolicyError", "admit", "admit_cell", "admit_runs",
     "applied_gate", "arch_caps_from_matrix", "combine", "compare_runs", "dumps",
-    "emulator_gap", "evaluate", "expected_cells_damage", "expected_evidence",
+    "emulator_gap", "expected_cells_damage", "expected_evidence",
     "gate_for_row", "gate_skips", "is_infrastructure", "judge", "judge_run",
     "kernel_statuses", "kernel_table", "load_policy", "missing_cells", "parse_policy",
     "problem_lines", "to_markdown",
 ]
 
-
-def evaluate(run_paths: Sequence[str | Path], baseline_paths: Sequence[str | Path] = (),
-             policy_path: str | Path | None = None) -> tuple[list[Any], Admission, Any]:
-    """(runs, Admission, Comparison | None) for run directories, baselines and a policy
-    file (``judge`` over ``hqval.results.store.load_runs``).  A damaged run or policy
-    raises ValueError (``RunDirError``, ``PolicyError``) naming the file."""
-    from hqval.results.store import load_runs
-
-    runs = load_runs(run_paths)
-    baseline = load_runs(baseline_paths, "--baseline")
-    j = judge(runs, load_policy(policy_path), baseline=baseline)
-    return runs, j.admission, j.comparison

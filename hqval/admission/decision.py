@@ -188,6 +188,10 @@ def admit_cell(
         reasons.append(f"{len(failing)} failing cell(s): " + ", ".join(sorted(failing)[:8])
                        + (" ..." if len(failing) > 8 else ""))
         return cell(AdmissionStatus.REJECTED, [r for r in gates if _failed(r)], failing)
+    if not evidence.kernels and evidence.elsewhere:
+        reasons.insert(0, f"no kernel of this path is built for {arch.name} (the tree limits "
+                          f"{_listed(list(evidence.elsewhere))} to other arches)")
+        return cell(AdmissionStatus.UNSUPPORTED)
     if regressed:
         reasons.append("regressed against the baseline: " + ", ".join(regressed))
         return cell(AdmissionStatus.REJECTED, [], regressed)
@@ -291,15 +295,26 @@ class Admission:
             c.status is AdmissionStatus.INCOMPLETE for c in self.cells)
 
     @property
+    def unproven(self) -> tuple[Cell, ...]:
+        """Cells whose kernels' evidence stopped short of what the run can prove
+        (``untested``: no verdict, ``compiled``: no passing check): never admitted, exit 2.
+        A path the tree has no kernel for at all is untested but owes nothing."""
+        return tuple(c for c in self.cells if c.kernels
+                     and c.status in (AdmissionStatus.UNTESTED, AdmissionStatus.COMPILED))
+
+    @property
     def exit_code(self) -> int:
         """2: damaged evidence, an infrastructure problem or incomplete evidence (or none);
-        1: a row failed
-        (a rejected cell, a kernel-level finding, a failure outside the policy) or
-        regressed; 0: complete evidence and no failure."""
+        1: a row failed (a rejected cell, a kernel-level finding, a failure outside the
+        policy) or regressed; 2: a cell untested or only compiled; 0: every cell at what
+        the run can prove (emulated, measured, fallback or unsupported as the policy
+        says) and no failure."""
         if self.damage or self.infrastructure or self.incomplete:
             return 2
         rejected = any(c.status is AdmissionStatus.REJECTED for c in self.cells)
-        return 1 if rejected or self.regressions or self.outside or self.findings else 0
+        if rejected or self.regressions or self.outside or self.findings:
+            return 1
+        return 2 if self.unproven else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -447,6 +462,8 @@ def problem_lines(adm: Admission) -> list[str]:
     if adm.missing:
         lines.append(f"incomplete: {len(adm.missing)} expected cell(s) have no row, first: "
                      + ", ".join(adm.missing[:5]) + "; rerun with --resume")
+    lines += [f"not admitted: {c.key} is {c.status}: {'; '.join(c.reasons)}"
+              for c in adm.unproven]
     lines += [f"kernel-level finding: {f}" for f in adm.findings]
     lines += [f"failing outside the policy: {i}" for i in adm.outside]
     lines += [f"skipped: {s}" for s in adm.skipped_gates]

@@ -10,6 +10,7 @@ otherwise the kernel table recorded in the run envelope from the manifest.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from hqval.admission.policy import PATH_OF_KIND, PathPolicy, Policy
 from hqval.matrix import Arch
 from hqval.result import Row, Status
 from hqval.signature import PATHS
-from hqval.timing.gate import Gate
+from hqval.timing.gate import Gate, stored_samples
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,14 @@ class KernelInfo:
     self_test: bool = False
     # the manifest's ``production: false``: its rows are kept and reported, never gating
     production: bool = True
+    # the arches of the run the kernel is built for (``KernelSpec.applies_to``: its WMMA
+    # generation, its manifest ``arches``, a source named for one chip), as the run
+    # recorded them; None in a run that did not (then ``requires`` alone decides)
+    built_for: tuple[str, ...] | None = None
 
     def applies_to(self, arch: Arch) -> bool | None:
+        if self.built_for is not None:
+            return arch.name in self.built_for
         if self.requires is None:
             return None
         needed = {"any": None, "wmma_gfx11": "gfx11", "wmma_gfx12": "gfx12"}.get(self.requires)
@@ -47,16 +54,22 @@ def kernel_table(envelopes: Iterable[Mapping[str, Any]]) -> dict[str, KernelInfo
     """Kernel -> (qt, path) from the kernel tables the runs recorded."""
     out: dict[str, KernelInfo] = {}
     for env in envelopes:
-        for name, k in (env.get("kernels") or {}).items():
+        table = env.get("kernels")
+        for name, k in (table.items() if isinstance(table, Mapping) else ()):
+            if not isinstance(k, Mapping):
+                continue
             kind = k.get("kind")
             qt = k.get("qt")
             path = k.get("path") if k.get("path") in PATHS else PATH_OF_KIND.get(str(kind))
-            if isinstance(qt, int) and path is not None:
+            if isinstance(qt, int) and not isinstance(qt, bool) and path is not None:
                 req = k.get("requires")
+                built = k.get("built_for")
                 out[name] = KernelInfo(qt, path, k.get("mutant_of"), str(kind),
                                        str(req) if isinstance(req, str) else None,
                                        bool(k.get("self_test")),
-                                       k.get("production") is not False)
+                                       k.get("production") is not False,
+                                       tuple(str(a) for a in built)
+                                       if isinstance(built, list) else None)
     return out
 
 
@@ -158,6 +171,9 @@ class Evidence:
     kernels: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
+    # the path's kernels that are built for other arches only (their manifest ``arches``,
+    # ``requires`` or a per-chip source): none of them owes evidence here
+    elsewhere: tuple[str, ...] = ()
 
 
 def gate_skips(rows: Iterable[Row]) -> dict[str, list[str]]:
@@ -219,7 +235,9 @@ def expected_evidence(
                 if k.mutant_of == name and not k.self_test \
                         and "mutant" not in present.get((m, "mutant"), set()):
                     missing.append(f"mutant verdict of {m}")
-    return Evidence(tuple(mine), tuple(missing), tuple(notes))
+    return Evidence(tuple(mine), tuple(missing), tuple(notes),
+                    tuple(n for n in path_kernels
+                          if n not in mine and kernels[n].applies_to(arch) is False))
 
 
 EVIDENCE_STEPS = ("compile", "audit", "checks", "mutants", "timing")
@@ -268,5 +286,125 @@ def missing_cells(runs: Sequence[Any]) -> list[str]:
             out += [f"{i} (step {step}, {run.path})" for i in expected.get(step, [])
                     if i not in have]
     return out
+
+
+
+
+# ---------------------------------------------------------------------------- binding
+
+# the schema from which a run names itself (``run_id``) and binds its rows to it and to
+# the code objects they judged
+BOUND_SCHEMA = 3
+# the row kinds only ``hqval run``'s steps write: a run holding them recorded its steps
+# and expected cells up front (a bench or timing-study run holds timing rows only)
+RUN_STEP_KINDS = ("compile", "audit", "check", "mutant")
+# the backend a row of each kind names (check, mutant and timing rows: the arch's backend)
+_KIND_BACKEND = {"compile": "toolchain", "audit": "isa", "admit": "policy"}
+# timing rows whose verdict rests on stored paired samples (device ceilings do not)
+_SAMPLED_TIMING = ("timing_hot", "timing_cold", "timing_aa_hot", "timing_aa_cold",
+                   "timing_mutant_hot", "timing_mutant_cold")
+
+
+def envelope_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
+                    written_schema: int) -> list[str]:
+    """Why the envelope's gating keys cannot be trusted: a run of the current schema must
+    name itself and record its kernel table, steps and expected cells (a run without
+    them would let rows be removed or added unnoticed)."""
+    out: list[str] = []
+    version = envelope.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        out.append(f"envelope.json schema_version {version!r} is not an integer")
+    bound = written_schema >= BOUND_SCHEMA
+    if not bound and ("run_id" in envelope or "objects" in envelope
+                      or any(r.run_id or r.object_sha256 for r in rows)):
+        out.append(f"envelope.json says schema_version {written_schema!r}, but the run names "
+                   "itself (run_id) or its rows carry run ids: it was written by schema "
+                   f"{BOUND_SCHEMA} or later and its schema_version is damaged")
+    if not bound:
+        if any(r.kind in RUN_STEP_KINDS for r in rows):
+            out.append(f"written by schema {written_schema}, before rows were bound to their "
+                       "run: its rows cannot be vouched for; re-run it with this hqval")
+        return out
+    run_id = envelope.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        out.append("envelope.json has no run_id (a string naming the run)")
+    if not isinstance(envelope.get("kernels"), Mapping):
+        out.append("envelope.json has no kernel table (kernels)")
+    steps = envelope.get("steps")
+    if any(r.kind in RUN_STEP_KINDS for r in rows):
+        if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
+            out.append("envelope.json has no steps, but the run holds the rows of hqval run's "
+                       "steps: its expected cells cannot be checked")
+        if not isinstance(envelope.get("expected_cells"), Mapping):
+            out.append("envelope.json has no expected_cells")
+        if not isinstance(envelope.get("objects"), Mapping):
+            out.append("envelope.json has no objects (the sha256 of each code object)")
+    return out
+
+
+def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
+                   written_schema: int) -> list[str]:
+    """Every row the envelope does not vouch for, named: a row of another run (its
+    ``run_id``), of an arch or backend the run did not use, of a kernel its manifest does
+    not hold, or judging a code object other than the one the run compiled; and every row
+    whose own fields contradict its status.  Empty: the run is its own."""
+    out = envelope_damage(envelope, rows, written_schema)
+    out += [f"{r.identity}: {why}" for r in rows if (why := self_contradiction(r))]
+    if written_schema < BOUND_SCHEMA or out:
+        return out
+    run_id = envelope.get("run_id")
+    arches = [a for a in envelope.get("arch") or [] if isinstance(a, str)]
+    backends = envelope.get("backends")
+    kernels = envelope.get("kernels") or {}
+    objects = envelope.get("objects") or {}
+    for r in rows:
+        why = ""
+        if r.run_id != run_id:
+            why = (f"written by run {r.run_id or '(none)'}, not this run ({run_id})")
+        elif r.arch not in arches:
+            why = f"arch {r.arch} is not one of the run's ({', '.join(arches)})"
+        else:
+            want = _KIND_BACKEND.get(r.kind)
+            if want is None and isinstance(backends, Mapping):
+                b = backends.get(r.arch)
+                want = str(b.get("backend")) if isinstance(b, Mapping) else None
+            if r.kind == "step" and r.backend == "step":
+                want = "step"
+            if want is not None and r.backend != want:
+                why = f"backend {r.backend} is not the run's ({want}) on {r.arch}"
+            elif r.kind in RUN_STEP_KINDS and r.kernel not in kernels:
+                why = f"kernel {r.kernel} is not in the run's manifest (its kernel table)"
+            elif r.kind in RUN_STEP_KINDS:
+                obj = objects.get(f"{r.kernel}|{r.arch}")
+                if r.object_sha256 is not None and r.object_sha256 != obj:
+                    why = (f"judged code object {r.object_sha256[:12]}, not the one the run "
+                           f"compiled ({str(obj)[:12] if obj else 'none'})")
+                elif obj is not None and r.object_sha256 is None and r.status is Status.PASS \
+                        and r.kind in ("compile", "audit", "mutant"):
+                    # (a check row may judge other kernels' objects: the fallback check
+                    # runs the decode kernels for a GEMM)
+                    why = "passes without naming the code object it judged"
+        if why:
+            out.append(f"{r.identity}: {why}")
+    return out
+
+
+def self_contradiction(row: Row) -> str:
+    """Why a row's own numbers contradict its status, or "": a pass whose measured value
+    is not a finite number, or lies beyond its tolerance; a timing verdict without the
+    paired samples it rests on."""
+    m, t = row.measured, row.tolerance
+    if row.kind == "timing" and row.check in _SAMPLED_TIMING \
+            and row.status in (Status.PASS, Status.FAIL) and stored_samples(row) is None:
+        return "a timing verdict without its paired samples (samples_a, samples_b)"
+    if row.status is not Status.PASS:
+        return ""
+    if m is not None and not math.isfinite(m):
+        return f"passes with measured {m!r}"
+    if t is not None and not math.isfinite(t):
+        return f"passes with tolerance {t!r}"
+    if row.kind in ("check", "audit") and m is not None and t is not None and m > t:
+        return f"passes with measured {m:g} beyond its tolerance {t:g}"
+    return ""
 
 

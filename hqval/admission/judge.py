@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hqval.admission.decision import Admission, admit, combine
-from hqval.admission.evidence import KernelInfo, gate_for_row, kernel_table, missing_cells
+from hqval.admission.evidence import (
+    KernelInfo,
+    binding_damage,
+    gate_for_row,
+    kernel_table,
+    missing_cells,
+)
 from hqval.admission.policy import Policy, arch_caps_from_matrix, load_policy
 from hqval.matrix import Arch
 from hqval.result import Row
@@ -45,6 +51,9 @@ class JudgedRun:
     rows: tuple[Row, ...]
     kernels: Mapping[str, KernelInfo]
     written_schema: int = 0
+    # rows the envelope does not vouch for, rows contradicting themselves, gating keys
+    # missing (``hqval.admission.evidence.binding_damage``): the run is damaged, exit 2
+    damage: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,9 +79,10 @@ def judge_run(run: RunLike, policy: Policy) -> JudgedRun:
     """One run judged with its own kernel table: timing verdicts recomputed from the
     samples under ``policy``'s gates."""
     kernels = kernel_table([run.envelope])
+    schema = int(getattr(run, "written_schema", 0))
+    damage = tuple(binding_damage(run.envelope, run.rows, schema))
     rows = tuple(rejudge_rows(run.rows, gate_for_row(policy, kernels)))
-    return JudgedRun(Path(run.path), run.envelope, rows, kernels,
-                     int(getattr(run, "written_schema", 0)))
+    return JudgedRun(Path(run.path), run.envelope, rows, kernels, schema, damage)
 
 
 def applied_gate(row: Row) -> Gate | None:
@@ -129,8 +139,11 @@ def _admit_one(run: JudgedRun, policy: Policy, arches: Mapping[str, Arch],
         only_arches = list(dict.fromkeys(
             [a for a in asked if a in arches]
             + sorted({r.arch for r in run.rows if r.arch in arches})))
-    return admit(list(run.rows), policy, arches, kernels=run.kernels, regressed=regressed,
-                 only_arches=only_arches, missing=missing_cells([run]))
+    adm = admit(list(run.rows), policy, arches, kernels=run.kernels, regressed=regressed,
+                only_arches=only_arches, missing=missing_cells([run]))
+    if run.damage:
+        adm = dataclasses.replace(adm, damage=tuple(f"{run.path}: {d}" for d in run.damage))
+    return adm
 
 
 def admit_runs(

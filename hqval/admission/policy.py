@@ -194,16 +194,38 @@ def parse_policy(data: Any, source: str = "policy.yaml") -> Policy:
 
 
 def load_policy(path: str | Path | None = None) -> Policy:
-    from hqval import safeio
+    """The policy file, read as every YAML input is (``hqval.schema.load_yaml``: the one
+    bounded reader, each value's line kept); an error names the file, the line, the key
+    and the fix."""
+    from hqval import schema
 
     p = Path(path) if path else POLICY_PATH
     try:
-        # the one bounded reader: regular files only (never /dev/zero), 1 MiB, aliases
-        # counted and their expansion bounded (an alias bomb is refused unexpanded)
-        data = safeio.load_yaml(p, what="policy")
-    except safeio.SafeIOError as exc:
-        raise PolicyError(f"{exc} (pass --policy FILE)") from None
-    return parse_policy(data, str(p))
+        doc = schema.load_yaml(p)
+    except schema.SchemaError as exc:
+        raise PolicyError(f"{exc}; pass --policy FILE (or HQVAL_POLICY) naming a policy "
+                          "YAML") from None
+    try:
+        return parse_policy(doc.data, str(p))
+    except PolicyError as exc:
+        raise PolicyError(_located(str(exc), str(p), doc)) from None
+
+
+def _located(message: str, source: str, doc: Any) -> str:
+    """``source: key.path: text`` as ``source:LINE: key.path: text``, the line the key is
+    on in ``doc`` (a ``hqval.schema.YamlDoc``)."""
+    head = f"{source}: "
+    if not message.startswith(head):
+        return message
+    rest = message[len(head):]
+    dotted = rest.split(": ", 1)[0]
+    key: list[str | int] = []
+    for part in dotted.split("."):
+        name, _, index = part.partition("[")
+        key.append(name)
+        if index.rstrip("]").isdigit():
+            key.append(int(index.rstrip("]")))
+    return f"{source}:{doc.line(tuple(key))}: {rest}"
 
 
 # ---------------------------------------------------------------------------- arch caps

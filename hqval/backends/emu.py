@@ -8,6 +8,7 @@ clock (device events raise ``NotImplementedError("need device events ...")``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ class EmuBackend(Backend):
         except (EmuError, ValueError, KeyError, NotImplementedError) as exc:
             raise BackendUnavailable(f"backend 'emu': cannot emulate {arch}: {exc}") from exc
         self._modules: dict[str, Any] = {}
+        self._digests: dict[str, str] = {}
 
     def device_name(self) -> str:
         return f"hqval RDNA wave interpreter ({self.arch})"
@@ -69,9 +71,12 @@ class EmuBackend(Backend):
             raise RuntimeError(f"{spec.name} does not compile for {self.arch}: {result.message}")
         key = str(result.code_object)
         if key not in self._modules:
-            self._modules[key] = self.machine.load(result.code_object.read_bytes())
+            data = result.code_object.read_bytes()
+            self._modules[key] = self.machine.load(data)
+            self._digests[key] = hashlib.sha256(data).hexdigest()
+        # the sha256 of the bytes loaded: the check rows name the object they judged
         return Program(spec=spec, symbol=spec.symbol, handle=self._modules[key],
-                       provenance={"code_object": key})
+                       provenance={"code_object": key, "sha256": self._digests[key]})
 
     def alloc(self, nbytes: int) -> Buffer:
         return Buffer(nbytes=nbytes, handle=int(self.machine.alloc(max(nbytes, 1))))

@@ -9,6 +9,7 @@ libamdhip64.so".  That, no device, or a device of another arch than the one aske
 from __future__ import annotations
 
 import ctypes
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -179,7 +180,8 @@ class HipBackend(Backend):
         symbol = spec.symbol
         function = self._call("hipModuleGetFunction", module, symbol.encode())
         return Program(spec=spec, symbol=symbol, handle=function,
-                       provenance={"code_object": str(result.code_object)})
+                       provenance={"code_object": str(result.code_object),
+                                   "sha256": hashlib.sha256(image).hexdigest()})
 
     def alloc(self, nbytes: int) -> Buffer:
         return Buffer(nbytes=nbytes, handle=self._call("hipMalloc", nbytes))

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(args.json, json.dumps(doc, indent=2) + "\n")
     code = max(adm.exit_code, 2) if missing else adm.exit_code
     verdict = {0: "complete evidence, no failure", 1: "a row failed or regressed",
-               2: "damaged or incomplete evidence or an infrastructure problem: admission "
-                  "fails closed"}[code]
+               2: "damaged, incomplete or unproven evidence or an infrastructure problem: "
+                  "admission fails closed"}[code]
     print(f"hqval admit: {verdict} (exit {code})", file=sys.stderr)
     return code

@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     print(result.summary)
     verdict = {0: "complete evidence, no failure", 1: "a row failed or regressed",
-               2: "incomplete evidence or an infrastructure problem: admission fails closed"
+               2: "damaged, incomplete or unproven evidence or an infrastructure problem: "
+                  "admission fails closed"
                }[result.exit_code]
     print(f"hqval run: {verdict} (exit {result.exit_code}); run directory {result.path}")
     return result.exit_code

@@ -259,7 +259,7 @@ def migrate(
     envelope: dict[str, Any], rows: list[dict[str, Any]], source: str = "run"
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     version = envelope.get("schema_version", envelope.get("version", 0))
-    if not isinstance(version, int):
+    if isinstance(version, bool) or not isinstance(version, int):
         raise RunDirError(f"{source}: schema_version {version!r} is not an integer")
     if version > hqval.SCHEMA_VERSION:
         raise RunDirError(
@@ -290,6 +290,19 @@ class Run:
     written_schema: int = hqval.SCHEMA_VERSION
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice: its value is ambiguous."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKey(repr(k))
+        out[k] = v
+    return out
+
+
 def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
     try:
         data = path.read_bytes()
@@ -302,7 +315,11 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
         if not raw.strip():
             continue
         try:
-            yield json.loads(raw)
+            yield json.loads(raw, object_pairs_hook=_unique_keys)
+        except DuplicateKey as exc:
+            raise RunDirError(
+                f"{path}:{lineno}: a row with the key {exc} twice (which one is the row's?); "
+                "the rows are damaged: re-run into a fresh --out directory") from None
         except UnicodeDecodeError as exc:
             raise RunDirError(
                 f"{path}:{lineno}: not UTF-8 (byte {exc.start}); the file is corrupt: re-run "
@@ -314,7 +331,11 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
             ) from exc
     if tail.strip():
         try:
-            yield json.loads(tail)
+            yield json.loads(tail, object_pairs_hook=_unique_keys)
+        except DuplicateKey as exc:
+            raise RunDirError(
+                f"{path}:{len(lines) + 1}: a row with the key {exc} twice; the rows are "
+                "damaged: re-run into a fresh --out directory") from None
         except (json.JSONDecodeError, UnicodeDecodeError):
             warnings.warn(
                 f"{path}: dropped a torn last line ({len(tail)} bytes) left by an "
@@ -330,7 +351,10 @@ def read_envelope(run_dir: Path) -> dict[str, Any]:
             f"{run_dir}: no {ENVELOPE}; pass a run directory written by `hqval run --out DIR`"
         )
     try:
-        env = json.loads(path.read_bytes().decode("utf-8"))
+        env = json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=_unique_keys)
+    except DuplicateKey as exc:
+        raise RunDirError(f"{path}: the key {exc} twice: the envelope is damaged; re-run "
+                          "into a fresh --out directory") from None
     except OSError as exc:
         raise RunDirError(f"{path}: cannot read ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:
@@ -367,18 +391,31 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
             row = Row.from_dict(d)
         except (KeyError, ValueError, TypeError) as exc:
             raise RunDirError(f"{rows_path}: row {i} is not a valid result row ({exc!r})") from exc
+        if "identity" in d and d["identity"] != row.identity:
+            raise RunDirError(
+                f"{rows_path}: row {i} names itself {d['identity']!r} but its fields make "
+                f"{row.identity}: the row contradicts itself; the rows are damaged: re-run "
+                "into a fresh --out")
         # A later row for the same cell supersedes the earlier one (a step's mark, the
         # admission rows, a retried error), except that an evidence cell's failure is
         # never replaced: the run wrote that cell once, so a second verdict is damage.
         prev = by_identity.get(row.identity)
-        if prev is not None and row.kind in EVIDENCE_KINDS and prev.status is Status.FAIL \
-                and row.status is not Status.FAIL:
+        if prev is not None and row.kind in EVIDENCE_KINDS and _verdict_of_kernel(prev) \
+                and row.status is not prev.status:
             raise RunDirError(
                 f"{rows_path}: row {i} says {row.identity} is {row.status} after an earlier "
-                "row of that cell failed; a run writes each evidence cell once and a failure "
-                "is never superseded: the rows are damaged; re-run into a fresh --out")
+                f"row of that cell {'failed' if prev.status is Status.FAIL else 'erred'}; a "
+                "run writes each evidence cell once and a failure or error is never "
+                "superseded: the rows are damaged; re-run into a fresh --out")
         by_identity[row.identity] = row
     return Run(run_dir, env, list(by_identity.values()), int(written))
+
+
+def _verdict_of_kernel(row: Row) -> bool:
+    """A failure or error that is the kernel's (not hqval's own machinery: an
+    infrastructure error is redone by ``--resume``)."""
+    return row.status is Status.FAIL or (
+        row.status is Status.ERROR and not row.details.get("infrastructure"))
 
 
 def load_runs(paths: Iterable[str | os.PathLike[str]], what: str = "RUN") -> list[Run]:
@@ -392,10 +429,19 @@ def load_runs(paths: Iterable[str | os.PathLike[str]], what: str = "RUN") -> lis
     return runs
 
 
-def load_run(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
-    """One call from run directory to a DataFrame: one row per result, the envelope's
-    device/backend/host/date as columns, ``details`` flattened to ``details.*``."""
-    return frame(load(run_dir))
+def load_run(run_dir: str | os.PathLike[str], policy: Any = None) -> pd.DataFrame:
+    """One call from run directory to a DataFrame of its judged rows
+    (``hqval.admission.judge``: timing verdicts recomputed from the samples under
+    ``policy``, an ``hqval.admission.Policy``; default matrices/policy.yaml), the same
+    verdicts ``hqval admit`` and the report give.  One row per result, the envelope's
+    device/host/date as columns, the timing verdict as ``verdict``, ``ratio``,
+    ``ci_low``, ``ci_high`` and ``unit`` (empty where a row has none), ``details``
+    flattened to ``details.*``."""
+    from hqval.admission import judge_run, load_policy
+
+    run = load(run_dir)
+    judged = judge_run(run, policy if policy is not None else load_policy())
+    return frame(Run(run.path, run.envelope, list(judged.rows), run.written_schema))
 
 
 def frame(*runs: Run) -> pd.DataFrame:
@@ -406,6 +452,13 @@ def frame(*runs: Run) -> pd.DataFrame:
         env = run.envelope
         for row in run.rows:
             d = row.to_dict()
+            v = row.details.get("verdict")
+            v = v if isinstance(v, dict) else {}
+            d["verdict"] = v.get("verdict")
+            for key in ("ratio", "ci_low", "ci_high"):
+                d[key] = v.get(key)
+            # a timing cell's measured value is its v2/v1 ratio; other rows say nothing
+            d["unit"] = "ratio" if v else None
             details = d.pop("details")
             for k, v in details.items():
                 d[f"details.{k}"] = v if not isinstance(v, (list, dict)) else json.dumps(v)
@@ -415,11 +468,13 @@ def frame(*runs: Run) -> pd.DataFrame:
             d["date"] = env.get("date")
             records.append(d)
     columns = ["identity", "kind", "check", "kernel", "arch", "backend", "status", "measured",
-               "tolerance", "derivation", "seed", "message", "run", "host", "device", "date"]
+               "tolerance", "derivation", "seed", "message", "run_id", "object_sha256",
+               "verdict", "ratio", "ci_low", "ci_high", "unit", "run", "host", "device",
+               "date"]
     df = pd.DataFrame.from_records(records)
     if df.empty:
         return pd.DataFrame(columns=columns)
-    for col in ("measured", "tolerance"):
+    for col in ("measured", "tolerance", "ratio", "ci_low", "ci_high"):
         df[col] = pd.to_numeric(df[col], errors="coerce")  # "nan"/"inf" strings back to floats
     return df
 

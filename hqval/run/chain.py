@@ -23,14 +23,14 @@ from hqval import provenance
 from hqval.admission import Admission, judge, load_policy, problem_lines
 from hqval.backends import open_for
 from hqval.manifest import DEFAULT_MUTANTS, KernelSpec, Manifest, load_manifest, load_mutants
-from hqval.matrix import resolve_arches
+from hqval.matrix import Arch, resolve_arches
 from hqval.result import Row, Status
 from hqval.results.store import RunDirError, RunWriter, git_commit, load, make_envelope
 from hqval.run.context import Progress, RunConfig, RunContext, StepResult
 from hqval.run.expected import expected_cells
 from hqval.run.progress import Silent, status_table
 from hqval.run.steps import STEPS, Step
-from hqval.toolchain import ToolchainError, find_compiler
+from hqval.toolchain import ToolchainError, file_sha256, find_compiler
 
 # the closing summary's lines of problems (the report and hqval admit list every one)
 MAX_PROBLEM_LINES = 20
@@ -39,10 +39,16 @@ RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit")
 
 
 def kernel_table(specs: Sequence[KernelSpec],
-                 self_test: frozenset[str] = frozenset()) -> dict[str, dict[str, object]]:
+                 self_test: frozenset[str] = frozenset(),
+                 arches: Sequence[Arch] | None = None) -> dict[str, dict[str, object]]:
     """What the envelope records per kernel, so admission works offline from the run.
-    ``self_test``: the suite's own mutants run on an external tree (a suite self-test)."""
+    ``self_test``: the suite's own mutants run on an external tree (a suite self-test);
+    ``arches``: the run's, recorded per kernel as those it is built for (``built_for``,
+    from ``KernelSpec.applies_to``: a kernel limited to gfx1100 expects no evidence on
+    gfx1151)."""
     return {s.name: {"qt": s.qt, "kind": s.kind, "path": s.path, "requires": s.requires,
+                     **({"built_for": [a.name for a in arches if s.applies_to(a)]}
+                        if arches is not None else {}),
                      "baseline": s.baseline, "rows_per_block": s.rows_per_block,
                      "batch_tile": s.batch_tile, "residual": s.residual,
                      "mutant_of": s.mutant_of, "source": str(s.source),
@@ -59,6 +65,36 @@ def kernel_table(specs: Sequence[KernelSpec],
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def source_hashes(specs: Sequence[KernelSpec], root: Path) -> dict[str, str]:
+    """path -> sha256 of every source a kernel names (its source, per-arch variants and
+    preincludes), relative to the tree ``root`` where inside it."""
+    paths = {Path(p) for s in specs for p in (s.source, *(v for _, v in s.variants),
+                                              *s.preinclude)}
+    return provenance.files(((str(p), file_sha256(p)) for p in sorted(paths)), root)
+
+
+def changed_inputs(envelope: Mapping[str, object], root: Path) -> str:
+    """The first source or included file whose contents differ from what the run recorded
+    (its sources when it opened, every file the compiler read: ``provenance.files``), or
+    "" when every one is unchanged."""
+    recorded: dict[str, object] = {}
+    prov = envelope.get("provenance")
+    for table in (prov.get("files") if isinstance(prov, Mapping) else None,
+                  envelope.get("sources")):
+        if isinstance(table, Mapping):
+            recorded.update({str(k): v for k, v in table.items()})
+    for name, digest in sorted(recorded.items()):
+        path = Path(name) if Path(name).is_absolute() else root / name
+        try:
+            now = file_sha256(path)
+        except OSError as exc:
+            return f"{path}: {exc.strerror or exc} (the run compiled it)"
+        if now != digest:
+            return (f"{path} changed since the run compiled it (sha256 {str(digest)[:12]} "
+                    f"-> {now[:12]})")
+    return ""
 
 
 def _resume_mismatch(old: Mapping[str, object], new: Mapping[str, object]) -> str:
@@ -110,9 +146,10 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         backend=config.backend, arch=identity["arch"], compiler=compiler,  # type: ignore[arg-type]
         compiler_version=compiler_version,
         kernel_tree=Path(manifest.path).resolve().parent if external else None,
-        argv=config.argv, kernels=kernel_table(specs, self_test),
+        argv=config.argv, kernels=kernel_table(specs, self_test, arches),
         extra={"manifest": str(Path(manifest.path).resolve()), "seed": config.seed,
                "provenance": provenance.tree(manifest.path),
+               "sources": source_hashes(specs, Path(manifest.path).resolve().parent),
                "steps": [name for name, _ in STEPS], **identity})
     writer = RunWriter.create(config.out, envelope, resume=config.resume)
     if config.resume:
@@ -121,6 +158,11 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             writer.close()
             raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
                               "the same --manifest, --arch and --backend, or start a new --out")
+        changed = changed_inputs(writer.envelope, Path(manifest.path).resolve().parent)
+        if changed:
+            writer.close()
+            raise RunDirError(f"--resume {config.out}: {changed}: its rows judged the old "
+                              "code; start a new --out (a resumed run never mixes objects)")
     ctx = RunContext(config, arches, manifest, mutants, opened, writer, progress, policy)
     ctx.expected = expected_cells(ctx, policy)
     writer.update_envelope(expected={k: len(v) for k, v in ctx.expected.items()},

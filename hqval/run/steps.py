@@ -100,6 +100,10 @@ def _compile_all(ctx: RunContext, shown: bool = False) -> list[Row]:
         known["files"] = provenance.files(deps, Path(ctx.manifest.path).parent)
         ctx.writer.update_envelope(provenance=known)
     rows = [c.row() for c in cells]
+    # the sha256 of every (kernel, arch) object the run built: admission accepts a row
+    # only when it judged the object recorded here
+    objects = {f"{r.kernel}|{r.arch}": r.object_sha256 for r in rows if r.object_sha256}
+    ctx.writer.update_envelope(objects=objects)
     for a in ctx.arches:
         if not a.is_amd:
             rows.append(note_row("compile", a.name, ctx.backend_label(a.name),
@@ -146,7 +150,7 @@ def audit(ctx: RunContext) -> StepResult:
                                  f"audit: {a.name} code is NVRTC's; no gfx ISA to audit"))
             continue
         specs = [s for s in kernels(ctx) if s.applies_to(a)]
-        rows += by_arch[a.name]
+        rows += [_judged_object(ctx, r) for r in by_arch[a.name]]
         for s in specs:
             if (s.name, a.name) not in ctx.compiled:
                 infra = (s.name, a.name) in ctx.compile_infrastructure
@@ -157,6 +161,14 @@ def audit(ctx: RunContext) -> StepResult:
                          for rule in isa.RULES]
     new = _emit(ctx, rows, kills=kills)
     return StepResult("audit", tuple(new), seconds=time.monotonic() - t0)
+
+
+def _judged_object(ctx: RunContext, row: Row) -> Row:
+    """``row`` naming the code object the run compiled for its (kernel, arch)."""
+    res = ctx.compiled.get((row.kernel, row.arch))
+    if res is None or res.code_object is None or row.object_sha256 is not None:
+        return row
+    return dataclasses.replace(row, object_sha256=toolchain.file_sha256(res.code_object))
 
 
 # ---------------------------------------------------------------------------- checks
@@ -280,7 +292,7 @@ def mutants(ctx: RunContext) -> StepResult:
                 # not killed, but not every cell ran: no verdict (the step stays
                 # incomplete and --resume runs the rest), never "survived"
                 continue
-            verdict_rows.append(v)
+            verdict_rows.append(_judged_object(ctx, v))
     if ctx.config.manifest is not None and ctx.manifest.mutants is None:
         for r in verdict_rows:  # the suite's own mutants on an external tree
             r.details["self_test"] = True

@@ -121,6 +121,20 @@ def rows(run: Path) -> list[dict[str, object]]:
     return [json.loads(x) for x in (run / "rows.jsonl").read_text().splitlines() if x.strip()]
 
 
+def run_id(run: Path) -> str:
+    """The id the run's envelope names it by (every row it wrote carries it)."""
+    return str(json.loads((run / "envelope.json").read_text())["run_id"])
+
+
+def append_rows(run: Path, *new: dict[str, object], stamp: bool = True) -> None:
+    """Append rows to the run, stamped with its run id (as its own writer would) unless
+    ``stamp`` is false."""
+    rid = run_id(run) if stamp else None
+    with (run / "rows.jsonl").open("a") as f:
+        for r in new:
+            f.write(json.dumps({**r, "run_id": rid} if rid is not None else r) + "\n")
+
+
 def rewrite_rows(run: Path, keep: Callable[[dict[str, object]], bool]) -> int:
     """Drop the rows ``keep`` refuses; returns how many were dropped."""
     all_rows = rows(run)

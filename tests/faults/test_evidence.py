@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .conftest import ARCH, CLEAN, Result, rewrite_rows, rows
+from .conftest import ARCH, CLEAN, Result, append_rows, rewrite_rows, rows
 
 Admit = Callable[..., Result]
 
@@ -160,10 +160,9 @@ def test_failing_row_of_a_qt_no_policy_names(copy_of: Callable[[], Path],
     env = json.loads((run / "envelope.json").read_text())
     env["kernels"]["gemv_q999"] = {"qt": 999, "kind": "gemv", "requires": "any"}
     (run / "envelope.json").write_text(json.dumps(env))
-    bad = {"kind": "check", "check": "bit_identity", "kernel": "gemv_q999", "arch": ARCH,
-           "backend": "emu", "status": "fail", "message": "wrong", "details": {}}
-    with (run / "rows.jsonl").open("a") as f:
-        f.write(json.dumps(bad) + "\n")
+    append_rows(run, {"kind": "check", "check": "bit_identity", "kernel": "gemv_q999",
+                      "arch": ARCH, "backend": "emu", "status": "fail", "message": "wrong",
+                      "details": {}})
     res, cells = _admit(hqval, run)
     assert res.code == 1 and cells == CLEAN
     assert f"kernel-level finding: bit_identity[gemv_q999|{ARCH}|emu]: fail" in res.err
@@ -171,15 +170,16 @@ def test_failing_row_of_a_qt_no_policy_names(copy_of: Callable[[], Path],
 
 def test_failing_row_of_a_kernel_missing_from_the_table(copy_of: Callable[[], Path],
                                                         hqval: Admit) -> None:
+    """A row of a kernel the run's manifest does not hold is no evidence of this run: the
+    run is damaged, exit 2, naming the row (once: a kernel-level finding, exit 1)."""
     run = copy_of()
-    bad = {"kind": "check", "check": "reference_parity", "kernel": "not_in_table",
-           "arch": ARCH, "backend": "emu", "status": "error", "message": "no verdict",
-           "details": {}}
-    with (run / "rows.jsonl").open("a") as f:
-        f.write(json.dumps(bad) + "\n")
+    append_rows(run, {"kind": "check", "check": "reference_parity", "kernel": "not_in_table",
+                      "arch": ARCH, "backend": "emu", "status": "error",
+                      "message": "no verdict", "details": {}})
     res, _ = _admit(hqval, run)
-    assert res.code == 1
-    assert f"kernel-level finding: reference_parity[not_in_table|{ARCH}|emu]" in res.err
+    assert res.code == 2
+    assert (f"damaged: {run}: reference_parity[not_in_table|{ARCH}|emu]: kernel not_in_table "
+            "is not in the run's manifest") in res.err
 
 
 def test_failing_baseline_kernel_is_a_finding(copy_of: Callable[[], Path],
@@ -199,11 +199,9 @@ def test_failing_baseline_kernel_is_a_finding(copy_of: Callable[[], Path],
 def test_infrastructure_step_mark_is_exit_2(copy_of: Callable[[], Path],
                                             hqval: Admit) -> None:
     run = copy_of()
-    mark = {"kind": "step", "check": "checks", "kernel": "-", "arch": ARCH,
-            "backend": "step", "status": "error", "message": "checks: session stopped",
-            "details": {"infrastructure": True}}
-    with (run / "rows.jsonl").open("a") as f:
-        f.write(json.dumps(mark) + "\n")
+    append_rows(run, {"kind": "step", "check": "checks", "kernel": "-", "arch": ARCH,
+                      "backend": "step", "status": "error", "message": "checks: session stopped",
+                      "details": {"infrastructure": True}})
     res, _ = _admit(hqval, run)
     assert res.code == 2 and "infrastructure" in res.err
 

@@ -392,7 +392,9 @@ def test_checkpoint_for_a_run_outside_admission(make_run: RunFactory) -> None:
     assert "No admission cells" in md
     assert "- `timing_cold[gemv_mq4g256v2_r1@5120x5120|sm_90|cuda]`" in md
     assert "\n\n\n" not in md
-    assert adm.exit_code == 1
+    # failing outside admission; its timing verdict was stored without its samples, so
+    # the run is damaged as well (exit 2)
+    assert adm.outside and adm.damage and adm.exit_code == 2
 
 
 def test_the_report_shows_the_gate_admission_applied_not_the_stored_one(
@@ -423,10 +425,11 @@ CHECKPOINTS = Path(__file__).resolve().parents[2] / "reports" / "checkpoints"
 
 
 def _checkpoint_report(*paths: str) -> str:
-    from hqval.admission import evaluate, load_policy
+    from hqval.admission import judge, load_policy
+    from hqval.results.store import load_runs
 
-    runs, adm, _ = evaluate([CHECKPOINTS / p for p in paths])
-    return render_html(build(runs, adm, policy=load_policy()))
+    runs = load_runs([CHECKPOINTS / p for p in paths])
+    return render_html(build(runs, judge(runs, load_policy()).admission, policy=load_policy()))
 
 
 def test_the_committed_checkpoint_runs_show_the_views() -> None:

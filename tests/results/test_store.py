@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -207,12 +208,20 @@ def test_committed_checkpoints_load_with_hfq4g256_as_qt6() -> None:
 
 
 def test_later_row_for_a_cell_supersedes_the_earlier(tmp_path: Path) -> None:
+    """An infrastructure error (hqval's own, redone by --resume) is superseded by the
+    redo; an error of the kernel's own never is."""
     w = _writer(tmp_path)
-    w.append([_row(0, Status.ERROR), _row(1)])
+    infra = dataclasses.replace(_row(0, Status.ERROR), details={"infrastructure": True})
+    w.append([infra, _row(1)])
     w.append([_row(0, Status.PASS)])
     run = store.load(w.path)
     assert [(r.kernel, r.status) for r in run.rows] == [("k0", Status.PASS),
                                                         ("k1", Status.PASS)]
+    w.append([_row(2, Status.ERROR)])
+    w.append([_row(2, Status.PASS)])
+    with pytest.raises(store.RunDirError, match=r"is pass after an earlier row of that cell "
+                                                "erred"):
+        store.load(w.path)
 
 
 def test_second_writer_is_refused_at_once(tmp_path: Path) -> None:

@@ -1,0 +1,41 @@
+"""A run as ``hqval run`` records it, built around given rows, for the admission tests:
+an envelope naming the run, its arches, kernel table, steps and expected cells (each
+step's cells: the rows of that step, or the step's own note on an arch it has none), and
+every row stamped with the run's id."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import hqval
+from hqval.admission import EVIDENCE_STEPS
+from hqval.result import Row, Status
+from hqval.results.store import Run
+
+RUN_ID = "0123456789abcdef0123456789abcdef"
+STEP_OF_KIND = {"compile": "compile", "audit": "audit", "check": "checks",
+                "mutant": "mutants", "timing": "timing"}
+
+
+def bound_run(rows: Sequence[Row], kernels: Mapping[str, Mapping[str, Any]],
+              arches: Sequence[str], path: str = "run", **envelope: Any) -> Run:
+    stamped = [dataclasses.replace(r, run_id=RUN_ID) for r in rows]
+    expected: dict[str, list[str]] = {s: [] for s in EVIDENCE_STEPS}
+    for r in stamped:
+        if r.kind in STEP_OF_KIND:
+            expected[STEP_OF_KIND[r.kind]].append(r.identity)
+    for step in EVIDENCE_STEPS:
+        for a in arches:
+            if not any(i.rsplit("|", 2)[-2] == a for i in expected[step]):
+                note = Row("step", step, "-", a, "step", Status.SKIPPED, run_id=RUN_ID)
+                stamped.append(note)
+                expected[step].append(note.identity)
+    env = {"schema_version": hqval.SCHEMA_VERSION, "run_id": RUN_ID, "arch": list(arches),
+           "kernels": {k: dict(v) for k, v in kernels.items()},
+           "steps": ["compile", "audit", "checks", "mutants", "timing", "admit", "report"],
+           "expected_cells": expected, "expected": {k: len(v) for k, v in expected.items()},
+           "objects": {}, **envelope}
+    return Run(Path(path), env, stamped, hqval.SCHEMA_VERSION)

@@ -1,0 +1,160 @@
+"""Faults of class 'a run bound to its evidence': the envelope names the run (``run_id``)
+and the code object of every (kernel, arch) it compiled (``objects``); admission accepts
+a row only when the envelope vouches for it.  A row of another run, arch, backend or code
+object, an envelope without a gating key, and a resume over edited sources are damage:
+exit 2, naming the row or the file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ARCH, Result, append_rows, hqval_process, rows, run_args
+
+Admit = Callable[..., Result]
+IDENT = f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"
+
+
+def _row(run: Path, ident: str) -> dict[str, Any]:
+    return dict(next(r for r in rows(run) if r["identity"] == ident))
+
+
+def _rewrite(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    data = rows(run)
+    for r in data:
+        change(r)
+    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+
+
+def _envelope(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    env = json.loads((run / "envelope.json").read_text())
+    change(env)
+    (run / "envelope.json").write_text(json.dumps(env))
+
+
+def _fail(run: Path) -> None:
+    """The qt=44 decode kernel's bit_identity cell fails (its measured count above 0)."""
+    def change(r: dict[str, Any]) -> None:
+        if r["identity"] == IDENT:
+            r["status"], r["measured"], r["message"] = "fail", 7.0, "wrong half"
+    _rewrite(run, change)
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("arch", "gfx1100", "arch gfx1100 is not one of the run's (gfx1010)"),
+    ("backend", "hip", "backend hip is not the run's (emu) on gfx1010"),
+])
+def test_a_row_of_another_arch_or_backend_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit, field: str, value: str, named: str) -> None:
+    """A passing row of the run's own kernel, stamped with its run id, on an arch or
+    backend the run did not use (once: hip rows appended to an emu run came out
+    measured)."""
+    run = copy_of()
+    row = {**_row(run, IDENT), field: value}
+    row.pop("identity")
+    append_rows(run, row)
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    ident = f"bit_identity[gemv_mq4g256v2_r1|{row['arch']}|{row['backend']}]"
+    assert f"damaged: {run}: {ident}: {named}" in res.err
+
+
+def test_rows_of_another_run_are_damage(copy_of: Callable[[], Path], hqval: Admit) -> None:
+    """Every row of one kernel replaced by another run's (its run id): damage, naming the
+    rows and both ids."""
+    run = copy_of()
+    _rewrite(run, lambda r: r.update(run_id="0" * 32) if r["kernel"] == "gemv_mq4c_r1"
+             else None)
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert f"padded_offset[gemv_mq4c_r1|{ARCH}|emu]: written by run {'0' * 32}" in res.err
+
+
+@pytest.mark.parametrize("kind,ident", [
+    ("check", IDENT),
+    ("audit", f"audit_no_spill[gemv_mq4g256v2_r1|{ARCH}|isa]"),
+    ("compile", f"compile[gemv_mq4g256v2_r1|{ARCH}|toolchain]"),
+])
+def test_a_row_judging_another_code_object_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit, kind: str, ident: str) -> None:
+    """A row naming a code object other than the one the run compiled for its (kernel,
+    arch) (once: a swapped object admitted a broken tree)."""
+    run = copy_of()
+    assert _row(run, ident)["object_sha256"], kind
+    _rewrite(run, lambda r: r.update(object_sha256="f" * 64) if r["identity"] == ident
+             else None)
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert f"{ident}: judged code object ffffffffffff, not the one the run compiled" in res.err
+
+
+def test_a_passing_audit_row_without_its_object_is_damage(copy_of: Callable[[], Path],
+                                                          hqval: Admit) -> None:
+    run = copy_of()
+    ident = f"audit_no_spill[gemv_mq4c_r1|{ARCH}|isa]"
+    _rewrite(run, lambda r: r.update(object_sha256=None) if r["identity"] == ident else None)
+    res = hqval("admit", str(run))
+    assert res.code == 2 and f"{ident}: passes without naming the code object" in res.err
+
+
+def test_a_second_run_never_excuses_the_first(copy_of: Callable[[], Path],
+                                              hqval: Admit) -> None:
+    """Run A fails; run B's manifest marks the same kernel names ``production: false``.
+    Each run is judged with its own kernel table, so ``admit A B`` still fails (once: B's
+    table excused A's failure, exit 0)."""
+    a, b = copy_of(), copy_of()
+    _fail(a)
+    _envelope(b, lambda e: [k.update(production=False) for k in e["kernels"].values()])
+    assert hqval("admit", str(a)).code == 1
+    for order in ((a, b), (b, a)):
+        res = hqval("admit", *map(str, order), "--json", str(a.parent / "adm.json"))
+        assert res.code == 1, order
+        cells = json.loads((a.parent / "adm.json").read_text())["cells"]
+        decode = next(c for c in cells if (c["qt"], c["path"]) == (44, "decode"))
+        assert decode["status"] == "rejected" and IDENT in decode["failing"], order
+
+
+@pytest.mark.parametrize("damage,named", [
+    (lambda e: e.pop("steps"), "has no steps"),
+    (lambda e: e.pop("expected_cells"), "has no expected_cells"),
+    (lambda e: e.pop("run_id"), "has no run_id"),
+    (lambda e: e.pop("objects"), "has no objects"),
+    (lambda e: e.update(schema_version=1), "says schema_version 1, but the run names itself"),
+    (lambda e: e.update(schema_version=2), "says schema_version 2, but the run names itself"),
+    (lambda e: e.update(schema_version=True), "schema_version True is not an integer"),
+], ids=["no-steps", "no-expected-cells", "no-run-id", "no-objects", "schema-1", "schema-2",
+        "schema-true"])
+def test_an_envelope_without_a_gating_key_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit, damage: Callable[[dict[str, Any]], Any],
+        named: str) -> None:
+    """The keys gating depends on are required (once: deleting ``steps`` or setting
+    ``schema_version`` to 1 or true switched the expected-cells check off, and a removed
+    row went unnoticed)."""
+    run = copy_of()
+    _envelope(run, damage)
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert named in res.err
+
+
+def test_resume_after_editing_a_header_is_refused(tree: Path, golden: Path,
+                                                  tmp_path: Path) -> None:
+    """A complete run resumed after one of its included headers changed: refused before
+    anything runs, naming the header (once: exit 0, the audit judged the old object and
+    the checks the new one)."""
+    mine = tmp_path / "tree"
+    shutil.copytree(tree.parent, mine)
+    run = tmp_path / "run"
+    shutil.copytree(golden, run)
+    header = mine / "include" / "hq4_header.h"
+    header.write_text(header.read_text() + "\n// an edit after the run\n")
+    before = (run / "rows.jsonl").read_bytes()
+    res = hqval_process(run_args(mine / "kernels.yaml", run, "--resume"))
+    assert res.code == 2
+    assert f"{header} changed since the run compiled it" in res.err
+    assert (run / "rows.jsonl").read_bytes() == before
