@@ -49,28 +49,52 @@ static HQ_DEVICE hq_v8f hq_wmma(hq_frag a, hq_frag b, hq_v8f c) {
 #error "the WMMA GEMM (hq4_gemm_wmma.h) needs a gfx11 or gfx12 target; other arches use the per-token GEMV fallback"
 #endif
 
-template <class Hdr, int BT, bool Residual, class Out = OutWmma>
-HQ_DEVICE void gemm_tile(const unsigned char* __restrict__ W, const _Float16* __restrict__ X,
-                         float* __restrict__ Y, int M, int K, int N) {
+// Where a tile's operands come from and where its results go.  The plain GEMM reads one
+// matrix W (row m at m * row_bytes), token n's activations at X + n * K, and stores
+// Y[n][m]; the fused and MoE kernels (hq4_fused.h) give other sources with the same body.
+struct HqSrcW {  // weights: row m of one matrix
+    const unsigned char* __restrict__ W;
+    unsigned long long row_bytes;
+    HQ_DEVICE const unsigned char* row(int m) const {
+        return W + static_cast<unsigned long long>(m) * row_bytes;
+    }
+};
+struct HqActX {  // activations: token n of X [N][K]; never null
+    static constexpr bool kMayBeNull = false;
+    const _Float16* __restrict__ X;
+    int K;
+    HQ_DEVICE const _Float16* row(int n) const {
+        return X + static_cast<unsigned long long>(n) * K;
+    }
+};
+struct HqDstY {  // results: Y [N][M]
+    float* __restrict__ Y;
+    int M;
+    HQ_DEVICE float* at(int m, int n) const {
+        return Y + static_cast<unsigned long long>(n) * M + m;
+    }
+};
+
+template <class Hdr, int BT, bool Residual, class Out, class Src, class Act, class Dst>
+HQ_DEVICE void gemm_tile_io(Src src, Act act, Dst dst, int M, int K, int N) {
     constexpr unsigned int GB = Hdr::kGroupBytes;
     const unsigned int lane = hq_lane();
     const unsigned int r = lane & 15u;
     // K offset of this lane's slice inside a 16-wide k-tile (0 on gfx11, 0 or 8 on gfx12).
     const unsigned int kofs = (HQ_KPL == 16) ? 0u : 8u * (lane >> 4);
     const int groups = K >> 8;
-    const unsigned long long row_bytes = static_cast<unsigned long long>(groups) * GB;
     const int m0 = static_cast<int>(hq_block_x()) * 16;
     const int n0 = static_cast<int>(hq_block_y()) * 16 * BT;
 
     // Rows past M and tokens past N re-read the last valid one; their results are never
     // stored (a D row depends only on its A row, a D column only on its B column).
     const int my_row = (m0 + static_cast<int>(r) < M) ? m0 + static_cast<int>(r) : M - 1;
-    const unsigned char* __restrict__ wrow = W + static_cast<unsigned long long>(my_row) * row_bytes;
+    const unsigned char* __restrict__ wrow = src.row(my_row);
     const _Float16* xrow[BT];
     #pragma unroll
     for (int b = 0; b < BT; ++b) {
         const int n = n0 + b * 16 + static_cast<int>(r);
-        xrow[b] = X + static_cast<unsigned long long>(n < N ? n : N - 1) * K;
+        xrow[b] = act.row(n < N ? n : N - 1);
     }
 
     hq_v8f acc[BT];
@@ -84,8 +108,7 @@ HQ_DEVICE void gemm_tile(const unsigned char* __restrict__ W, const _Float16* __
         #pragma unroll
         for (int rr = 0; rr < 16; ++rr) {
             const int row = (m0 + rr < M) ? m0 + rr : M - 1;
-            const Hq4Raw s = Hdr::load(
-                W + static_cast<unsigned long long>(row) * row_bytes + g * GB, 0u);
+            const Hq4Raw s = Hdr::load(src.row(row) + g * GB, 0u);
             const bool mine = r == static_cast<unsigned int>(rr);
             h.a = mine ? s.a : h.a;
             if (Hdr::kDwords == 2) h.b = mine ? s.b : h.b;
@@ -114,8 +137,13 @@ HQ_DEVICE void gemm_tile(const unsigned char* __restrict__ W, const _Float16* __
             }
             #pragma unroll
             for (int b = 0; b < BT; ++b) {
-                const hq_frag bx = *reinterpret_cast<const hq_frag*>(
-                    xrow[b] + g * 256 + kt * 16 + static_cast<int>(kofs));
+                hq_frag bx;
+                if (Act::kMayBeNull && xrow[b] == nullptr) {
+                    bx = hq_frag{};  // a padding slot: zero activations, a zero result
+                } else {
+                    bx = *reinterpret_cast<const hq_frag*>(
+                        xrow[b] + g * 256 + kt * 16 + static_cast<int>(kofs));
+                }
                 acc[b] = hq_wmma(a, bx, acc[b]);
             }
         }
@@ -130,11 +158,20 @@ HQ_DEVICE void gemm_tile(const unsigned char* __restrict__ W, const _Float16* __
             m += m0;
             n += n0 + b * 16;
             if (m < M && n < N) {
-                float* out = Y + static_cast<unsigned long long>(n) * M + m;
+                float* out = dst.at(m, n);
                 *out = Residual ? *out + acc[b][i] : acc[b][i];
             }
         }
     }
+}
+
+template <class Hdr, int BT, bool Residual, class Out = OutWmma>
+HQ_DEVICE void gemm_tile(const unsigned char* __restrict__ W, const _Float16* __restrict__ X,
+                         float* __restrict__ Y, int M, int K, int N) {
+    const unsigned long long row_bytes =
+        static_cast<unsigned long long>(K >> 8) * Hdr::kGroupBytes;
+    gemm_tile_io<Hdr, BT, Residual, Out>(HqSrcW{W, row_bytes}, HqActX{X, K}, HqDstY{Y, M},
+                                         M, K, N);
 }
 
 #define HQ_GEMM(NAME, HDR, BT, RES)                                                        \

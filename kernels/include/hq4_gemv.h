@@ -483,15 +483,17 @@ HQ_DEVICE void gemv_redundant(const unsigned char* __restrict__ const* wr,
     }
 }
 
-template <class Hdr, int R, bool Residual>
-HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __restrict__ x,
-                         float* __restrict__ y, int M, int K, unsigned int block) {
-#if defined(HQ_GEMV_TC)
-    if constexpr (R == 8) {  // NVIDIA sm_80+: tensor cores (above)
-        gemv_rows_tc8<Hdr, Residual>(W, x, y, M, K, block);
-        return;
-    }
-#endif
+// Where row `row` of a GEMV's result goes: y[row] for the plain ABI; the fused and MoE
+// kernels (hq4_fused.h) store elsewhere through the same body.
+struct HqStoreY {
+    float* __restrict__ y;
+    HQ_DEVICE float load(int row) const { return y[row]; }
+    HQ_DEVICE void store(int row, float v) const { y[row] = v; }
+};
+
+template <class Hdr, int R, bool Residual, class Store>
+HQ_DEVICE void gemv_rows_to(const unsigned char* __restrict__ W, const float* __restrict__ x,
+                            Store out, int M, int K, unsigned int block) {
     constexpr int U = HQ_GEMV_UNROLL;
     constexpr unsigned int GB = Hdr::kGroupBytes;
     const unsigned int lane = hq_lane();
@@ -576,8 +578,20 @@ HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __res
     for (int r = 0; r < R; ++r) {
         const float s = hq_wave_sum(acc[r]);
         const int row = static_cast<int>(block) * R + r;
-        if (lane == 0 && row < M) y[row] = Residual ? y[row] + s : s;
+        if (lane == 0 && row < M) out.store(row, Residual ? out.load(row) + s : s);
     }
+}
+
+template <class Hdr, int R, bool Residual>
+HQ_DEVICE void gemv_rows(const unsigned char* __restrict__ W, const float* __restrict__ x,
+                         float* __restrict__ y, int M, int K, unsigned int block) {
+#if defined(HQ_GEMV_TC)
+    if constexpr (R == 8) {  // NVIDIA sm_80+: tensor cores (above)
+        gemv_rows_tc8<Hdr, Residual>(W, x, y, M, K, block);
+        return;
+    }
+#endif
+    gemv_rows_to<Hdr, R, Residual>(W, x, HqStoreY{y}, M, K, block);
 }
 
 // Fused QKV, one launch for three projections of the same x (ABI in docs/ARCHITECTURE.md):

@@ -1,0 +1,94 @@
+// Fused and MoE decode GEMVs for the 136 B / 256-weight family: the one GEMV body
+// (hq4_gemv.h, gemv_rows_to) with other row sources and result stores.  ABIs:
+// matrices/signatures.yaml (gemv_gate_up, gemv_qkvza, gemv_moe_gate_up).
+#ifndef HQ4_FUSED_GEMV_H
+#define HQ4_FUSED_GEMV_H
+
+#include "hq4_gemv.h"
+
+// NW matrices of one K in one launch: blocks run over the matrices in argument order,
+// ceil(M_i / R) blocks each; block b of matrix i computes its rows R*b .. R*b+R-1.
+template <class Hdr, int R, int NW>
+HQ_DEVICE void gemv_fused(const unsigned char* const* W, const float* __restrict__ x,
+                          float* const* y, const int* M, int K) {
+    unsigned int b = hq_block_x();
+    #pragma unroll
+    for (int i = 0; i < NW; ++i) {
+        const unsigned int blocks = static_cast<unsigned int>((M[i] + R - 1) / R);
+        if (b < blocks) {
+            gemv_rows<Hdr, R, false>(W[i], x, y[i], M[i], K, b);
+            return;
+        }
+        b -= blocks;
+    }
+}
+
+// MoE gate/up result of rank `rank`: each expert's matrix stacks gate rows 0..M/2 over up
+// rows M/2..M; y_gate and y_up are [k_top][M/2].
+struct HqStoreGateUp {
+    float* __restrict__ yg;
+    float* __restrict__ yu;
+    int mi;
+    int rank;
+    HQ_DEVICE float* at(int row) const {
+        return row < mi ? yg + rank * mi + row : yu + rank * mi + (row - mi);
+    }
+    HQ_DEVICE float load(int row) const { return *at(row); }
+    HQ_DEVICE void store(int row, float v) const { *at(row) = v; }
+};
+
+// The expert a rank reads: the routing's choice, through the pointer table.  Both loads
+// are at lane-invariant addresses (scalar loads).
+struct HqRouteTopk {
+    static HQ_DEVICE int expert(const int* __restrict__ topk, unsigned int rank) {
+        return topk[rank];
+    }
+};
+
+// MoE indexed decode: grid (ceil(M / R), k_top); block (bx, rank) computes rows of expert
+// topk[rank]'s matrix.
+template <class Hdr, int R, class Route = HqRouteTopk>
+HQ_DEVICE void gemv_moe_gate_up(const unsigned long long* __restrict__ ptrs,
+                                const int* __restrict__ topk, const float* __restrict__ x,
+                                float* __restrict__ yg, float* __restrict__ yu, int M, int K) {
+    const unsigned int rank = hq_block_y();
+    const int e = Route::expert(topk, rank);
+    const unsigned char* __restrict__ W = reinterpret_cast<const unsigned char*>(ptrs[e]);
+    gemv_rows_to<Hdr, R, false>(W, x, HqStoreGateUp{yg, yu, M >> 1, static_cast<int>(rank)},
+                                M, K, hq_block_x());
+}
+
+#define HQ_GEMV_GATE_UP(NAME, HDR, R)                                                       \
+    HQ_GLOBAL void HQ_GEMV_BOUNDS NAME(                                                     \
+        const unsigned char* __restrict__ A_gate, const unsigned char* __restrict__ A_up,   \
+        const float* __restrict__ x, float* __restrict__ y_gate, float* __restrict__ y_up,  \
+        int gate_m, int up_m, int K) {                                                      \
+        const unsigned char* W[2] = {A_gate, A_up};                                         \
+        float* y[2] = {y_gate, y_up};                                                       \
+        const int M[2] = {gate_m, up_m};                                                    \
+        gemv_fused<HDR, R, 2>(W, x, y, M, K);                                               \
+    }
+
+#define HQ_GEMV_QKVZA(NAME, HDR, R)                                                         \
+    HQ_GLOBAL void HQ_GEMV_BOUNDS NAME(                                                     \
+        const unsigned char* __restrict__ A_qkv, const unsigned char* __restrict__ A_z,     \
+        const unsigned char* __restrict__ A_beta, const unsigned char* __restrict__ A_alpha, \
+        const float* __restrict__ x, float* __restrict__ y_qkv, float* __restrict__ y_z,    \
+        float* __restrict__ y_beta, float* __restrict__ y_alpha, int qkv_m, int z_m,        \
+        int beta_m, int alpha_m, int K) {                                                   \
+        const unsigned char* W[4] = {A_qkv, A_z, A_beta, A_alpha};                          \
+        float* y[4] = {y_qkv, y_z, y_beta, y_alpha};                                        \
+        const int M[4] = {qkv_m, z_m, beta_m, alpha_m};                                     \
+        gemv_fused<HDR, R, 4>(W, x, y, M, K);                                               \
+    }
+
+#define HQ_GEMV_MOE_GATE_UP_ROUTED(NAME, HDR, R, ROUTE)                                     \
+    HQ_GLOBAL void HQ_GEMV_BOUNDS NAME(                                                     \
+        const unsigned long long* __restrict__ expert_ptrs,                                 \
+        const int* __restrict__ topk_indices, const float* __restrict__ x,                  \
+        float* __restrict__ y_gate, float* __restrict__ y_up, int M, int K) {               \
+        gemv_moe_gate_up<HDR, R, ROUTE>(expert_ptrs, topk_indices, x, y_gate, y_up, M, K);  \
+    }
+#define HQ_GEMV_MOE_GATE_UP(NAME, HDR, R) HQ_GEMV_MOE_GATE_UP_ROUTED(NAME, HDR, R, HqRouteTopk)
+
+#endif  // HQ4_FUSED_GEMV_H
