@@ -15,13 +15,15 @@ raw u32 output words, zero tolerance.
 
 from __future__ import annotations
 
+import sys
+
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from hqval import fixtures
-from hqval.checks import inputs
+from hqval.checks import inputs, per_matrix
 from hqval.checks.cell import CheckContext
 from hqval.checks.launch import Outcome, decode, gemm
 from hqval.formats import V1_QTS, by_qt
@@ -63,6 +65,8 @@ def _run(ctx: CheckContext, spec: KernelSpec, blob: U8, K: int, seed: int) -> Ou
 def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
     """Why bit identity does not apply to the cell ('' when it does, or when only the
     check itself can say what is wrong: a missing or mismatched baseline is its error)."""
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.not_applicable(NAME, spec, arch, manifest)
     if spec.qt not in (44, 45):
         return (f"bit identity is defined for qt=44/45 against v1; "
                 f"{spec.name} is qt={spec.qt}")
@@ -78,6 +82,8 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
 
 
 def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.bit_identity(ctx, spec, sys.modules[__name__])
     why = not_applicable(spec, ctx.arch, ctx.manifest)
     if why:
         return ctx.row(NAME, spec, Status.UNSUPPORTED, why)

@@ -9,12 +9,14 @@ decode over a token batch against the f64 oracle.
 
 from __future__ import annotations
 
+import sys
+
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hqval import fixtures
-from hqval.checks import inputs
+from hqval.checks import inputs, per_matrix
 from hqval.checks.cell import CheckContext
 from hqval.checks.dispatch import NoRoute, prefill_route, wmma_prefill_allowed
 from hqval.checks.launch import decode_many
@@ -39,6 +41,8 @@ TOKENS = 5
 
 def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
     """Why the fallback check does not apply to the cell ('' when it does)."""
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.not_applicable(NAME, spec, arch, manifest)
     if spec.kind != "gemm":
         return f"{spec.name} is a {spec.kind} kernel; fallback is about GEMM prefill"
     if wmma_prefill_allowed(spec.qt, arch):
@@ -47,6 +51,8 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
 
 
 def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.fallback(ctx, spec, sys.modules[__name__])
     why = not_applicable(spec, ctx.arch, ctx.manifest)
     if why:
         return ctx.row(NAME, spec, Status.UNSUPPORTED, why)

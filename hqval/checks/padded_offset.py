@@ -10,12 +10,14 @@ bytes at a +4 payload offset and at a 132 B stride miss the true dequant by at l
 
 from __future__ import annotations
 
+import sys
+
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hqval import fixtures
-from hqval.checks import inputs
+from hqval.checks import inputs, per_matrix
 from hqval.checks.cell import CheckContext
 from hqval.checks.launch import decode, gemm
 from hqval.formats import by_qt
@@ -54,6 +56,8 @@ def padded_fixture_assertions(blob: np.ndarray, K: int) -> None:
 
 def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
     """Why the padded-offset check does not apply to the cell ('' when it does)."""
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.not_applicable(NAME, spec, arch, manifest)
     if spec.qt != 45:
         return f"the padded layout is qt=45's; {spec.name} is qt={spec.qt}"
     if not spec.applies_to(arch):
@@ -62,6 +66,8 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
 
 
 def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.padded_offset(ctx, spec, sys.modules[__name__])
     why = not_applicable(spec, ctx.arch, ctx.manifest)
     if why:
         return ctx.row(NAME, spec, Status.UNSUPPORTED, why)

@@ -16,13 +16,20 @@ launches for tokens 0..N-1 are the same for every N, so they run once for the la
 
 from __future__ import annotations
 
+import sys
+
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from hqval import fixtures
-from hqval.checks import inputs
+from hqval.checks import inputs, per_matrix
+from hqval.checks.bounds import F16_SUBNORMAL_ULP as F16_SUBNORMAL_ULP
+from hqval.checks.bounds import LAMBDA as LAMBDA
+from hqval.checks.bounds import U16 as U16
+from hqval.checks.bounds import U32 as U32
+from hqval.checks.bounds import error_bound, mapping_misses
 from hqval.checks.cell import CheckContext
 from hqval.checks.dispatch import NoRoute, decode_kernel
 from hqval.checks.launch import decode_many, gemm_many
@@ -42,65 +49,16 @@ DERIVATION = (
     "roundings) plus the per-token GEMV's own K/32+7, at 6 sigma per output, and the check "
     "proves that bound <= 2e-3 on its fixture; a transposed/shifted tile misses by >0.5"
 )
-# Bounds at LAMBDA standard deviations: Hoeffding for the weight roundings and Higham &
-# Mary's probabilistic bound (SIAM J. Sci. Comput. 2019) for each summation order; each
-# output exceeds it with probability <= 2 exp(-LAMBDA^2 / 2) ~ 3e-8.
-LAMBDA = 6.0
-U32 = 2.0**-24  # f32 unit roundoff
-U16 = 2.0**-11  # f16 unit roundoff (relative, normal weights)
-F16_SUBNORMAL_ULP = 2.0**-24  # absolute rounding of an f16-subnormal weight is <= half this
-# A wrong output mapping must miss by O(1); a misread of the bytes by 100x the tolerance.
+# The bound and the mapping misreadings live in hqval.checks.bounds (the per-matrix checks
+# use them too); the names stay importable from here.
 MAPPING_FLOOR = 0.5
 MISREAD_FACTOR = 100.0
 
 
-def _tile_transposed(Y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Y [N, M] with every full 16x16 tile transposed (a wrong WMMA output mapping)."""
-    out = Y.copy()
-    N, M = Y.shape
-    for n0 in range(0, N - 15, 16):
-        for m0 in range(0, M - 15, 16):
-            out[n0:n0 + 16, m0:m0 + 16] = Y[n0:n0 + 16, m0:m0 + 16].T
-    return out
-
-
-def mapping_misses(ref: npt.NDArray[np.float64]) -> dict[str, float]:
-    """How far wrong output mappings of the oracle land from it."""
-    out: dict[str, float] = {"row_shift": inputs.worst_rel(np.roll(ref, 1, axis=1), ref)}
-    if ref.shape[0] >= 16 and ref.shape[1] >= 16:
-        out["tile_transposed"] = inputs.worst_rel(_tile_transposed(ref), ref)
-    if ref.shape[0] > 1:
-        out["token_shift"] = inputs.worst_rel(np.roll(ref, 1, axis=0), ref)
-    return out
-
-
-def error_bound(w: npt.NDArray[np.floating], X: npt.NDArray[np.floating],
-                ref_scale: float) -> dict[str, float]:
-    """max over outputs of the bound on |GEMM - oracle| and |GEMM - per-token GEMV|, over
-    ``ref_scale`` (max |oracle|), for each WMMA summation order.
-
-    Per output y = sum_k x_k w_k (K terms), with a_k = |x_k w_k|:
-      f16 weights:  LAMBDA * sqrt(sum_k c_k^2), c_k = |x_k| max(U16 |w_k|, 2^-25)
-      accumulation: LAMBDA * sqrt(n) * U32 * sum_k a_k with n the roundings in the chain:
-                    K/16 + 1 (exact_sum_round_once) or K + 1 (sequential_f32)
-      per-token GEMV reference (f32 weights): LAMBDA * sqrt(K/32 + 7) * U32 * sum_k a_k."""
-    w64 = np.asarray(w, np.float64)
-    x64 = np.asarray(X, np.float64)
-    K = w64.shape[1]
-    abs_sum = np.abs(x64) @ np.abs(w64).T  # [N, M]
-    c = np.maximum(U16 * np.abs(w64), F16_SUBNORMAL_ULP / 2)
-    weights = LAMBDA * np.sqrt((x64 * x64) @ (c * c).T)
-    gemv = LAMBDA * np.sqrt(K / 32 + 7) * U32 * abs_sum
-    out = {}
-    for order, n in (("exact_sum_round_once", K / 16 + 1), ("sequential_f32", K + 1)):
-        acc = LAMBDA * np.sqrt(n) * U32 * abs_sum
-        # + one f32 rounding of the output (a residual add)
-        out[order] = float(np.max(weights + acc + gemv)) / ref_scale + U32
-    return out
-
-
 def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
     """Why prefill parity does not apply to the cell ('' when it does)."""
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.not_applicable(NAME, spec, arch, manifest)
     if spec.kind != "gemm":
         return f"{spec.name} is a {spec.kind} kernel"
     if not spec.applies_to(arch):
@@ -110,6 +68,8 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
 
 
 def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.prefill_parity(ctx, spec, sys.modules[__name__])
     why = not_applicable(spec, ctx.arch, ctx.manifest)
     if why:
         return ctx.row(NAME, spec, Status.UNSUPPORTED, why)

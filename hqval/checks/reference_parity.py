@@ -10,10 +10,12 @@ than 100x the tolerance; else the cell is an error, not a pass.
 
 from __future__ import annotations
 
+import sys
+
 from typing import TYPE_CHECKING, Any
 
 from hqval import fixtures
-from hqval.checks import inputs
+from hqval.checks import inputs, per_matrix
 from hqval.checks.cell import CheckContext
 from hqval.checks.launch import decode
 from hqval.formats import by_qt
@@ -38,6 +40,8 @@ GEMV_KINDS = ("gemv", "gemv_qkv")
 
 def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
     """Why the GEMV oracle does not apply to the cell ('' when it does)."""
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.not_applicable(NAME, spec, arch, manifest)
     if spec.kind not in GEMV_KINDS:
         return f"{spec.kind} kernels are judged by prefill_parity, not the GEMV oracle"
     if not spec.applies_to(arch):
@@ -46,6 +50,8 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
 
 
 def check(ctx: CheckContext, spec: KernelSpec) -> Row:
+    if per_matrix.handles(spec):  # fused, multi-matrix, MoE and a tree's own signatures
+        return per_matrix.reference_parity(ctx, spec, sys.modules[__name__])
     why = not_applicable(spec, ctx.arch, ctx.manifest)
     if why:
         return ctx.row(NAME, spec, Status.UNSUPPORTED, why)
