@@ -1,0 +1,58 @@
+// DELIBERATELY BROKEN multi-matrix and grouped-MoE WMMA GEMMs for the mutation kill
+// matrix.  Never dispatch them.  Each is the real body (hq4_fused_gemm.h) with one thing
+// wrong; what it breaks and what should kill it are in kernels/mutants/mutants.yaml.
+#include "hq4_fused_gemm.h"
+
+// The wrong half: the header half from the lane (lane < 16) instead of the k-tile's
+// payload byte offset.
+struct MutStackLaneHalf : HdrMq4v2 {
+    static HQ_DEVICE void decode(Hq4Raw h, unsigned int, float& sc, float& zp) {
+        const unsigned int hs = (hq_lane() < 16u) ? h.a : h.b;
+        sc = hq_half_to_float(static_cast<unsigned short>(hs & 0xFFFFu));
+        zp = hq_half_to_float(static_cast<unsigned short>(hs >> 16));
+    }
+};
+struct MutStackPayloadAt4 : HdrMq4v2 {
+    static constexpr unsigned int kPayloadOffset = 4;
+};
+// A wrong expert: tile t computes with the expert beside the one it was grouped for.
+struct MutTileNeighbour {
+    static HQ_DEVICE int expert(const int* __restrict__ tiles, unsigned int tile) {
+        const int e = tiles[tile];
+        return e < 0 ? e : e ^ 1;
+    }
+};
+
+#if HQ_WMMA_GEN == 11
+#define HQ_MUT_GEN(NAME) NAME##_wmma_gfx11
+#else
+#define HQ_MUT_GEN(NAME) NAME##_wmma_gfx12
+#endif
+
+HQ_GEMM_GATE_UP(HQ_MUT_GEN(gemm_mut_gate_up_lane_half), MutStackLaneHalf, 1)
+HQ_GEMM_GATE_UP(HQ_MUT_GEN(gemm_mut_gate_up_payload_at4), MutStackPayloadAt4, 1)
+// Swapped matrices: the gate rows from A_up, the up rows from A_gate.
+HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) HQ_MUT_GEN(gemm_mut_gate_up_swapped)(
+    const unsigned char* __restrict__ A_gate, const unsigned char* __restrict__ A_up,
+    const _Float16* __restrict__ X, float* __restrict__ Y_gate, float* __restrict__ Y_up,
+    int gate_m, int up_m, int K, int N) {
+    const unsigned char* W[2] = {A_up, A_gate};
+    float* Y[2] = {Y_gate, Y_up};
+    const int M[2] = {gate_m, up_m};
+    gemm_stack<HdrMq4v2, 1, 2>(W, X, Y, M, K, N);
+}
+// Swapped matrices in the four-matrix projection: z and beta exchanged.
+HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) HQ_MUT_GEN(gemm_mut_qkvza_swapped)(
+    const unsigned char* __restrict__ A_qkv, const unsigned char* __restrict__ A_z,
+    const unsigned char* __restrict__ A_beta, const unsigned char* __restrict__ A_alpha,
+    const _Float16* __restrict__ X, float* __restrict__ Y_qkv, float* __restrict__ Y_z,
+    float* __restrict__ Y_beta, float* __restrict__ Y_alpha, int qkv_m, int z_m, int beta_m,
+    int alpha_m, int K, int N) {
+    const unsigned char* W[4] = {A_qkv, A_beta, A_z, A_alpha};
+    float* Y[4] = {Y_qkv, Y_z, Y_beta, Y_alpha};
+    const int M[4] = {qkv_m, z_m, beta_m, alpha_m};
+    gemm_stack<HdrMq4v2, 1, 4>(W, X, Y, M, K, N);
+}
+HQ_GEMM_MOE_GROUPED_ROUTED(HQ_MUT_GEN(gemm_mut_moe_wrong_expert), HdrMq4v2, MutTileNeighbour)
+HQ_GEMM_MOE_GROUPED(HQ_MUT_GEN(gemm_mut_moe_lane_half), MutStackLaneHalf)
+HQ_GEMM_MOE_GROUPED(HQ_MUT_GEN(gemm_mut_moe_payload_at4), MutStackPayloadAt4)

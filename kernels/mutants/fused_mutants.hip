@@ -1,0 +1,54 @@
+// DELIBERATELY BROKEN fused-projection and MoE decode GEMVs for the mutation kill matrix.
+// Never dispatch them.  Each is the real body (hq4_fused_gemv.h) with one thing wrong;
+// what it breaks and what should kill it are in kernels/mutants/mutants.yaml.
+#include "hq4_fused_gemv.h"
+
+// The wrong half: the header half picked from the lane id with the wrong split (lane < 8)
+// instead of the payload byte offset (>= 64 is half 1).
+struct MutFusedLaneHalf : HdrMq4v2 {
+    static HQ_DEVICE void decode(Hq4Raw h, unsigned int, float& sc, float& zp) {
+        const unsigned int hs = (hq_lane() < 8u) ? h.a : h.b;
+        sc = hq_half_to_float(static_cast<unsigned short>(hs & 0xFFFFu));
+        zp = hq_half_to_float(static_cast<unsigned short>(hs >> 16));
+    }
+};
+// The payload read at +4 (inside the header) instead of +8.
+struct MutFusedPayloadAt4 : HdrMq4v2 {
+    static constexpr unsigned int kPayloadOffset = 4;
+};
+// A wrong expert: rank r reads the expert beside the one the routing chose.
+struct MutRouteNeighbour {
+    static HQ_DEVICE int expert(const int* __restrict__ topk, unsigned int rank) {
+        return topk[rank] ^ 1;
+    }
+};
+
+HQ_GEMV_GATE_UP(gemv_mut_gate_up_lane_half_r1, MutFusedLaneHalf, 1)
+HQ_GEMV_GATE_UP(gemv_mut_gate_up_payload_at4_r1, MutFusedPayloadAt4, 1)
+// Swapped matrices: the gate rows computed from A_up and the up rows from A_gate.
+HQ_GLOBAL void HQ_GEMV_BOUNDS gemv_mut_gate_up_swapped_r1(
+    const unsigned char* __restrict__ A_gate, const unsigned char* __restrict__ A_up,
+    const float* __restrict__ x, float* __restrict__ y_gate, float* __restrict__ y_up,
+    int gate_m, int up_m, int K) {
+    const unsigned char* W[2] = {A_up, A_gate};
+    float* y[2] = {y_gate, y_up};
+    const int M[2] = {gate_m, up_m};
+    gemv_fused<HdrMq4v2, 1, 2>(W, x, y, M, K);
+}
+HQ_GEMV_QKVZA(gemv_mut_qkvza_lane_half_r1, MutFusedLaneHalf, 1)
+HQ_GEMV_QKVZA(gemv_mut_qkvza_payload_at4_r1, MutFusedPayloadAt4, 1)
+// Swapped matrices: z and beta exchanged.
+HQ_GLOBAL void HQ_GEMV_BOUNDS gemv_mut_qkvza_swapped_r1(
+    const unsigned char* __restrict__ A_qkv, const unsigned char* __restrict__ A_z,
+    const unsigned char* __restrict__ A_beta, const unsigned char* __restrict__ A_alpha,
+    const float* __restrict__ x, float* __restrict__ y_qkv, float* __restrict__ y_z,
+    float* __restrict__ y_beta, float* __restrict__ y_alpha, int qkv_m, int z_m, int beta_m,
+    int alpha_m, int K) {
+    const unsigned char* W[4] = {A_qkv, A_beta, A_z, A_alpha};
+    float* y[4] = {y_qkv, y_z, y_beta, y_alpha};
+    const int M[4] = {qkv_m, z_m, beta_m, alpha_m};
+    gemv_fused<HdrMq4v2, 1, 4>(W, x, y, M, K);
+}
+HQ_GEMV_MOE_GATE_UP_ROUTED(gemv_mut_moe_wrong_expert_r1, HdrMq4v2, 1, MutRouteNeighbour)
+HQ_GEMV_MOE_GATE_UP(gemv_mut_moe_lane_half_r1, MutFusedLaneHalf, 1)
+HQ_GEMV_MOE_GATE_UP(gemv_mut_moe_payload_at4_r1, MutFusedPayloadAt4, 1)
