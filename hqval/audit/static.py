@@ -900,8 +900,9 @@ def rule_v2_valu_delta(a: Audit) -> Row:
 
 
 def rule_wmma(a: Audit) -> Row:
-    if a.spec.kind != "gemm":
-        return a.row("wmma", Status.UNSUPPORTED, "rule (e) is for prefill (gemm) kernels")
+    if a.spec.requires not in ("wmma_gfx11", "wmma_gfx12"):
+        return a.row("wmma", Status.UNSUPPORTED,
+                     "rule (e) is for WMMA prefill kernels (requires wmma_gfx11/12)")
     wmma = [i for i in a.code.instructions if i.mnemonic.startswith("v_wmma")]
     want = {"wmma_gfx11": "gfx11", "wmma_gfx12": "gfx12"}.get(a.spec.requires, "")
     arch_gen = str(getattr(a.arch, "wmma", ""))
