@@ -77,8 +77,29 @@ def run(rows: list[Row], **kw: Any) -> Admission:
 
 
 def test_shipped_policy_parses_and_covers_both_formats() -> None:
-    assert {(p.qt, p.path) for p in POLICY.paths} == {(44, "decode"), (44, "prefill"),
-                                                      (45, "decode"), (45, "prefill")}
+    assert {(p.qt, p.path) for p in POLICY.paths} == {
+        (44, "decode"), (44, "prefill"), (45, "decode"), (45, "prefill"),
+        (44, "fused_decode"), (44, "fused_prefill"), (44, "moe_decode"), (44, "moe_prefill"),
+        (45, "fused_decode"), (45, "fused_prefill")}
+
+
+def test_policy_paths_follow_the_design_note() -> None:
+    """MoE: qt=44 only, gfx11 and gfx12 (unsupported elsewhere); fused prefill falls back
+    to per-token decode where the format has no WMMA GEMM (qt=45 on gfx11, gfx10)."""
+    paths = {(p.qt, p.path): p for p in POLICY.paths}
+    arches = load_arches()
+    assert (45, "moe_decode") not in paths and (45, "moe_prefill") not in paths
+    for path in ("moe_decode", "moe_prefill"):
+        for arch, ok in (("gfx1010", False), ("gfx1030", False), ("gfx1100", True),
+                         ("gfx1151", True), ("gfx1201", True)):
+            unmet = [n for n in paths[(44, path)].needs
+                     if arches[arch].cap(n.cap) not in n.allowed]
+            assert (not unmet) is ok and all(n.otherwise is S.UNSUPPORTED for n in unmet)
+    for qt, arch, falls in ((44, "gfx1100", False), (45, "gfx1100", True),
+                            (45, "gfx1201", False), (44, "gfx1030", True)):
+        unmet = [n for n in paths[(qt, "fused_prefill")].needs
+                 if arches[arch].cap(n.cap) not in n.allowed]
+        assert bool(unmet) is falls and all(n.otherwise is S.FALLBACK for n in unmet)
 
 
 def test_design_note_status_shape_from_emulated_evidence() -> None:
@@ -294,7 +315,7 @@ def test_statuses_follow_the_policy_not_a_table(tmp_path: Path) -> None:
 
 def test_markdown_lists_every_cell() -> None:
     md = to_markdown(run(full_emu("gfx1201")))
-    assert md.count("| gfx1201 |") == 4
+    assert md.count("| gfx1201 |") == len(POLICY.paths)
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
