@@ -16,7 +16,6 @@ raw u32 output words, zero tolerance.
 from __future__ import annotations
 
 import sys
-
 from typing import TYPE_CHECKING
 
 import numpy as np

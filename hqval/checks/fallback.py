@@ -10,7 +10,6 @@ decode over a token batch against the f64 oracle.
 from __future__ import annotations
 
 import sys
-
 from typing import TYPE_CHECKING
 
 import numpy as np

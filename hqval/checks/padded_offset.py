@@ -11,7 +11,6 @@ bytes at a +4 payload offset and at a 132 B stride miss the true dequant by at l
 from __future__ import annotations
 
 import sys
-
 from typing import TYPE_CHECKING
 
 import numpy as np

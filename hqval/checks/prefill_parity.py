@@ -17,11 +17,9 @@ launches for tokens 0..N-1 are the same for every N, so they run once for the la
 from __future__ import annotations
 
 import sys
-
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from hqval import fixtures
 from hqval.checks import inputs, per_matrix

@@ -11,7 +11,6 @@ than 100x the tolerance; else the cell is an error, not a pass.
 from __future__ import annotations
 
 import sys
-
 from typing import TYPE_CHECKING, Any
 
 from hqval import fixtures
