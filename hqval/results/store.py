@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import hqval
+from hqval import safeio
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
@@ -303,11 +304,48 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
+# rows.jsonl and envelope.json are read whole, through the bounded reader: a committed
+# 9-arch run with hardware samples holds a few MB of rows; a file far beyond that (a sparse
+# file, a device behind the name) is refused unread rather than read into memory
+ROWS_LIMIT = 512 << 20
+ENVELOPE_LIMIT = safeio.DEFAULT_LIMIT
+# the fields a row of the current schema holds (``Row.to_dict``): any other key is not
+# hqval's, so the row was edited by hand
+ROW_KEYS = frozenset(f.name for f in dataclasses.fields(Row)) | {"identity"}
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RunDirError(f"{path}: cannot read ({exc.strerror})") from exc
+        return safeio.read_bytes(path, limit=limit, follow_symlinks=False)
+    except safeio.SafeIOError as exc:
+        raise RunDirError(f"{exc}; the run directory is damaged: re-run into a fresh --out "
+                          "directory") from None
+
+
+def _parse_json(raw: bytes) -> Any:
+    """One JSON document of a run file: UTF-8, nested at most ``safeio.MAX_DEPTH`` deep
+    (checked before parsing: a deeper one would exhaust the parser's stack), no key twice.
+    Raises UnicodeDecodeError, json.JSONDecodeError, DuplicateKey or _TooDeep."""
+    text = raw.decode("utf-8")
+    where = safeio.json_depth_ok(text, safeio.MAX_DEPTH)
+    if where is not None:
+        raise _TooDeep(f"nested deeper than {safeio.MAX_DEPTH} levels (offset {where})")
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except (RecursionError, OverflowError) as exc:
+        raise _TooDeep(" ".join(str(exc).split())) from None
+    except ValueError as exc:  # an integer of 5000 digits: not a JSONDecodeError
+        if isinstance(exc, (json.JSONDecodeError, DuplicateKey)):
+            raise
+        raise _TooDeep(" ".join(str(exc).split())) from None
+
+
+class _TooDeep(ValueError):
+    """A JSON document hqval's parser must not take (too deep, a number beyond range)."""
+
+
+def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
+    data = _read_bounded(path, ROWS_LIMIT)
     lines = data.split(b"\n")
     # A complete file ends in "\n", leaving one empty tail element.
     tail = lines.pop()
@@ -315,11 +353,15 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
         if not raw.strip():
             continue
         try:
-            yield json.loads(raw, object_pairs_hook=_unique_keys)
+            yield _parse_json(raw)
         except DuplicateKey as exc:
             raise RunDirError(
                 f"{path}:{lineno}: a row with the key {exc} twice (which one is the row's?); "
                 "the rows are damaged: re-run into a fresh --out directory") from None
+        except _TooDeep as exc:
+            raise RunDirError(
+                f"{path}:{lineno}: unreadable row ({exc}); the rows are damaged: re-run "
+                "into a fresh --out directory") from None
         except UnicodeDecodeError as exc:
             raise RunDirError(
                 f"{path}:{lineno}: not UTF-8 (byte {exc.start}); the file is corrupt: re-run "
@@ -331,11 +373,15 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
             ) from exc
     if tail.strip():
         try:
-            yield json.loads(tail, object_pairs_hook=_unique_keys)
+            yield _parse_json(tail)
         except DuplicateKey as exc:
             raise RunDirError(
                 f"{path}:{len(lines) + 1}: a row with the key {exc} twice; the rows are "
                 "damaged: re-run into a fresh --out directory") from None
+        except _TooDeep as exc:
+            raise RunDirError(
+                f"{path}:{len(lines) + 1}: unreadable row ({exc}); the rows are damaged: "
+                "re-run into a fresh --out directory") from None
         except (json.JSONDecodeError, UnicodeDecodeError):
             warnings.warn(
                 f"{path}: dropped a torn last line ({len(tail)} bytes) left by an "
@@ -346,17 +392,18 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 def read_envelope(run_dir: Path) -> dict[str, Any]:
     path = not_a_link(Path(run_dir) / ENVELOPE)
-    if not path.is_file():
+    if not path.exists():  # a FIFO or device by that name is refused by the reader
         raise RunDirError(
             f"{run_dir}: no {ENVELOPE}; pass a run directory written by `hqval run --out DIR`"
         )
     try:
-        env = json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=_unique_keys)
+        env = _parse_json(_read_bounded(path, ENVELOPE_LIMIT))
     except DuplicateKey as exc:
         raise RunDirError(f"{path}: the key {exc} twice: the envelope is damaged; re-run "
                           "into a fresh --out directory") from None
-    except OSError as exc:
-        raise RunDirError(f"{path}: cannot read ({exc.strerror})") from exc
+    except _TooDeep as exc:
+        raise RunDirError(f"{path}: unreadable ({exc}): the envelope is damaged; re-run "
+                          "into a fresh --out directory") from None
     except UnicodeDecodeError as exc:
         raise RunDirError(f"{path}: not UTF-8 (byte {exc.start}): the envelope is damaged; "
                           "re-run into a fresh --out directory") from exc
@@ -389,8 +436,14 @@ def load(run_dir: str | os.PathLike[str]) -> Run:
     for i, d in enumerate(raw_rows, 1):
         try:
             row = Row.from_dict(d)
-        except (KeyError, ValueError, TypeError) as exc:
+        except (KeyError, ValueError, TypeError, OverflowError) as exc:
             raise RunDirError(f"{rows_path}: row {i} is not a valid result row ({exc!r})") from exc
+        unknown = sorted(set(d) - ROW_KEYS) if written >= 3 else []
+        if unknown:
+            raise RunDirError(
+                f"{rows_path}: row {i} ({row.identity}) has field(s) no hqval row holds: "
+                f"{', '.join(map(repr, unknown))}; the row was edited: re-run into a fresh "
+                "--out")
         if "identity" in d and d["identity"] != row.identity:
             raise RunDirError(
                 f"{rows_path}: row {i} names itself {d['identity']!r} but its fields make "
