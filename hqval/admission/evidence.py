@@ -235,6 +235,11 @@ def expected_evidence(
                 missing.append(f"compile of {name}")
             if pp.audit and not present.get((name, "audit")):
                 missing.append(f"audit of {name}")
+            elif pp.audit and arch.vendor == "amd" and _compiled(name, rows) \
+                    and not _audit_verdict(name, rows):
+                # the no-spill and VGPR budget rules judge every AMD code object: an audit
+                # whose every rule says it does not apply reached no verdict at all
+                missing.append(f"an ISA audit verdict of {name} (every rule says unsupported)")
         checks = pp.fallback_checks if fallback else pp.checks
         missing += [f"{c} of {name}" for c in checks
                     if c not in present.get((name, "check"), set())]
@@ -248,6 +253,16 @@ def expected_evidence(
     return Evidence(tuple(mine), tuple(missing), tuple(notes),
                     tuple(n for n in path_kernels
                           if n not in mine and kernels[n].limited_on(arch)))
+
+
+def _compiled(name: str, rows: Sequence[Row]) -> bool:
+    return any(r.kernel == name and r.kind == "compile" and r.status is Status.PASS
+               for r in rows)
+
+
+def _audit_verdict(name: str, rows: Sequence[Row]) -> bool:
+    return any(r.kernel == name and r.kind == "audit" and r.status in (Status.PASS, Status.FAIL)
+               for r in rows)
 
 
 EVIDENCE_STEPS = ("compile", "audit", "checks", "mutants", "timing")
@@ -349,7 +364,43 @@ def envelope_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
             out.append("envelope.json has no expected_cells")
         if not isinstance(envelope.get("objects"), Mapping):
             out.append("envelope.json has no objects (the sha256 of each code object)")
+        if not isinstance(envelope.get("expected"), Mapping):
+            out.append("envelope.json has no expected (the count of each step's expected "
+                       "cells)")
+        backends = envelope.get("backends")
+        lacking = [a for a in envelope.get("arch") or []
+                   if not (isinstance(backends, Mapping) and isinstance(backends.get(a), Mapping)
+                           and isinstance(backends[a].get("backend"), str))]
+        if lacking:
+            out.append("envelope.json has no backends entry naming the backend of "
+                       f"{', '.join(map(str, lacking))}: its rows' backends cannot be checked")
+    table = envelope.get("kernels")
+    for name, k in (table.items() if isinstance(table, Mapping) else ()):
+        why = kernel_entry_damage(k)
+        if why:
+            out.append(f"envelope.json kernels[{name!r}]: {why}")
     return out
+
+
+def kernel_entry_damage(entry: Any) -> str:
+    """Why one entry of a run's kernel table cannot say which (qt, path) its rows are
+    evidence for, or "" (an entry ``kernel_table`` would skip would silently take its
+    kernel's rows out of every policy cell)."""
+    if not isinstance(entry, Mapping):
+        return f"is {type(entry).__name__}, not a mapping"
+    qt = entry.get("qt")
+    if isinstance(qt, bool) or not isinstance(qt, int):
+        return f"qt {qt!r} is not an integer"
+    if entry.get("path") not in PATHS and str(entry.get("kind")) not in PATH_OF_KIND:
+        return f"kind {entry.get('kind')!r} names no path"
+    for key in ("production", "self_test"):
+        if key in entry and not isinstance(entry[key], bool):
+            return f"{key} {entry[key]!r} is not true or false"
+    built = entry.get("built_for")
+    if built is not None and not (isinstance(built, list)
+                                  and all(isinstance(a, str) for a in built)):
+        return f"built_for {built!r} is not a list of arch names"
+    return ""
 
 
 def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
@@ -378,9 +429,14 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
             if want is None and isinstance(backends, Mapping):
                 b = backends.get(r.arch)
                 want = str(b.get("backend")) if isinstance(b, Mapping) else None
+            if want is None and isinstance(envelope.get("backend"), str) \
+                    and "," not in envelope["backend"]:
+                want = envelope["backend"]  # a bench run: one backend, no table
             if r.kind == "step" and r.backend == "step":
                 want = "step"
-            if want is not None and r.backend != want:
+            if want is None and r.kind != "step":
+                why = f"the envelope names no backend for {r.arch}: the row cannot be vouched for"
+            elif want is not None and r.backend != want:
                 why = f"backend {r.backend} is not the run's ({want}) on {r.arch}"
             elif r.kind in RUN_STEP_KINDS and r.kernel not in kernels:
                 why = f"kernel {r.kernel} is not in the run's manifest (its kernel table)"
@@ -389,11 +445,15 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
                 if r.object_sha256 is not None and r.object_sha256 != obj:
                     why = (f"judged code object {r.object_sha256[:12]}, not the one the run "
                            f"compiled ({str(obj)[:12] if obj else 'none'})")
-                elif obj is not None and r.object_sha256 is None and r.status is Status.PASS \
-                        and r.kind in ("compile", "audit", "mutant"):
-                    # (a check row may judge other kernels' objects: the fallback check
-                    # runs the decode kernels for a GEMM)
+                elif obj is not None and r.object_sha256 is None and r.status is Status.PASS:
+                    # a check row names the object of its own kernel, which it loaded
+                    # (the fallback check of a GEMM on an arch without WMMA runs the decode
+                    # kernels: the GEMM has no object there, so nothing is owed)
                     why = "passes without naming the code object it judged"
+                elif obj is not None and r.kind == "compile" \
+                        and r.status is Status.UNSUPPORTED:
+                    why = ("says the kernel is not built here, but the run compiled its code "
+                           f"object ({str(obj)[:12]})")
         if why:
             out.append(f"{r.identity}: {why}")
     return out
@@ -407,8 +467,27 @@ def self_contradiction(row: Row) -> str:
     if row.kind == "timing" and row.check in _SAMPLED_TIMING \
             and row.status in (Status.PASS, Status.FAIL) and stored_samples(row) is None:
         return "a timing verdict without its paired samples (samples_a, samples_b)"
+    if t is not None and t < 0:
+        return f"has a negative tolerance {t:g} (no measured value can lie within it)"
     if row.status is not Status.PASS:
         return ""
+    if row.kind in ("check", "audit") and t is not None and m is None:
+        return f"passes against tolerance {t:g} without the measured value it compared"
+    if row.kind == "check" and m is not None and t is None:
+        # (an audit rule may count without a bound: audit_wmma's WMMA instructions)
+        return f"passes with measured {m:g} but no tolerance it was compared with"
+    if row.kind == "mutant":
+        killers = row.details.get("killed_by")
+        cells = row.details.get("cells")
+        if not isinstance(killers, list) or not killers \
+                or not all(isinstance(k, str) for k in killers):
+            return "says the mutant was killed but names no killer (details.killed_by)"
+        if not isinstance(cells, Mapping) \
+                or any(cells.get(k) != "fail" for k in killers):
+            return ("says the mutant was killed by "
+                    f"{', '.join(killers)}, but its cells do not say that check failed")
+        if m is not None and m != len(killers):
+            return f"counts {m:g} killers but names {len(killers)}"
     if m is not None and not math.isfinite(m):
         return f"passes with measured {m!r}"
     if t is not None and not math.isfinite(t):
