@@ -368,9 +368,11 @@ def envelope_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
             out.append("envelope.json has no expected (the count of each step's expected "
                        "cells)")
         backends = envelope.get("backends")
-        lacking = [a for a in envelope.get("arch") or []
-                   if not (isinstance(backends, Mapping) and isinstance(backends.get(a), Mapping)
-                           and isinstance(backends[a].get("backend"), str))]
+        single = envelope.get("backend")
+        lacking = [] if isinstance(single, str) and single else [
+            a for a in envelope.get("arch") or []
+            if not (isinstance(backends, Mapping) and isinstance(backends.get(a), Mapping)
+                    and isinstance(backends[a].get("backend"), str))]
         if lacking:
             out.append("envelope.json has no backends entry naming the backend of "
                        f"{', '.join(map(str, lacking))}: its rows' backends cannot be checked")
@@ -429,9 +431,10 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
             if want is None and isinstance(backends, Mapping):
                 b = backends.get(r.arch)
                 want = str(b.get("backend")) if isinstance(b, Mapping) else None
-            if want is None and isinstance(envelope.get("backend"), str) \
-                    and "," not in envelope["backend"]:
-                want = envelope["backend"]  # a bench run: one backend, no table
+            listed = envelope.get("backend")
+            if want is None and isinstance(listed, str) and listed:
+                # no per-arch table (a bench run): the backends the envelope lists
+                want = listed if r.backend not in listed.split(",") else r.backend
             if r.kind == "step" and r.backend == "step":
                 want = "step"
             if want is None and r.kind != "step":

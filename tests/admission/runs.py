@@ -34,6 +34,10 @@ def bound_run(rows: Sequence[Row], kernels: Mapping[str, Mapping[str, Any]],
                 stamped.append(note)
                 expected[step].append(note.identity)
     env = {"schema_version": hqval.SCHEMA_VERSION, "run_id": RUN_ID, "arch": list(arches),
+           # the backend hqval run records (its arches' one backend; a row of another is
+           # damage)
+           "backend": ",".join(sorted({r.backend for r in stamped
+                                       if r.kind in ("check", "mutant", "timing")})) or "emu",
            "kernels": {k: dict(v) for k, v in kernels.items()},
            "steps": ["compile", "audit", "checks", "mutants", "timing", "admit", "report"],
            "expected_cells": expected, "expected": {k: len(v) for k, v in expected.items()},

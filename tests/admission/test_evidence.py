@@ -3,6 +3,7 @@ and the arches a kernel is built for."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -46,7 +47,8 @@ def test_rows_agreeing_with_their_status() -> None:
 
 
 def test_a_row_of_another_run_arch_or_object_is_named() -> None:
-    run = bound_run([_check()], {"k": {"qt": 44, "kind": "gemv"}}, ["gfx1100"],
+    run = bound_run([dataclasses.replace(_check(), object_sha256="a" * 64)],
+                    {"k": {"qt": 44, "kind": "gemv"}}, ["gfx1100"],
                     objects={"k|gfx1100": "a" * 64})
     assert binding_damage(run.envelope, run.rows, 3) == []
     other = Row("check", "bit_identity", "k", "gfx1100", "emu", Status.PASS, run_id="b" * 32)

@@ -33,22 +33,29 @@ def _hip_twin(run: Path) -> None:
         f.write(json.dumps(row) + "\n")
 
 
-@pytest.mark.parametrize("damage", [
-    lambda e: e.pop("backends"),
-    lambda e: e.update(backends=[]),
-    lambda e: e.update(backends={ARCH: "emu"}),
-], ids=["deleted", "a-list", "entry-a-string"])
+def _no_backend(e: dict[str, Any]) -> None:
+    e.pop("backends")
+    e.pop("backend")
+
+
+@pytest.mark.parametrize("damage,named", [
+    (lambda e: e.pop("backends"), f"backend hip is not the run's (emu) on {ARCH}"),
+    (lambda e: e.update(backends=[]), f"backend hip is not the run's (emu) on {ARCH}"),
+    (lambda e: e.update(backends={ARCH: "emu"}), f"backend hip is not the run's (emu) on {ARCH}"),
+    (_no_backend, f"envelope.json has no backends entry naming the backend of {ARCH}"),
+], ids=["deleted", "a-list", "entry-a-string", "both-deleted"])
 def test_envelope_backends_damaged_with_a_hip_row_is_exit_2(
-        copy_of: Callable[[], Path], hqval: Admit, damage: Callable[[dict[str, Any]], Any]
-) -> None:
-    """(before: the backend check was skipped without ``backends``, and a hip row appended to
-    the emu run admitted, exit 0)"""
+        copy_of: Callable[[], Path], hqval: Admit, damage: Callable[[dict[str, Any]], Any],
+        named: str) -> None:
+    """The backend a row must name comes from ``backends``, else from the envelope's single
+    ``backend``; with neither the run is damaged (before: the backend check was skipped
+    without ``backends``, and a hip row appended to the emu run admitted, exit 0)."""
     run = copy_of()
     _envelope(run, damage)
     _hip_twin(run)
     res = hqval("admit", str(run))
     assert res.code == 2
-    assert f"envelope.json has no backends entry naming the backend of {ARCH}" in res.err
+    assert named in res.err
 
 
 def test_envelope_without_expected_counts_is_exit_2(copy_of: Callable[[], Path],
