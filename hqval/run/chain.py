@@ -125,8 +125,6 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             # never as evidence about the tree's kernels
             self_test = frozenset(m.name for m in mutants.kernels)
     opened = open_for(config.backend, [a.name for a in arches], config.cache_dir)
-    for arch_name, backend in opened.items():  # which backend ran, and why (auto chooses)
-        progress.note(f"hqval run: {arch_name}: backend {backend.name} ({backend.selection})")
     policy = load_policy(config.policy)  # parsed once: the run's context carries it
     specs = [*manifest.kernels, *(mutants.kernels if mutants else [])]
     compiler = compiler_version = None
@@ -163,6 +161,10 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             writer.close()
             raise RunDirError(f"--resume {config.out}: {changed}: its rows judged the old "
                               "code; start a new --out (a resumed run never mixes objects)")
+    # which backend runs each arch, and why (auto chooses): said once the run directory is
+    # open, so bad input above stays one line
+    for arch_name, backend in opened.items():
+        progress.note(f"hqval run: {arch_name}: backend {backend.name} ({backend.selection})")
     ctx = RunContext(config, arches, manifest, mutants, opened, writer, progress, policy)
     ctx.expected = expected_cells(ctx, policy)
     writer.update_envelope(expected={k: len(v) for k, v in ctx.expected.items()},

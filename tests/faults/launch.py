@@ -44,6 +44,7 @@ def sim_gpu(arch_rows: bool = False) -> None:
     import functools
 
     import hqval.backends as registry
+    from hqval import toolchain
     from hqval.backends.base import Buffer
     from hqval.run import steps
     from hqval.timing.gemv import Shape
@@ -54,6 +55,16 @@ def sim_gpu(arch_rows: bool = False) -> None:
         def __init__(self, arch: str, name: str) -> None:
             super().__init__(arch=arch)
             self.name = name
+
+        def load(self, spec: Any) -> Any:
+            # the hip backend loads the compiled object and its rows name it (sha256):
+            # the stand-in names the same object the run compiled, from the same cache
+            program = super().load(spec)
+            built = toolchain.compile_kernel(spec, self.arch, self.cache_dir)
+            if built.ok and built.code_object is not None:
+                program.provenance.update(code_object=str(built.code_object),
+                                          sha256=toolchain.file_sha256(built.code_object))
+            return program
 
         def view(self, buf: Buffer, offset: int, nbytes: int) -> Buffer:
             handle = self._next  # a guarded launch's argument: a window of its allocation
