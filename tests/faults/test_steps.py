@@ -156,9 +156,13 @@ def test_report_step_that_cannot_write_fails_the_run(tree: Path, tmp_path: Path)
     """The report step owes files, not cells: when it cannot write them (here a file sits
     where the report directory goes) the run is not done, exit 2, naming the step."""
     out = tmp_path / "run"
-    out.mkdir()
+    # a run stopped before its report step (a new --out must be empty or a run), then a
+    # file put where the report directory goes, then resumed
+    killed = hqval_process(run_args(tree, out, "--no-mutants"),
+                           launcher=[LAUNCH, "kill-before", "report"])
+    assert killed.code == -signal.SIGKILL, killed.err[-2000:]
     (out / "report").write_text("a file where the report directory goes")
-    res = hqval_process(run_args(tree, out, "--no-mutants"))
+    res = hqval_process(run_args(tree, out, "--no-mutants", "--resume"))
     assert res.code == 2, res.out[-2000:]
     assert "step report did not finish: report step crashed" in res.out
     assert hqval_process(["admit", str(out)]).code == 0  # the evidence itself is complete

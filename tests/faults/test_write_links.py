@@ -69,7 +69,7 @@ def test_junit_xml_through_a_link_is_refused(tree: Path, tmp_path: Path,
     link = tmp_path / "junit.xml"
     link.symlink_to(victim)
     r = hqval("check", "--arch", "gfx1010", "--backend", "emu", "--manifest", str(tree),
-              "--workers", "0", "--check", "bit_identity", "-k", "gemv_hfq4g256_r1",
+              "--workers", "0", "--check", "bit_identity", "-k", "gemv_mq4g256v2_r1",
               "--junit-xml", str(link))
     assert r.code == 2 and "symbolic link" in r.err
     assert victim.read_text() == "keep me"
