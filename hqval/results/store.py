@@ -354,14 +354,8 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
             continue
         try:
             yield _parse_json(raw)
-        except DuplicateKey as exc:
-            raise RunDirError(
-                f"{path}:{lineno}: a row with the key {exc} twice (which one is the row's?); "
-                "the rows are damaged: re-run into a fresh --out directory") from None
-        except _TooDeep as exc:
-            raise RunDirError(
-                f"{path}:{lineno}: unreadable row ({exc}); the rows are damaged: re-run "
-                "into a fresh --out directory") from None
+        except (DuplicateKey, _TooDeep) as exc:
+            raise _damaged_row(path, lineno, exc) from None
         except UnicodeDecodeError as exc:
             raise RunDirError(
                 f"{path}:{lineno}: not UTF-8 (byte {exc.start}); the file is corrupt: re-run "
@@ -374,20 +368,23 @@ def _read_row_lines(path: Path) -> Iterator[dict[str, Any]]:
     if tail.strip():
         try:
             yield _parse_json(tail)
-        except DuplicateKey as exc:
-            raise RunDirError(
-                f"{path}:{len(lines) + 1}: a row with the key {exc} twice; the rows are "
-                "damaged: re-run into a fresh --out directory") from None
-        except _TooDeep as exc:
-            raise RunDirError(
-                f"{path}:{len(lines) + 1}: unreadable row ({exc}); the rows are damaged: "
-                "re-run into a fresh --out directory") from None
+        except (DuplicateKey, _TooDeep) as exc:
+            raise _damaged_row(path, len(lines) + 1, exc) from None
         except (json.JSONDecodeError, UnicodeDecodeError):
             warnings.warn(
                 f"{path}: dropped a torn last line ({len(tail)} bytes) left by an "
                 "interrupted write; re-run with --resume to redo that cell",
                 TornLineWarning, stacklevel=3,
             )
+
+
+def _damaged_row(path: Path, lineno: int, exc: Exception) -> RunDirError:
+    """A complete row that parses as JSON but is no row: a key twice, or nested too deep
+    (a torn last line is told apart by the caller)."""
+    what = (f"a row with the key {exc} twice (which one is the row's?)"
+            if isinstance(exc, DuplicateKey) else f"unreadable row ({exc})")
+    return RunDirError(f"{path}:{lineno}: {what}; the rows are damaged: re-run into a fresh "
+                       "--out directory")
 
 
 def read_envelope(run_dir: Path) -> dict[str, Any]:
