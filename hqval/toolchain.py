@@ -751,14 +751,18 @@ def trusted_roots(spec: KernelSpec, compiler: Compiler) -> tuple[Path, ...]:
     """The allowed roots: what the compiler may read and its messages may locate.  The
     kernel tree (the manifest's directory, the source's and its include dirs: the manifest
     loader keeps those inside the tree unless the manifest allows otherwise), the suite's
-    include dirs, and the compiler's installation (its resource headers)."""
+    include dirs, the compiler's installation (its resource headers), and for a build
+    with ROCm's headers the system include trees they include."""
     roots = [spec.source.parent, *(p for _, p in spec.variants), *spec.include_dirs,
              *(p.parent for p in spec.preinclude), HIPCOMPAT_DIR.parent,
              Path(os.path.realpath(compiler.path)).parent.parent]
     if spec.manifest is not None:
         roots.append(spec.manifest.parent)
     if compiler.hip_headers:
-        roots += [Path("/opt/rocm"), Path("/usr/include/hip")]
+        # ROCm's headers include the system's C and C++ headers (hip_runtime.h: stdint.h,
+        # the libstdc++ headers), so a build with them reads the system include trees
+        roots += [Path("/opt/rocm"), Path("/usr/include/hip"), Path("/usr/include"),
+                  Path("/usr/local/include"), Path("/usr/lib/gcc")]
         if compiler.rocm_root:
             roots.append(Path(compiler.rocm_root))
     return tuple(dict.fromkeys(Path(os.path.realpath(r)) for r in roots))
