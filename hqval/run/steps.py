@@ -340,6 +340,7 @@ def timing(ctx: RunContext) -> StepResult:
                 "(cells stay emulated, not measured)")])
             continue
         rows += bench.run_bench(backend, ctx.manifest, timing_plan(ctx, a, ctx.policy),
+                                on_lock_wait=ctx.progress.note,
                                 emit=lambda batch: _emit(ctx, list(batch)))
     return StepResult("timing", tuple(rows), seconds=time.monotonic() - t0)
 

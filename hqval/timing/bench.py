@@ -233,11 +233,13 @@ def run_bench(
     plan: BenchPlan,
     progress: Callable[[str], None] = lambda s: None,
     emit: Callable[[Iterable[Row]], object] = lambda rows: None,
+    on_lock_wait: Callable[[str], None] | None = None,
 ) -> list[Row]:
     """Run every timing cell of ``plan``; rows are also passed to ``emit`` as produced.
-    Holds the device's timing lock for the whole run (never two timing runs at once)."""
+    Holds the device's timing lock for the whole run (never two timing runs at once);
+    while another run holds it, ``on_lock_wait`` (else ``progress``) says who does."""
     device = f"{backend.name}{getattr(backend, 'device_index', 0)}-{backend.device_name()}"
-    with device_lock(device):
+    with device_lock(device, on_wait=on_lock_wait or progress):
         return _run_bench(backend, manifest, plan, progress, emit)
 
 
