@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -225,36 +225,34 @@ def _workers(wanted: int | None, tasks: int) -> int:
     return max(1, min(tasks, wanted if wanted else cpus))
 
 
-def _groups(misses: list[_Job], workers: int) -> list[list[_Job]]:
-    """The misses in groups for the workers: one per arch when there are arches enough to
-    keep every worker busy (a code object and its baselines' are then disassembled by
-    one worker only), else one per (arch, code object)."""
-    def arch_of(j: _Job) -> str:
-        return str(getattr(j.arch, "name", j.arch))
-
-    if len({arch_of(j) for j in misses}) >= workers:
-        by: dict[tuple[str, ...], list[_Job]] = {}
-        for j in misses:
-            by.setdefault((arch_of(j),), []).append(j)
-    else:
-        by = {}
-        for j in misses:
-            by.setdefault((arch_of(j), str(j.code_object)), []).append(j)
+def _groups(misses: list[_Job]) -> list[list[_Job]]:
+    """The misses in groups for the workers, one per (arch, code object): each group's
+    rows are reported as soon as it is done, so the display follows cell by cell (a
+    baseline several groups share is disassembled once: the disassembly is cached by its
+    object's hash)."""
+    by: dict[tuple[str, str], list[_Job]] = {}
+    for j in misses:
+        by.setdefault((str(getattr(j.arch, "name", j.arch)), str(j.code_object)), []).append(j)
     return list(by.values())
 
 
-def _run_jobs(groups: list[list[_Job]], jobs: int | None) -> list[list[list[Row]]]:
-    """Each group's audits, the groups spread over worker processes (forked: the
-    disassembler found and the modules imported are the caller's)."""
+def _run_jobs(groups: list[list[_Job]], jobs: int | None
+              ) -> Iterator[tuple[list[_Job], list[list[Row]]]]:
+    """Each group with its audits, as each group finishes, the groups spread over worker
+    processes (forked: the disassembler found and the modules imported are the caller's)."""
     workers = _workers(jobs, len(groups))
     if workers <= 1:
-        return [_audit_jobs(g) for g in groups]
+        for g in groups:
+            yield g, _audit_jobs(g)
+        return
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(max_workers=workers,
                              mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_audit_jobs, groups))
+        futures = {pool.submit(_audit_jobs, g): i for i, g in enumerate(groups)}
+        for fut in as_completed(futures):
+            yield groups[futures[fut]], fut.result()
 
 
 def audit_matrix(cells: Iterable[tuple[KernelSpec, Any]], arch: Any,
@@ -268,10 +266,14 @@ def audit_matrix(cells: Iterable[tuple[KernelSpec, Any]], arch: Any,
 
 def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]],
                  cache_dir: str | Path | None = None, jobs: int | None = None,
-                 real_manifest: Path | None = None) -> list[list[Row]]:
+                 real_manifest: Path | None = None,
+                 on_rows: Callable[[list[Row]], object] = lambda rows: None
+                 ) -> list[list[Row]]:
     """``audit_matrix`` of several arches at once: each kernel's rows come from the audit
     cache (``audit_key``) or are computed, the arches' misses over ``jobs`` worker
-    processes (default: the CPUs this process may use)."""
+    processes (default: the CPUs this process may use).  ``on_rows`` gets each audited
+    cell's rows (the waived rows returned for it) as soon as they are known, cached ones
+    first; the return value is in the order of ``per_arch`` and its cells."""
     from hqval.toolchain import compile_kernel
 
     plans: list[tuple[Any, list[tuple[KernelSpec, _Job | Row]]]] = []
@@ -305,21 +307,32 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
         plans.append((arch, plan))
     found: dict[str, list[Row]] = {}
     misses: list[_Job] = []
+    waiting: dict[str, list[KernelSpec]] = {}  # key -> the cells whose rows it gives
     for _, plan in plans:
-        for _, item in plan:
-            if isinstance(item, _Job) and item.key not in found:
-                rows = cached_rows(cache_dir, item.key)
-                if rows is None:
-                    misses.append(item)
-                    found[item.key] = []  # computed below (once, if two cells share it)
-                else:
-                    found[item.key] = rows
-    missing = _groups(misses, _workers(jobs, len(misses)))
-    for group, results in zip(missing, _run_jobs(missing, jobs), strict=True):
+        for spec, item in plan:
+            if isinstance(item, Row):
+                on_rows([item])
+                continue
+            if item.key in waiting:
+                waiting[item.key].append(spec)
+                continue
+            if item.key in found:
+                on_rows(apply_waivers(spec, found[item.key]))
+                continue
+            rows = cached_rows(cache_dir, item.key)
+            if rows is None:
+                misses.append(item)
+                waiting[item.key] = [spec]  # computed below (once, if two cells share it)
+            else:
+                found[item.key] = rows
+                on_rows(apply_waivers(spec, rows))
+    for group, results in _run_jobs(_groups(misses), jobs):
         for job, rows in zip(group, results, strict=True):
             found[job.key] = rows
             if not any(r.status is Status.ERROR for r in rows):  # a failed tool: not cached
                 _store_rows(cache_dir, job.key, rows)
+            for spec in waiting.pop(job.key, []):
+                on_rows(apply_waivers(spec, rows))
     out: list[list[Row]] = []
     for _, plan in plans:
         rows_of_arch: list[Row] = []

@@ -134,16 +134,19 @@ def audit(ctx: RunContext) -> StepResult:
     rows: list[Row] = []
     amd = [a for a in ctx.arches if a.is_amd]
     kills = _mutant_names(ctx)
-    # one arch at a time, so the display follows as each arch's audits are done (the
-    # audits the cache does not have still run on every CPU)
-    by_arch: dict[str, list[Row]] = {}
-    for a in amd:
-        (by_arch[a.name],) = isa.audit_arches(
-            [(a, [(s, ctx.compiled[(s.name, a.name)]) for s in kernels(ctx)
-                  if s.applies_to(a) and (s.name, a.name) in ctx.compiled])],
-            cache_dir=ctx.config.cache_dir)
-        for r in by_arch[a.name]:
+    # every arch at once, so the audits the cache does not have run on every CPU; the
+    # display follows cell by cell as each one's rows are known
+    def shown(done: list[Row]) -> None:
+        for r in done:
             ctx.progress.cell(r.identity, _shown(r, kills))
+
+    by_arch: dict[str, list[Row]] = {}
+    results = isa.audit_arches(
+        [(a, [(s, ctx.compiled[(s.name, a.name)]) for s in kernels(ctx)
+              if s.applies_to(a) and (s.name, a.name) in ctx.compiled]) for a in amd],
+        cache_dir=ctx.config.cache_dir, on_rows=shown)
+    for a, arch_rows in zip(amd, results, strict=True):
+        by_arch[a.name] = arch_rows
     for a in ctx.arches:
         if not a.is_amd:
             rows.append(note_row("audit", a.name, ctx.backend_label(a.name),

@@ -647,8 +647,10 @@ def test_rules_identity_covers_the_source_of_every_module_the_audit_imports(
 
 def test_audit_arches_in_worker_processes_gives_the_rows_of_one_process(
         tmp_path: Path, cache: Path) -> None:
-    """The misses spread over forked workers (by arch, or by object when arches are
-    fewer than workers) give the same rows, in the same order, as one process."""
+    """The misses spread over forked workers (one code object each) give the same rows,
+    in the same order, as one process; and each cell's rows are reported as it finishes
+    (``on_rows``, what the run's progress shows), every row once, misses and cache hits
+    alike."""
     from hqval.audit import audit_arches
 
     names = ["gemv_hfq4g256_r1", "gemv_mq4g256v2_r1", "gemv_mq4c_r2", "gemm_hfq4g256_wmma_gfx11",
@@ -661,11 +663,21 @@ def test_audit_arches_in_worker_processes_gives_the_rows_of_one_process(
     def dicts(rows: list[list[Row]]) -> list[list[dict[str, Any]]]:
         return [[r.to_dict() for r in a] for a in rows]
 
+    def streamed(cache_dir: Path, cells: list[Any]) -> list[list[dict[str, Any]]]:
+        seen: list[list[Row]] = []
+        rows = dicts(audit_arches(cells, cache_dir, jobs=2, on_rows=seen.append))
+        assert all(len({(r.kernel, r.arch) for r in cell}) == 1 for cell in seen)
+        key = sorted
+        assert key(str(r.to_dict()) for c in seen for r in c) == key(
+            str(r) for a in rows for r in a)
+        assert len(seen) == sum(len(c) for _, c in cells)
+        return rows
+
     one = dicts(audit_arches(per_arch, tmp_path / "one", jobs=1))
     assert sum(map(len, one)) >= 6 * 4
-    assert dicts(audit_arches(per_arch, tmp_path / "by-arch", jobs=2)) == one
-    assert dicts(audit_arches(per_arch[1:], tmp_path / "by-object", jobs=2)) == one[1:]
-    assert dicts(audit_arches(per_arch, tmp_path / "by-arch", jobs=2)) == one  # from the cache
+    assert streamed(tmp_path / "two", per_arch) == one
+    assert streamed(tmp_path / "two-last", per_arch[1:]) == one[1:]
+    assert streamed(tmp_path / "two", per_arch) == one  # from the cache
 
 
 def test_an_unwritable_audit_cache_costs_time_not_verdicts(tmp_path: Path, cache: Path) -> None:
