@@ -76,10 +76,11 @@ def test_coverage_of_code_objects(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["emu", "--coverage", objs[0], "--json", str(out_json)]) == 0
     rows = json.loads(out_json.read_text())["coverage"]
     assert rows and all(r["unsupported"] == [] and r["arch"] == "gfx1201" for r in rows)
-    # the trap kernel: listed, exit 1, before anything runs
+    # the kernel reading a hardware register: listed with the instruction, exit 1, before
+    # anything runs
     assert main(["emu", "--coverage", *objs]) == 1
     out = capsys.readouterr().out
-    assert "uses_trap gfx1100 unsupported: " in out and "s_trap" in out
+    assert "reads_mode_register gfx1100 unsupported: s_getreg_b32" in out
 
 
 def test_coverage_of_a_file_that_is_no_code_object(tmp_path: Path,

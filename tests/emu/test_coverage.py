@@ -31,7 +31,7 @@ def test_scan_lists_what_cannot_run(build: Callable[..., bytes]) -> None:
     scan = scan_object(build("unsupported", "gfx1100"))
     assert "s_getreg_b32" in scan.mnemonics
     (kernel,) = scan.kernels
-    assert kernel.kernel == "uses_trap" and kernel.unsupported[0][1] > 0  # its address
+    assert kernel.kernel == "reads_mode_register" and kernel.unsupported[0][1] > 0  # its address
 
 
 def test_scan_refuses_what_is_not_a_code_object() -> None:

@@ -132,13 +132,13 @@ def test_unsupported_instruction_names_mnemonic_address_kernel_arch(
     mod = m.load(build("unsupported", "gfx1100"))
     out = m.alloc(128)
     with pytest.raises(UnsupportedInstruction) as exc:
-        m.launch(mod, "uses_trap", (1, 1, 1), (32, 1, 1), [out])
+        m.launch(mod, "reads_mode_register", (1, 1, 1), (32, 1, 1), [out])
     e = exc.value
-    assert e.mnemonic == "s_getreg_b32" and e.kernel == "uses_trap" and e.arch == "gfx1100"
+    assert e.mnemonic == "s_getreg_b32" and e.kernel == "reads_mode_register" and e.arch == "gfx1100"
     assert e.address > 0 and f"0x{e.address:x}" in str(e)
     # nothing was skipped: the store after the trap never ran
     assert not m.read(out, 128).any()
-    assert mod.unsupported("uses_trap")[0][0] == "s_getreg_b32"
+    assert mod.unsupported("reads_mode_register")[0][0] == "s_getreg_b32"
 
 
 def test_real_kernels_have_no_unsupported_instructions(ops: Ops) -> None:
