@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -104,7 +103,12 @@ def test_bad_arch_is_usage_error_before_writing(tmp_path: Path, arch: str, why: 
 
 @pytest.mark.parametrize("backend", ["hip", "cuda"])
 def test_unavailable_backend_is_exit_2_at_once_writing_nothing(
-        tmp_path: Path, backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, backend: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused before anything runs: nothing compiled, no run directory (asserted by what
+    happened, not by a wall time a loaded host can exceed)."""
+    from hqval import toolchain
+
     try:
         get(backend, "gfx1100" if backend == "hip" else "sm_90")
     except Exception:
@@ -112,11 +116,15 @@ def test_unavailable_backend_is_exit_2_at_once_writing_nothing(
     else:
         pytest.skip(f"a {backend} device is present here")
     arch = "gfx1100" if backend == "hip" else "sm_90"
-    t0 = time.monotonic()
+
+    def compiled(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a kernel was compiled before the backend was refused")
+
+    monkeypatch.setattr(toolchain, "compile_matrix", compiled)
+    monkeypatch.setattr(toolchain, "compile_kernel", compiled)
     code = main(["run", "--arch", arch, "--backend", backend, "--out", str(tmp_path / "r")])
-    seconds = time.monotonic() - t0
     err = capsys.readouterr().err
-    assert code == 2 and seconds < 2.0, seconds
+    assert code == 2, err
     assert err.count("backend unavailable") == 1 and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
 
