@@ -185,9 +185,13 @@ def _guarded(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from hqval.safeio import SafeIOError
     from hqval.schema import SchemaError
+    from hqval.toolchain import selected_cache
 
     try:
-        return int(args._run(args))
+        # one cache root for every cache the command writes (code objects, dependency
+        # lists, disassemblies, audit rows, the emulator's compiled FMA)
+        with selected_cache(getattr(args, "cache_dir", None)):
+            return int(args._run(args))
     except (UsageError, SchemaError, SafeIOError) as exc:
         # a manifest or matrix problem, a file that cannot be read or written safely, is
         # bad input wherever it surfaces (every command, every step): one line, every

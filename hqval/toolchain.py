@@ -4,13 +4,17 @@ A code object is keyed by everything that decides its bytes: the compiler (path 
 version string), the flags, the target, the defines, and the contents of the source and of
 every file it includes.  Every cached object is re-hashed when read; a corrupt, truncated or
 stale entry is rebuilt, never used (precompiled kernels that silently produced garbage are
-the failure this guards against).
+the failure this guards against).  Every entry and dependency record carries a tag made
+with a key outside the cache (``hqval.cacheauth``): an entry another job made, however
+self-consistent, is rebuilt, never used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -19,13 +23,13 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hqval import safeio, suite_dir
+from hqval import cacheauth, safeio, suite_dir
 from hqval.containment import (
     DIAGNOSTIC_FLAGS,
     ContainmentError,
@@ -128,6 +132,9 @@ class CompileResult:
     details: dict[str, Any] = field(default_factory=dict)
     # (path, sha256) of every file the compiler read (provenance; not in the row)
     dependencies: tuple[tuple[str, str], ...] = ()
+    # the sha256 of the object's bytes as validated (or built) here: the compile row and
+    # the run's objects table record this digest, never a later re-read of the file
+    sha256: str | None = None
 
 
 def _version(path: str) -> str:
@@ -354,6 +361,11 @@ def _recorded_deps(record: Path) -> list[str] | None:
     try:
         info = safeio.load_json(record, what="dependency record")
         deps = [str(p) for p in info["deps"]]
+        if not cacheauth.usable(info.get("mac"), record.parents[3],
+                                "deps", record.stem, json.dumps(deps),
+                                json.dumps(info["sha256"], sort_keys=True),
+                                json.dumps(info["dirs"], sort_keys=True)):
+            return None  # not made under this machine's cache key
         if any(file_sha256(p) != info["sha256"][p] for p in deps):
             return None
         if _dir_mtimes(info["dirs"]) != info["dirs"]:
@@ -404,11 +416,16 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler,
     check_dependencies(deps, roots)
     searched = _remember(spec, cmd, deps)
     try:
+        # (the directory first: making it may change a searched directory's mtime)
         record.parent.mkdir(parents=True, exist_ok=True)
-        _write_json(record, {"command": list(cmd), "deps": deps,
-                             "sha256": {p: file_sha256(p) for p in deps},
-                             "dirs": _dir_mtimes(searched)})
-    except OSError:
+        sums, dirs = {p: file_sha256(p) for p in deps}, _dir_mtimes(searched)
+        mac = cacheauth.seal_or_none(cache_base(cache_dir), "deps", name, json.dumps(deps),
+                                     json.dumps(sums, sort_keys=True),
+                                     json.dumps(dirs, sort_keys=True))
+        if mac is not None:
+            _write_json(record, {"command": list(cmd), "deps": deps, "sha256": sums,
+                                 "dirs": dirs, "mac": mac})
+    except (OSError, safeio.SafeIOError):
         pass  # an unwritable cache only costs the next process a preprocessor run
     return deps
 
@@ -487,12 +504,42 @@ def cache_key(spec: KernelSpec, arch: str, compiler: Compiler,
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
+_selected: list[Path] = []  # the command's --cache-dir (``selected_cache``), innermost last
+
+
 def cache_base(cache_dir: str | Path | None = None) -> Path:
-    """THE cache location, for every command and step: ``--cache-dir`` when given, else
+    """THE cache location, for every command and step and every cache (code objects,
+    dependency lists, disassemblies, audit rows, the emulator's compiled FMA): the
+    ``cache_dir`` given, else the command's ``--cache-dir`` (``selected_cache``), else
     ``$HQVAL_CACHE``, else ~/.cache/hqval."""
     if cache_dir is None or str(cache_dir) == "":
+        if _selected:
+            return _selected[-1]
         cache_dir = os.environ.get("HQVAL_CACHE") or DEFAULT_CACHE
     return Path(cache_dir)
+
+
+@contextlib.contextmanager
+def selected_cache(cache_dir: str | Path | None) -> Iterator[Path]:
+    """While the block runs, ``cache_dir`` (when given) is the cache of every cache of this
+    process and of the processes it starts (``$HQVAL_CACHE``, which xdist workers and
+    subprocesses inherit): a command's ``--cache-dir`` reaches every writer, not only
+    the code objects.  Yields the cache in effect."""
+    if cache_dir is None or str(cache_dir) == "":
+        yield cache_base()
+        return
+    path = Path(cache_dir)
+    saved = os.environ.get("HQVAL_CACHE")
+    _selected.append(path)
+    os.environ["HQVAL_CACHE"] = str(path)
+    try:
+        yield path
+    finally:
+        _selected.pop()
+        if saved is None:
+            os.environ.pop("HQVAL_CACHE", None)
+        else:
+            os.environ["HQVAL_CACHE"] = saved
 
 
 def cache_root(cache_dir: str | Path | None = None) -> Path:
@@ -543,34 +590,60 @@ def _parsed_once(what: str, digest: str, data: bytes) -> Any:
     return got
 
 
+def object_mac(cache: Path, key: str, digest: str, size: int, arch: str) -> str:
+    """The tag an entry's record in ``cache`` (a ``cache_root``) carries: the cache key it
+    is filed under, the object's digest, size and processor, under this machine's cache
+    key (``hqval.cacheauth``)."""
+    return cacheauth.seal(cache.parent, "object", key, digest, str(size), arch)
+
+
 def validate_entry(co: Path, meta: Path, key: str, arch: str | None = None) -> str | None:
-    """None if the cached object may be used, else why not.  With ``arch``, the object's
-    own metadata note must name that processor.  The object is read and hashed on every
-    call; what is parsed out of its bytes is memoised by that hash."""
+    """None if the cached object may be used, else why not."""
+    return validated(co, meta, key, arch)[0]
+
+
+def validated(co: Path, meta: Path, key: str, arch: str | None = None
+              ) -> tuple[str | None, str | None]:
+    """(None, the object's sha256) if the cached object may be used, else (why not,
+    None).  With ``arch``, the object's own metadata note must name that processor, and
+    the record's tag must be this machine's cache key's for (key, sha256, size, arch): an
+    entry another job made is never used, however self-consistent.  The object is read
+    and hashed on every call; what is parsed out of its bytes is memoised by that hash.
+    A cache key that cannot be used raises ``cacheauth.CacheKeyError``."""
+    problem, digest = _check_entry(co, meta, key, arch)
+    return (problem, None) if problem is not None else (None, digest)
+
+
+def _check_entry(co: Path, meta: Path, key: str, arch: str | None) -> tuple[str | None, str]:
     if not co.is_file() or not meta.is_file():
-        return "missing"
+        return "missing", ""
     try:
         info = safeio.load_json(meta, what="cache record", limit=1 << 20)
     except safeio.SafeIOError as exc:
-        return f"unreadable metadata ({exc})"
+        return f"unreadable metadata ({exc})", ""
     if not isinstance(info, dict):
-        return "unreadable metadata (not a JSON object)"
+        return "unreadable metadata (not a JSON object)", ""
     if info.get("key") != key:
-        return "stale: metadata is for another key"
+        return "stale: metadata is for another key", ""
     try:
         data = safeio.read_bytes(co, limit=MAX_INPUT_BYTES, what="cached object")
     except safeio.SafeIOError as exc:
-        return f"unreadable object ({exc})"
+        return f"unreadable object ({exc})", ""
     if len(data) != info.get("size"):
-        return f"size {len(data)} != recorded {info.get('size')}"
+        return f"size {len(data)} != recorded {info.get('size')}", ""
     digest = hashlib.sha256(data).hexdigest()
     if digest != info.get("sha256"):
-        return "sha256 mismatch (corrupt entry)"
+        return "sha256 mismatch (corrupt entry)", ""
     if data[:4] != b"\x7fELF" or int.from_bytes(data[18:20], "little") != EM_AMDGPU:
-        return "not an AMDGPU ELF"
+        return "not an AMDGPU ELF", ""
     if arch is not None and (target := _parsed_once("target", digest, data)) != arch:
-        return f"built for {target or 'an unreadable target'}, not {arch}"
-    return None
+        return f"built for {target or 'an unreadable target'}, not {arch}", ""
+    mine = object_mac(co.parent.parent, key, digest, len(data), str(info.get("arch")))
+    if not isinstance(info.get("mac"), str) or not hmac.compare_digest(info["mac"], mine) \
+            or (arch is not None and info.get("arch") != arch):
+        return ("not authenticated by this machine's cache key (an entry another job, "
+                "another key or an older hqval wrote)"), ""
+    return None, digest
 
 
 def object_symbols(co: Path) -> frozenset[str]:
@@ -674,7 +747,12 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
     roots = trusted_roots(spec, compiler)
     with _lock_for(key):
         try:
-            problem = validate_entry(co, meta, key, arch)
+            problem, digest = validated(co, meta, key, arch)
+        except cacheauth.CacheKeyError as exc:
+            return CompileResult(False, None, str(exc), False, time.perf_counter() - t0, key,
+                                 cmd, {**details, "infrastructure": True,
+                                       "infrastructure_cause": "cache key",
+                                       "error_type": type(exc).__name__})
         except (OSError, safeio.SafeIOError) as exc:
             return CompileResult(False, None, f"the code-object cache {root} cannot be read "
                                  f"({exc}); fix: repair or remove it, or give --cache-dir",
@@ -710,12 +788,20 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                                          key, cmd, details)
                 try:
                     digest = _sha256(out)
+                    size = out.stat().st_size
+                    mac = object_mac(root, key, digest, size, arch)
                     os.replace(out, co)
-                    _write_json(meta, {"key": key, "sha256": digest,
-                                       "size": co.stat().st_size,
+                    _write_json(meta, {"key": key, "sha256": digest, "size": size,
                                        "compiler": compiler.version, "arch": arch,
                                        "source": str(spec.source_for(arch)),
-                                       "command": list(cmd), "created": time.time()})
+                                       "command": list(cmd), "created": time.time(),
+                                       "mac": mac})
+                except cacheauth.CacheKeyError as exc:
+                    return CompileResult(False, None, str(exc), False,
+                                         time.perf_counter() - t0, key, cmd,
+                                         {**details, "infrastructure": True,
+                                          "infrastructure_cause": "cache key",
+                                          "error_type": type(exc).__name__})
                 except (OSError, safeio.SafeIOError) as exc:
                     return CompileResult(False, None, f"the code-object cache {root} cannot "
                                          f"be written ({exc}); fix: free space or give a "
@@ -737,9 +823,9 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
             f"{spec.source_for(arch).name} "
             f"(kernels: {', '.join(sorted(s for s in symbols if not s.endswith('.kd')))}); "
             "fix the manifest's symbol or the source's extern \"C\" name",
-            cached, time.perf_counter() - t0, key, cmd, details, deps)
+            cached, time.perf_counter() - t0, key, cmd, details, deps, digest)
     return CompileResult(True, co, "cached" if cached else "compiled", cached,
-                         time.perf_counter() - t0, key, cmd, details, deps)
+                         time.perf_counter() - t0, key, cmd, details, deps, digest)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -813,7 +899,8 @@ class CompileCell:
             kind="compile", check="compile", kernel=self.spec.name, arch=self.arch,
             backend="toolchain", status=status,
             measured=round(r.seconds, 4), message=message,
-            object_sha256=file_sha256(r.code_object) if r.ok and r.code_object else None,
+            object_sha256=(r.sha256 or file_sha256(r.code_object))
+            if r.ok and r.code_object else None,
             details={"code_object": str(r.code_object) if r.code_object else None,
                      "cached": r.cached, "key": r.key, **r.details},
         )

@@ -123,12 +123,18 @@ def _rows_digest(rows: list[dict[str, Any]]) -> str:
 def cached_rows(cache_dir: str | Path | None, key: str) -> list[Row] | None:
     """The rows stored under ``key``, or None (absent, unreadable, another key's, or
     rows that do not match their recorded sha256)."""
-    import json
+
+    from hqval import cacheauth, safeio
+    from hqval.toolchain import cache_base
 
     try:
-        entry = json.loads(_cache_file(cache_dir, key).read_text())
-        if entry.get("key") != key or _rows_digest(entry["rows"]) != entry.get("sha256"):
+        entry = safeio.load_json(_cache_file(cache_dir, key), what="audit cache entry",
+                                 limit=64 << 20)
+        digest = _rows_digest(entry["rows"])
+        if entry.get("key") != key or digest != entry.get("sha256"):
             return None
+        if not cacheauth.usable(entry.get("mac"), cache_base(cache_dir), "audit", key, digest):
+            return None  # rows another job (or another key) wrote: audited again
         return [Row.from_dict(d) for d in entry["rows"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -139,14 +145,21 @@ def _store_rows(cache_dir: str | Path | None, key: str, rows: list[Row]) -> None
     import os
     import tempfile
 
+    from hqval import cacheauth
+    from hqval.toolchain import cache_base
+
     data = [r.to_dict() for r in rows]
     path = _cache_file(cache_dir, key)
+    mac = cacheauth.seal_or_none(cache_base(cache_dir), "audit", key, _rows_digest(data))
+    if mac is None:
+        return  # no usable cache key: nothing is stored that could not be vouched for
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".json.tmp", dir=path.parent)
         with os.fdopen(fd, "w") as fh:
-            json.dump({"key": key, "sha256": _rows_digest(data), "rows": data}, fh)
+            json.dump({"key": key, "sha256": _rows_digest(data), "rows": data, "mac": mac},
+                      fh)
         os.replace(tmp, path)
     except OSError:  # an unwritable or full cache only costs the next run the audit
         if tmp is not None:

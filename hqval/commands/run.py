@@ -28,6 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         opt.add_to(parser)
     parser.add_argument("--no-mutants", action="store_true",
                         help="skip the mutants step (the reasons and checkpoint say so)")
+    parser.add_argument("--fresh-cache", action="store_true",
+                        help="build every code object in a new private cache under a new "
+                             "cache key, removed when the run ends: no entry another job "
+                             "made, or this machine's cache holds, is used (it takes the "
+                             "place of --cache-dir and $HQVAL_CACHE)")
     parser.add_argument("--no-timing", action="store_true",
                         help="skip timing even on hardware")
     parser.add_argument("--timing-iterations", type=options.positive_int(), default=100,
@@ -38,17 +43,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.backends.base import BackendUnavailable
     from hqval.cli import UsageError
-    from hqval.run.chain import default_out, run_pipeline
-    from hqval.run.context import RunConfig
-    from hqval.run.progress import Display
 
     if args.resume and not args.out:
         raise UsageError("--resume needs the --out DIR of the run to continue")
     for b in args.baseline:
         if not (Path(b) / "envelope.json").is_file():
             raise UsageError(f"--baseline {b}: no envelope.json; pass a run directory")
+    if args.fresh_cache:
+        from hqval.cacheauth import fresh_cache
+        from hqval.toolchain import selected_cache
+
+        with fresh_cache() as cache, selected_cache(cache):
+            args.cache_dir = str(cache)
+            return _run(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from hqval.backends.base import BackendUnavailable
+    from hqval.cli import UsageError
+    from hqval.run.chain import default_out, run_pipeline
+    from hqval.run.context import RunConfig
+    from hqval.run.progress import Display
+
     raw_arches = [a.strip() for item in args.arch or [] for a in item.split(",") if a.strip()]
     config = RunConfig(
         arches=list(args.arch or []),

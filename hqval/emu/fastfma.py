@@ -9,9 +9,11 @@ same steps, in the same order, are one C loop per element, made a real numpy ufu
 How it is built: ``SOURCE`` uses no header at all (no libc, no Python.h, no numpy
 headers), so the C compiler the suite already needs (clang-19, linking with lld-19, which
 the suite needs too; else ``cc``) is all it takes, on a fresh Debian machine as here.  The
-shared object is built at first use into the cache (``hqval.toolchain.cache_base()``,
-``emu-ext/<key>/``), keyed by the source, the compiler's identity and the machine, written
-under a temporary name and renamed (concurrent workers race harmlessly), and loaded with
+shared object is built at first use into the cache (``hqval.toolchain.cache_base()``, the
+command's ``--cache-dir``: ``emu-ext/<key>/``), keyed by the source, the compiler's identity
+and the machine, written under a temporary name and renamed (concurrent workers race
+harmlessly), tagged under the cache key (``hqval.cacheauth``: a library another job put
+there is built again, never loaded), and loaded with
 ctypes; the ufuncs are made through numpy's own C API table (``PyUFunc_FromFuncAndData``),
 found through the ``_UFUNC_API`` capsule numpy exports for extension modules.
 
@@ -174,7 +176,7 @@ def build(root: Path | None = None) -> Path:
                                     sys.platform]).encode()).hexdigest()[:24]
     root = root if root is not None else _build_dir()
     target = root / key / "hqval_fma.so"
-    if target.is_file():
+    if _authentic(target, root):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
@@ -193,8 +195,41 @@ def build(root: Path | None = None) -> Path:
             tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
             raise EmuError(f"building the compiled FMA with {' '.join(full[:1])} failed: "
                            f"{' / '.join(tail)}")
+        from hqval import cacheauth
+
+        try:
+            mac = cacheauth.seal(root.parent, "emu-ext", _digest(out.read_bytes()))
+        except cacheauth.CacheKeyError as exc:
+            raise EmuError(f"the compiled FMA cannot be kept: {exc}") from exc
+        tag = Path(tmp) / "hqval_fma.so.mac"
+        tag.write_text(mac)
         os.replace(out, target)  # atomic: a concurrent builder's copy is the same bytes
+        os.replace(tag, _tag_of(target))
     return target
+
+
+def _tag_of(target: Path) -> Path:
+    return target.with_name(target.name + ".mac")
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _authentic(target: Path, root: Path) -> bool:
+    """Whether the cached library is one this machine's cache key vouches for: a shared
+    object another job put into the cache is never loaded (it would run in this process);
+    it is built again."""
+    from hqval import cacheauth, safeio
+
+    try:
+        data = safeio.read_bytes(target, limit=64 << 20, what="compiled FMA",
+                                 follow_symlinks=False)
+        tag = safeio.read_text(_tag_of(target), limit=4096, what="compiled FMA tag",
+                               follow_symlinks=False).strip()
+    except (OSError, safeio.SafeIOError):
+        return False
+    return cacheauth.usable(tag, root.parent, "emu-ext", _digest(data))
 
 
 def _ufuncs(path: Path) -> tuple[Any, Any, list[Any]]:
