@@ -129,25 +129,44 @@ class Silent:
 
 
 def status_table(adm: Admission, width: int = 100) -> str:
-    """The admission matrix for a terminal: a row per arch, a column per format and path,
-    each cell's status in a word; the reasons are in the report and ``hqval admit``."""
-    cols: dict[tuple[int, str], None] = {}
+    """The admission matrix for a terminal: a row per arch and format, a column per path,
+    each cell's status in a word ("-" where the policy has no such cell); the reasons are
+    in the report and ``hqval admit``.
+    Paths that do not fit ``width`` go to a further table below (the arch and format
+    columns repeated), so no status is ever cut off."""
+    paths: dict[str, None] = {}
     for c in adm.cells:
-        cols.setdefault((c.qt, c.path), None)
-    if not cols:
+        paths.setdefault(c.path, None)
+    if not paths:
         return "no admission cells (the policy covers RDNA gfx arches; none ran)"
     at = {(c.arch, c.qt, c.path): str(c.status) for c in adm.cells}
-    arches = sorted({c.arch for c in adm.cells})
-    heads = [f"qt={qt} {path}" for qt, path in cols]
-    cells = [[at.get((a, qt, path), "") for qt, path in cols] for a in arches]
-    aw = max(len("arch"), *(len(a) for a in arches))
-    ws = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(heads)]
-    lines = [_line(["arch", *heads], [aw, *ws]), _line(["-" * aw, *("-" * w for w in ws)],
-                                                       [aw, *ws])]
-    lines += [_line([a, *r], [aw, *ws]) for a, r in zip(arches, cells, strict=True)]
+    keys = sorted({(c.arch, c.qt) for c in adm.cells})
+    left = [[a, f"qt={qt}"] for a, qt in keys]
+    lw = [max(len("arch"), *(len(r[0]) for r in left)), max(len("qt"), *(len(r[1]) for r in left))]
+    # "-": the policy has no such cell (qt=45 has no MoE path)
+    cols = [(p, [at.get((a, qt, p), "-") for a, qt in keys]) for p in paths]
+    widths = {p: max(len(p), *(len(v) for v in vals)) for p, vals in cols}
+    chunks: list[list[tuple[str, list[str]]]] = [[]]
+    used = lw[0] + 2 + lw[1]
+    for col in cols:
+        need = 2 + widths[col[0]]
+        if chunks[-1] and used + need > width:
+            chunks.append([])
+            used = lw[0] + 2 + lw[1]
+        chunks[-1].append(col)
+        used += need
+    lines: list[str] = []
+    for chunk in chunks:
+        if lines:
+            lines.append("")
+        ws = [*lw, *(widths[p] for p, _ in chunk)]
+        lines.append(_line(["arch", "qt", *(p for p, _ in chunk)], ws))
+        lines.append(_line(["-" * w for w in ws], ws))
+        lines += [_line([*left[i], *(vals[i] for _, vals in chunk)], ws)
+                  for i in range(len(keys))]
     counts = Counter(str(c.status) for c in adm.cells)
     lines.append(", ".join(f"{n} {s}" for s, n in counts.most_common()))
-    return "\n".join(ln[:width] for ln in lines)
+    return "\n".join(lines)
 
 
 def _line(values: Sequence[str], widths: Sequence[int]) -> str:

@@ -59,7 +59,7 @@ def test_a_cell_reported_twice_counts_once_and_na_is_not_unsupported() -> None:
 
 
 def test_the_closing_table_is_compact() -> None:
-    """A row per arch, a column per format and path: nine arches fit in 100 columns
+    """A row per arch and format, a column per path: nine arches fit in 100 columns
     (the markdown table it replaces was 400 wide, with every reason and kernel)."""
     from hqval.admission import Admission, AdmissionStatus, Cell
     from hqval.run.progress import status_table
@@ -72,9 +72,33 @@ def test_the_closing_table_is_compact() -> None:
                   for a in arches for qt in (44, 45) for path in ("decode", "prefill"))
     table = status_table(Admission(cells, (), 0))
     lines = table.splitlines()
-    assert lines[0].split() == ["arch", "qt=44", "decode", "qt=44", "prefill", "qt=45",
-                                "decode", "qt=45", "prefill"]
-    assert len(lines) == 2 + 9 + 1 and max(map(len, lines)) <= 100
-    assert lines[2].split() == ["gfx1010", "emulated", "fallback", "emulated", "fallback"]
+    assert lines[0].split() == ["arch", "qt", "decode", "prefill"]
+    assert len(lines) == 2 + 18 + 1 and max(map(len, lines)) <= 100
+    assert lines[2].split() == ["gfx1010", "qt=44", "emulated", "fallback"]
+    assert lines[3].split() == ["gfx1010", "qt=45", "emulated", "fallback"]
     assert lines[-1] == "18 emulated, 18 fallback"
     assert "a long reason" not in table
+
+
+def test_paths_past_the_width_go_to_a_further_table_never_cut_off() -> None:
+    """Every path of the policy (ten of them) on a 60-column terminal: each status is
+    shown whole, in a second table, none truncated."""
+    from hqval.admission import Admission, AdmissionStatus, Cell
+    from hqval.run.progress import status_table
+
+    paths = ["decode", "prefill", "fused_decode", "fused_prefill", "moe_decode",
+             "moe_prefill"]
+    cells = tuple(Cell(qt, f"fmt{qt}", "gfx1100", p,
+                       AdmissionStatus.UNSUPPORTED if p == "moe_prefill" else
+                       AdmissionStatus.EMULATED, ("why",), ("x",))
+                  for qt in (44, 45) for p in paths)
+    table = status_table(Admission(cells, (), 0), width=60)
+    lines = table.splitlines()
+    assert max(map(len, lines)) <= 60
+    heads = [ln.split() for ln in lines if ln.startswith("arch")]
+    assert len(heads) >= 2 and [h[:2] for h in heads] == [["arch", "qt"]] * len(heads)
+    assert sorted(p for h in heads for p in h[2:]) == sorted(paths)
+    body = [ln.split() for ln in lines if ln.startswith("gfx1100")]
+    assert sum(len(b) - 2 for b in body) == len(cells)
+    assert sum(b.count("unsupported") for b in body) == 2
+    assert lines[-1] == "10 emulated, 2 unsupported"
