@@ -34,8 +34,12 @@ AUDIT_CACHE_LAYOUT = 1
 # The modules whose code decides an audit row (hqval.audit's own imports, checked by
 # tests/audit/test_cache.py): their source bytes are in the key.  hqval.manifest and
 # hqval.toolchain only find the baseline's code object, whose bytes are in the key.
+# the executed rules launch through the checks' fixture and launch plan (the signature's
+# arguments, dims and routing), so their source is part of what decides a rule's row
 RULE_MODULES = ("hqval.audit", "hqval.codeobject", "hqval.emu", "hqval.formats",
-                "hqval.result")
+                "hqval.result", "hqval.checks.cell", "hqval.checks.launch",
+                "hqval.checks.oracle", "hqval.checks.inputs", "hqval.fixtures",
+                "hqval.signature", "hqval.expr")
 
 
 @functools.lru_cache(maxsize=1)

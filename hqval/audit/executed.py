@@ -64,10 +64,26 @@ class Facts:
     executed: Counter[int] = field(default_factory=Counter)  # wave-executions by address
     classes: Counter[str] = field(default_factory=Counter)
     error: str = ""
+    # per recorded row: how many times the kernel may legitimately read it (column tiles
+    # of a dense GEMM, slot tiles of its expert in a grouped GEMM, else 1); grid.y of a
+    # routed GEMV is the rank, not a column tile
+    row_tiles: np.ndarray = field(default_factory=lambda: np.ones(1, np.int64))
 
     @property
     def column_tiles(self) -> int:
-        return self.grid[1]
+        return int(self.row_tiles.max()) if self.row_tiles.size else 1
+
+    @property
+    def tile_units(self) -> int:
+        """(row, group, column tile) units whose payload was read."""
+        cells = self.read[:, :, 8:].any(axis=2)
+        return int((cells * self.row_tiles[:cells.shape[0], None]).sum())
+
+    def per_tile(self) -> np.ndarray:
+        """W traffic per (row, group) and column tile."""
+        out: np.ndarray = self.traffic / np.maximum(self.row_tiles[:self.traffic.shape[0], None],
+                                                    1)
+        return out
 
     @property
     def group_rows(self) -> int:
@@ -156,14 +172,27 @@ class _Recorder:
 def problem_for(spec: KernelSpec, baseline: KernelSpec | None = None) -> tuple[int, int, int]:
     """The shared (M, K, N) of a kernel and its baseline."""
     specs = [spec] if baseline is None else [spec, baseline]
-    if spec.kind == "gemm":
+    if spec.signature.is_prefill:
         return GEMM_M, GEMM_K, N_DEFAULT
     return max(GEMV_M, 2 * max(s.rows_per_block for s in specs)), K_DEFAULT, 1
 
 
+def _gaussian(M: int, K: int, seed: int) -> Any:
+    from hqval.fixtures import gaussian
+
+    return gaussian(M, K, seed)
+
+
 def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
               problem: tuple[int, int, int], seed: int = 0) -> Facts:
-    """Launch ``spec`` on the emulator on ``problem`` with the recorder on."""
+    """Launch ``spec`` on the emulator on ``problem`` with the recorder on.  The launch
+    is the one its signature describes (the checks' own fixture and launch plan: every
+    weight matrix, pointer table, index, activation and output in ABI order, grid and block
+    from the signature's expressions); the recorder watches every weight matrix, of a
+    pointer table the experts the routing selects (the others are poisoned)."""
+    from hqval.checks.cell import Sizes
+    from hqval.checks.launch import Output, Table, signature_plan
+    from hqval.checks.oracle import build_case, dims_for
     from hqval.emu import Machine
     from hqval.emu.errors import EmuError
     from hqval.emu.runner import _extra_args
@@ -174,54 +203,77 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
     gb = fmt.group_bytes
     header = 4 if getattr(fmt, "header", None) == "f16" and getattr(fmt, "halves", 2) == 1 \
         else fmt.payload_offset
-    rng = np.random.default_rng(seed)
+    sig = spec.signature
+    sizes = Sizes(gemv_m=M, gemv_k=K, gemm_m=M, gemm_k=K, prefill_n=(N,), padded_m=M)
+    dims = dims_for(sig, spec, sizes, tokens=N if sig.is_prefill else None)
+    case = build_case(sig, spec, dims, seed, _gaussian)
+    plan = signature_plan(spec, case.dims, case.values(sig))
     machine = Machine(arch)
     module = machine.load(code_object)
-    ms = (M, M // 2 + 3, M // 4 + 5) if spec.kind == "gemv_qkv" else (M,)
-    rows = sum(ms)
     groups = K // 256
-    facts = Facts(spec.name, problem, (1, 1, 1), gb, rows, groups,
-                  np.zeros((rows, groups, gb), bool), np.zeros((rows, groups), np.int64))
-    mats, wptrs = [], []
-    for mi in ms:
-        blob = fmt.encode((rng.standard_normal((mi, K)) * 0.02).astype(np.float32))
-        wa = machine.alloc(blob.nbytes + W_PAD)
-        machine.write(wa, blob)
-        mats.append((wa, mi, groups * gb))
-        wptrs.append(wa)
-    r = spec.rows_per_block
-    if spec.kind == "gemv":
-        x = rng.standard_normal(K).astype(np.float32)
-        xa, ya = machine.alloc(x.nbytes), machine.alloc(4 * M)
-        machine.write(xa, x)
-        grid = (-(-M // r), 1, 1)
-        args = [wptrs[0], xa, ya, M, K]
-    elif spec.kind == "gemv_qkv":
-        x = rng.standard_normal(K).astype(np.float32)
-        xa = machine.alloc(x.nbytes)
-        machine.write(xa, x)
-        yptrs = [machine.alloc(4 * mi) for mi in ms]
-        grid = (sum(-(-mi // r) for mi in ms), 1, 1)
-        args = [*wptrs, xa, *yptrs, *ms, K]
-    else:
-        xh = rng.standard_normal((N, K)).astype(np.float16)
-        xa, ya = machine.alloc(xh.nbytes), machine.alloc(4 * M * N)
-        machine.write(xa, xh)
-        bt = spec.batch_tile or 1
-        grid = (-(-M // 16), -(-N // (16 * bt)), 1)
-        args = [wptrs[0], xa, ya, M, K, N]
-    facts.grid = grid
+    # how often each expert's rows are legitimately read: once per slot tile of that expert
+    # (a grouped GEMM), once per column tile (a dense GEMM), once (a GEMV, a routed rank)
+    tiles_of: dict[int, int] = {}
+    for out in sig.outputs:
+        if out.op is not None and out.op.kind == "grouped_matmul" and out.op.tiles:
+            ids = np.asarray(case.host[out.op.tiles]).reshape(-1)
+            tiles_of = {int(e): int((ids == e).sum()) for e in np.unique(ids) if e >= 0}
+    dense_tiles = plan.grid[1] if sig.is_prefill and not tiles_of else 1
+    mats: list[tuple[int, int, int]] = []
+    row_tiles: list[int] = []
+
+    def put(data: np.ndarray, pad: int = 0) -> int:
+        addr = machine.alloc(max(1, data.nbytes) + pad)
+        machine.write(addr, np.ascontiguousarray(data))
+        return int(addr)
+
+    args: list[int | float] = []
+    abi = list(sig.args)
+    for i, v in enumerate(plan.args[:len(abi)]):
+        arg = abi[i]
+        if isinstance(v, Table):
+            blobs = case.blobs[arg.name]
+            ptrs = []
+            for e, entry in enumerate(v.entries):
+                addr = put(np.asarray(entry), W_PAD)
+                ptrs.append(addr)
+                if blobs[e] is not None:
+                    rows = int(np.asarray(entry).shape[0])
+                    mats.append((addr, rows, groups * gb))
+                    row_tiles += [tiles_of.get(e, 1) if tiles_of else 1] * rows
+            args.append(put(np.array(ptrs, np.uint64)))
+        elif isinstance(v, Output):
+            args.append(put(np.asarray(v.init)))
+        elif isinstance(v, np.ndarray):
+            if arg.role == "weight":
+                addr = put(v, W_PAD)
+                mats.append((addr, int(v.shape[0]), groups * gb))
+                row_tiles += [dense_tiles] * int(v.shape[0])
+                args.append(addr)
+            else:
+                args.append(put(v))
+        elif v is None:
+            args.append(0)
+        else:
+            assert isinstance(v, (int, float))
+            args.append(v)
+    kargs = [int(np.array([x], np.float32).view(np.uint32)[0]) if isinstance(x, float)
+             else int(x) for x in args]
+    rows = sum(r for _, r, _ in mats)
+    facts = Facts(spec.name, problem, plan.grid, gb, rows, groups,
+                  np.zeros((rows, groups, gb), bool), np.zeros((rows, groups), np.int64),
+                  row_tiles=np.array(row_tiles or [1], np.int64))
     info = module.code_object.kernels.get(spec.symbol)
     nl = info.wavefront_size if info is not None else 32
-    machine.mem.recorder = _Recorder(facts, mats, header, -(-spec.block // nl), grid[0])
+    machine.mem.recorder = _Recorder(facts, mats, header, -(-plan.block[0] // nl), plan.grid[0])
     executed = facts.executed
 
     def trace(addr: int, _text: str, waves: int) -> None:
         executed[addr] += waves
 
     try:
-        machine.launch(module, spec.symbol, grid, (spec.block, 1, 1),
-                       [*args, *_extra_args(spec)], trace=trace)
+        machine.launch(module, spec.symbol, plan.grid, plan.block,
+                       [*kargs, *_extra_args(spec)], trace=trace)
     except EmuError as exc:
         facts.error = str(exc)
     finally:
@@ -359,8 +411,8 @@ class Executed:
                              "in a row-per-wave access, but the baseline did not run, so the W "
                              "traffic cannot be compared"
                              + (f" ({b.error})" if b is not None else ""), details=ev)
-        mine = f.traffic / max(f.column_tiles, 1)
-        theirs = b.traffic / max(b.column_tiles, 1)
+        mine = f.per_tile()
+        theirs = b.per_tile()
         if mine.shape != theirs.shape:
             return self._row("header_scalar", Status.UNSUPPORTED, "the baseline ran on other "
                              "W rows/groups", details=ev)
@@ -386,7 +438,7 @@ class Executed:
         if b is None or b.error:
             return self._row("v2_valu_delta", Status.UNSUPPORTED, "the baseline did not run"
                              + (f" ({b.error})" if b is not None else ""))
-        units, bunits = f.group_rows * f.column_tiles, b.group_rows * b.column_tiles
+        units, bunits = f.tile_units, b.tile_units
         if units == 0 or bunits == 0:
             return self._row("v2_valu_delta", Status.UNSUPPORTED, "no group-row's payload was "
                              "read: there is no per-group-row VALU count")

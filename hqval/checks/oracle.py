@@ -117,6 +117,13 @@ def dims_for(sig: Signature, spec: KernelSpec, sizes: Sizes, *, tokens: int | No
             out[d.name] = DEFAULT_TOPK
         elif d.role == "tokens":
             out[d.name] = tokens if tokens is not None else DEFAULT_TOKENS
+    # A table the manifest does not size holds every expert the routing selects plus two
+    # it never does (those are poisoned): a kernel fixed at k_top: 8 gets 10 experts, not
+    # the default 4, which would leave no unselected expert to catch a wrong one.
+    k_tops = [out[d.name] for d in sig.dims if d.role == "topk" and d.name in out]
+    for d in sig.dims:
+        if (d.role == "experts" and d.name not in fixed and d.value is None and k_tops):
+            out[d.name] = max(out[d.name], max(k_tops) + 2)
     for d in sig.dims:  # a multiple applies to a fixed size too
         if d.name in out and out[d.name] % d.multiple:
             raise inputs.FixtureError(f"dim {d.name}={out[d.name]} of {sig.name} is not a "

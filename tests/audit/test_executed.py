@@ -126,3 +126,64 @@ def test_code_the_problem_does_not_run_is_unsupported_never_a_pass(cache: Path) 
     for rule, r in ex.rows().items():
         assert r.status is Status.UNSUPPORTED, rule
         assert "did not execute" in r.message
+
+
+ROUTED = load_manifest(TREE / "moe_fused.yaml")
+
+
+def _audit_in(_tree: object, name: str, arch: str, cache: Path) -> dict[str, Row]:
+    spec = ROUTED.by_name(name)
+    res = compile_kernel(spec, arch, cache)
+    assert res.ok and res.code_object is not None, res.message
+    assert spec.baseline is not None
+    base = ROUTED.by_name(spec.baseline)
+    bres = compile_kernel(base, arch, cache)
+    assert bres.code_object is not None
+    rows = _audit_job(_Job(spec, ARCHES[arch], Path(res.code_object),
+                           (base, Path(bres.code_object))))
+    return {r.check.removeprefix("audit_"): r for r in rows}
+
+
+@pytest.mark.parametrize("kernel", ["ew_moe_gate_up_mq4g256v2", "ew_fused_gate_up_mq4g256v2"])
+def test_routed_and_fused_kernels_are_launched_through_their_signature(kernel: str,
+                                                                        cache: Path) -> None:
+    """A pointer table, top-k indices and two outputs (the MoE gate/up GEMV), two weight
+    matrices (the fused gate/up GEMV): the executed rules run the launch the signature
+    describes and decide, where the single-matrix launch they used to make did not run
+    ('takes 7 arguments, got 6': every rule unsupported)."""
+    rows = _audit_in(ROUTED, kernel, "gfx1100", cache)
+    for rule in RULES:
+        r = rows[rule]
+        assert r.status is Status.PASS, (rule, r.message)
+        assert r.details["decided_by"] == "executed"
+    po = rows["payload_offset"].details
+    if kernel.startswith("ew_moe"):
+        # eight selected experts of 16 rows, 5 groups each: every cell read, the
+        # unselected (poisoned) experts no cell of the audit
+        assert po["cells"] == 8 * 16 * 5
+        # grid.y is the rank, not a column tile: the VALU budget is per group-row
+        assert rows["v2_valu_delta"].details["column_tiles"] == 1
+    else:
+        assert po["cells"] == (16 + 19) * 5
+
+
+def test_a_routed_kernel_reading_its_header_at_lane_addresses_is_rejected(cache: Path) -> None:
+    """The engine's own MoE gate/up form: hoff = lane < 16 ? 0 : 4, one vector load of the
+    header where the design note wants two scalar ones."""
+    r = _audit_in(ROUTED, "ew_mut_moe_gate_up_lane_header", "gfx1100", cache)["header_scalar"]
+    assert r.status is Status.FAIL and r.details["decided_by"] == "executed", r.message
+    assert "lane-dependent addresses" in r.message
+
+
+def test_a_fixed_top_k_gets_experts_left_unselected() -> None:
+    """k_top: 8 with the default table of 4 experts left the checks no expert to poison
+    (an error on every cell); the table now holds k_top + 2."""
+    from hqval.checks.cell import Sizes
+    from hqval.checks.oracle import dims_for
+
+    spec = ROUTED.by_name("ew_moe_gate_up_mq4g256v2")
+    sizes = Sizes(gemv_m=16, gemv_k=1280, gemm_m=16, gemm_k=512, prefill_n=(8,), padded_m=8)
+    dims = dims_for(spec.signature, spec, sizes)
+    assert dims["k_top"] == 8 and dims["E"] == 10
+    two = REAL.by_name("ew_gemv_mq4g256v2")  # no routing: nothing changes
+    assert "E" not in dims_for(two.signature, two, sizes)
