@@ -201,25 +201,57 @@ def json_depth_ok(text: str, max_depth: int) -> int | None:
     return None
 
 
+def nesting_exceeds(value: Any, max_depth: int) -> bool:
+    """Whether the parsed JSON ``value`` nests arrays/objects more than ``max_depth`` deep
+    (iterative: no recursion however deep it is)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth + 1 > max_depth:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
 def loads_json(text: str | bytes, *, what: str = "JSON", max_depth: int = MAX_DEPTH) -> Any:
-    """Parse the JSON ``text``; nesting deeper than ``max_depth`` is refused before parsing.
-    Every failure is a ``SafeIOError`` naming ``what`` (say which file or line it is)."""
+    """Parse the JSON ``text``; nesting deeper than ``max_depth`` is refused.  Every failure
+    is a ``SafeIOError`` naming ``what`` (say which file or line it is).
+
+    The parse comes first and the depth is checked on what it gave (CPython's decoder
+    raises RecursionError past the interpreter's recursion limit, never exhausting the C
+    stack); only a document that failed is scanned for where it nests too deep, so a large
+    document with many brackets inside its strings (a disassembly) costs one parse."""
     if isinstance(text, bytes):
         text = decode_utf8(text, what=what, path="")
-    where = json_depth_ok(text, max_depth)
-    if where is not None:
+
+    def too_deep() -> SafeIOError | None:
+        where = json_depth_ok(text, max_depth)
+        if where is None:
+            return None
         line = text.count("\n", 0, where) + 1
-        raise _fail(what, f"nested deeper than {max_depth} levels (line {line})",
-                    "flatten the data or regenerate the file")
+        return _fail(what, f"nested deeper than {max_depth} levels (line {line})",
+                     "flatten the data or regenerate the file")
+
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _fail(what, f"not valid JSON ({exc.msg} at line {exc.lineno} column "
-                    f"{exc.colno})", "regenerate or fix the file") from None
+        raise too_deep() or _fail(
+            what, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+            "regenerate or fix the file") from None
     except (ValueError, RecursionError) as exc:  # e.g. an integer of 5000 digits
         text1 = " ".join(str(exc).split())
-        raise _fail(what, f"not valid JSON ({text1})", "regenerate or fix the file"
-                    ) from None
+        raise too_deep() or _fail(what, f"not valid JSON ({text1})",
+                                  "regenerate or fix the file") from None
+    if nesting_exceeds(value, max_depth):
+        raise too_deep() or _fail(what, f"nested deeper than {max_depth} levels",
+                                  "flatten the data or regenerate the file")
+    return value
 
 
 def load_json(path: PathLike, *, what: str = "", limit: int = DEFAULT_LIMIT,

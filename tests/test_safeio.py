@@ -75,6 +75,13 @@ def test_deep_json_is_refused_before_parsing(tmp_path: Path) -> None:
         safeio.loads_json("[" * 100_000 + "]" * 100_000, what="row 3")
     assert safeio.loads_json('{"a": "[[[[[[[[[[[[[[[[[[[[[[[["}', max_depth=2) == {
         "a": "[" * 24}
+    # valid JSON, deeper than the limit but not past the parser's own recursion limit:
+    # refused all the same, naming the line where it goes too deep
+    with pytest.raises(SafeIOError, match=r"row 4: nested deeper than 64 levels \(line 2\)"):
+        safeio.loads_json('{"a":\n' + "[" * 100 + "]" * 100 + "}", what="row 4")
+    at_limit = safeio.loads_json("[" * 64 + "]" * 64)  # exactly 64 levels: taken
+    assert not safeio.nesting_exceeds(at_limit, 64) and safeio.nesting_exceeds(at_limit, 63)
+    assert safeio.nesting_exceeds([[[]]], 2) and not safeio.nesting_exceeds([[[]]], 3)
     p = tmp_path / "e.json"
     p.write_text("{" * 70)
     with pytest.raises(SafeIOError, match=r"e\.json: nested deeper"):

@@ -324,20 +324,30 @@ def _read_bounded(path: Path, limit: int) -> bytes:
 
 def _parse_json(raw: bytes) -> Any:
     """One JSON document of a run file: UTF-8, nested at most ``safeio.MAX_DEPTH`` deep
-    (checked before parsing: a deeper one would exhaust the parser's stack), no key twice.
+    (checked on what the parser gave: past the recursion limit the parser raises
+    RecursionError, never exhausting the C stack), no key twice.
     Raises UnicodeDecodeError, json.JSONDecodeError, DuplicateKey or _TooDeep."""
     text = raw.decode("utf-8")
-    where = safeio.json_depth_ok(text, safeio.MAX_DEPTH)
-    if where is not None:
-        raise _TooDeep(f"nested deeper than {safeio.MAX_DEPTH} levels (offset {where})")
+
+    def too_deep(why: str) -> _TooDeep:
+        where = safeio.json_depth_ok(text, safeio.MAX_DEPTH)
+        if where is not None:
+            return _TooDeep(f"nested deeper than {safeio.MAX_DEPTH} levels (offset {where})")
+        return _TooDeep(why)
+
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
     except (RecursionError, OverflowError) as exc:
-        raise _TooDeep(" ".join(str(exc).split())) from None
+        raise too_deep(" ".join(str(exc).split())) from None
     except ValueError as exc:  # an integer of 5000 digits: not a JSONDecodeError
         if isinstance(exc, (json.JSONDecodeError, DuplicateKey)):
+            if safeio.json_depth_ok(text, safeio.MAX_DEPTH) is not None:
+                raise too_deep("") from None
             raise
-        raise _TooDeep(" ".join(str(exc).split())) from None
+        raise too_deep(" ".join(str(exc).split())) from None
+    if safeio.nesting_exceeds(value, safeio.MAX_DEPTH):
+        raise too_deep(f"nested deeper than {safeio.MAX_DEPTH} levels")
+    return value
 
 
 class _TooDeep(ValueError):

@@ -50,7 +50,9 @@ def test_a_run_file_that_is_special_or_huge_is_refused_at_once(
 @pytest.mark.parametrize("line", [
     "[" * 100_000 + "]" * 100_000,
     '{"kind": "check", "details": ' + '{"a": ' * 5000 + "1" + "}" * 5000 + "}",
-], ids=["array", "details"])
+    # deeper than the limit, not past the parser's recursion limit: refused all the same
+    '{"kind": "check", "details": ' + '{"a": ' * 100 + "1" + "}" * 100 + "}",
+], ids=["array", "details", "details-100"])
 def test_a_deeply_nested_row_names_the_file_and_line(copy_of: Callable[[], Path],
                                                      hqval: Admit, line: str) -> None:
     run = copy_of()
