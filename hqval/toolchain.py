@@ -872,6 +872,34 @@ def unknown_target(message: str, arch: str) -> str | None:
     return None
 
 
+_MISSING_BUILTIN = re.compile(r"(?:use of undeclared identifier|unknown builtin) "
+                              r"'(__builtin_amdgcn_[A-Za-z0-9_]+)'")
+
+
+def missing_builtin(message: str) -> str | None:
+    """The AMDGPU target builtin a compile error says the compiler does not know, or None.
+    ``__builtin_amdgcn_*`` is the compiler's own namespace: a kernel calling one this clang
+    lacks (``__builtin_amdgcn_s_prefetch_data`` before LLVM 20) is correct source this
+    toolchain cannot build, neither the kernel's failure nor a pass."""
+    m = _MISSING_BUILTIN.search(message)
+    return m.group(1) if m else None
+
+
+class ToolchainGap(RuntimeError):
+    """A kernel this toolchain cannot build for an arch: its compiler lacks a target
+    builtin the source calls (``builtin``).  No verdict either way."""
+
+    def __init__(self, message: str, builtin: str) -> None:
+        super().__init__(message)
+        self.builtin = builtin
+
+
+def toolchain_gap_message(compiler: str, builtin: str, arch: str) -> str:
+    return (f"untested: {compiler} has no {builtin} for {arch} (a newer LLVM's or ROCm's "
+            f"clang has it): this toolchain cannot build the kernel, so nothing is judged "
+            f"on {arch}; fix: HQVAL_CLANG=<a clang that has {builtin}>")
+
+
 @dataclass(frozen=True)
 class CompileCell:
     spec: KernelSpec
@@ -888,6 +916,15 @@ class CompileCell:
         if not r.ok and r.details.get("infrastructure"):
             # hqval's machinery (the cache) or a refused input, never the kernel's failure
             status = Status.ERROR
+        if not r.ok and (gap := missing_builtin(r.message)):
+            # correct source this compiler cannot build: no verdict on the kernel
+            return Row(kind="compile", check="compile", kernel=self.spec.name, arch=self.arch,
+                       backend="toolchain", status=Status.SKIPPED,
+                       measured=round(r.seconds, 4),
+                       message=toolchain_gap_message(
+                           str(r.details.get("compiler") or "the compiler"), gap, self.arch)
+                       + f" ({r.message.splitlines()[0] if r.message else ''})",
+                       details={"toolchain_gap": gap, "key": r.key, **r.details})
         if not r.ok and (why := unknown_target(r.message, self.arch)):
             # the compiler, not the kernel: an error of this machine, with its fix
             status = Status.ERROR

@@ -125,9 +125,18 @@ def emulator_gap(row: Row) -> str | None:
     return str(gap) if gap and row.status is Status.SKIPPED else None
 
 
+def toolchain_gap(row: Row) -> str | None:
+    """The target builtin the compiler lacks, when that is why ``row`` reached no verdict
+    (``hqval.toolchain.missing_builtin``)."""
+    gap = row.details.get("toolchain_gap")
+    return str(gap) if gap and row.status is Status.SKIPPED else None
+
+
 def _gaps(rows: Iterable[Row]) -> list[str]:
     return sorted({f"{r.kernel} ({r.check}): the emulator lacks {emulator_gap(r)}"
-                   for r in rows if emulator_gap(r)})
+                   for r in rows if emulator_gap(r)}
+                  | {f"{r.kernel} ({r.check}): the compiler lacks {toolchain_gap(r)}"
+                     for r in rows if toolchain_gap(r)})
 
 
 @functools.lru_cache(maxsize=1)

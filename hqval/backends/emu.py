@@ -68,6 +68,10 @@ class EmuBackend(Backend):
 
                 # the cache or a refused input, not the kernel: the cell is not its failure
                 raise InfrastructureError(f"{spec.name} for {self.arch}: {result.message}")
+            from hqval.toolchain import ToolchainGap, missing_builtin
+
+            if gap := missing_builtin(result.message):
+                raise ToolchainGap(f"{spec.name} for {self.arch}: {result.message}", gap)
             raise RuntimeError(f"{spec.name} does not compile for {self.arch}: {result.message}")
         key = str(result.code_object)
         if key not in self._modules:

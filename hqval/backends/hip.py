@@ -173,6 +173,10 @@ class HipBackend(Backend):
 
                 # the cache or a refused input, not the kernel: the cell is not its failure
                 raise InfrastructureError(f"{spec.name} for {self.arch}: {result.message}")
+            from hqval.toolchain import ToolchainGap, missing_builtin
+
+            if gap := missing_builtin(result.message):
+                raise ToolchainGap(f"{spec.name} for {self.arch}: {result.message}", gap)
             raise RuntimeError(f"{spec.name} does not compile for {self.arch}: {result.message}")
         image = result.code_object.read_bytes()
         module = self._call("hipModuleLoadData", image)

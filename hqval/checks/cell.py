@@ -215,6 +215,12 @@ def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
             return ctx.row(check, spec, Status.SKIPPED,
                            f"untested: the emulator lacks {mnemonic}: {exc}",
                            details={"emulator_gap": mnemonic})
+        gap = getattr(exc, "builtin", None)
+        if isinstance(gap, str) and type(exc).__name__ == "ToolchainGap":
+            # this toolchain cannot build the kernel: no verdict either way
+            return ctx.row(check, spec, Status.SKIPPED,
+                           f"untested: the compiler lacks {gap}: {exc}",
+                           details={"toolchain_gap": gap})
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
         if is_infrastructure(exc):  # hqval's machinery (a missed deadline), not the kernel
             return ctx.row(check, spec, Status.ERROR, f"could not reach a verdict: {tb}",

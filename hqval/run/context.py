@@ -85,6 +85,9 @@ class RunContext:
     # (kernel, arch) whose compile failed in hqval's machinery (the cache, a refused input),
     # not in the kernel: the cells that need its object are infrastructure errors too
     compile_infrastructure: set[tuple[str, str]] = field(default_factory=set)
+    # (kernel, arch) this toolchain cannot build (its compiler lacks a target builtin the
+    # source calls) -> the builtin: the cells that need its object are untested
+    compile_gaps: dict[tuple[str, str], str] = field(default_factory=dict)
     # the run judged once (``hqval.admission.judge``) by the admit step; the report step
     # and the chain's exit code read it
     judged: Judged | None = None

@@ -94,6 +94,8 @@ def _compile_all(ctx: RunContext, shown: bool = False) -> list[Row]:
             ctx.compiled[(c.spec.name, c.arch)] = c.result
         elif c.result is not None and c.result.details.get("infrastructure"):
             ctx.compile_infrastructure.add((c.spec.name, c.arch))
+        elif c.result is not None and (gap := toolchain.missing_builtin(c.result.message)):
+            ctx.compile_gaps[(c.spec.name, c.arch)] = gap
     if cells:  # every file the compiler read, by sha256 (hqval.provenance)
         known = dict(ctx.writer.envelope.get("provenance") or {})
         deps = [d for c in cells if c.result is not None for d in c.result.dependencies]
@@ -155,7 +157,14 @@ def audit(ctx: RunContext) -> StepResult:
         specs = [s for s in kernels(ctx) if s.applies_to(a)]
         rows += [_judged_object(ctx, r) for r in by_arch[a.name]]
         for s in specs:
-            if (s.name, a.name) not in ctx.compiled:
+            if (s.name, a.name) not in ctx.compiled and (s.name, a.name) in ctx.compile_gaps:
+                gap = ctx.compile_gaps[(s.name, a.name)]
+                rows += [Row("audit", f"audit_{rule}", s.name, a.name, "isa", Status.SKIPPED,
+                             message=f"untested: the compiler lacks {gap}: {s.name} was not "
+                                     f"built for {a.name} (see compile[{s.name}|{a.name}|"
+                                     "toolchain])", details={"toolchain_gap": gap})
+                         for rule in isa.RULES]
+            elif (s.name, a.name) not in ctx.compiled:
                 infra = (s.name, a.name) in ctx.compile_infrastructure
                 rows += [Row("audit", f"audit_{rule}", s.name, a.name, "isa", Status.ERROR,
                              message=f"not audited: {s.name} did not compile for {a.name} "
