@@ -173,15 +173,29 @@ class KernelCode:
         return c
 
 
+_ANALYZED: dict[tuple[str, str], dict[str, KernelCode]] = {}
+_ANALYZED_LIMIT = 256
+
+
 def analyze(code_object: Path | bytes, arch: str) -> dict[str, KernelCode]:
     """Kernels of a code object by name: metadata and instructions, read by
-    ``hqval.codeobject`` (decoded once per content and disassembler)."""
+    ``hqval.codeobject`` (decoded once per content and disassembler).  One analysis per
+    (object content, arch) per process: a v1 baseline that several v2 kernels are judged
+    against has its loops and address flow computed once, not once per sibling (the
+    ``KernelCode`` is shared: do not change it)."""
     from hqval.codeobject import load
 
     co = load(code_object)
-    return {name: KernelCode(name, arch, co.disassembly(name, arch), dict(info.metadata),
-                             co.target)
-            for name, info in co.kernels.items()}
+    key = (co.sha256, arch)
+    kernels = _ANALYZED.get(key)
+    if kernels is None:
+        kernels = {name: KernelCode(name, arch, co.disassembly(name, arch),
+                                    dict(info.metadata), co.target)
+                   for name, info in co.kernels.items()}
+        if len(_ANALYZED) >= _ANALYZED_LIMIT:
+            _ANALYZED.pop(next(iter(_ANALYZED)))
+        _ANALYZED[key] = kernels
+    return dict(kernels)
 
 
 # ---- data flow: which loads read W, and at what offset ---------------------------------
