@@ -30,6 +30,15 @@ from hqval.emu.operands import (
 Fn = Callable[[WaveState, Sel], Any]
 
 BASE = 1 << 32  # heap addresses start above 4 GiB so 64-bit address math is exercised
+# The shared (LDS) aperture of the flat address space: ``src_shared_base`` reads it, a
+# local pointer cast to a generic one is (aperture | LDS offset), and a flat access whose
+# address falls inside it reaches the wave's workgroup LDS (ISA "flat scratch / aperture").
+SHARED_APERTURE = 1 << 48
+
+
+def _in_shared(addr: np.ndarray, em: np.ndarray) -> np.ndarray:
+    """Active lanes of a flat access whose address is in the shared aperture."""
+    return np.asarray(em & ((addr >> 32) == (SHARED_APERTURE >> 32)), bool)
 GUARD = 256
 
 
@@ -537,6 +546,9 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         def gload(st: WaveState, w: Sel) -> None:
             addr = _lane_addresses(st, w, vaddr, saddr, imm)
             em = st.em[w]
+            if is_flat and (sh := _in_shared(addr, em)).any():
+                _flat_shared_load(st, w, addr, em, sh, dst.reg, kind, nbytes, what)
+                return
             if st.mem.recorder is not None:
                 st.mem.recorder(ins, w, addr, em)
             # every lane active: the masked selection is all of them, in order
@@ -558,6 +570,18 @@ def _global(name: str, ins: Instruction, cx: Ctx, what: Any) -> Fn | None:
         def gstore(st: WaveState, w: Sel) -> None:
             addr = _lane_addresses(st, w, vaddr, saddr, imm)
             em = st.em[w]
+            if is_flat and (sh := _in_shared(addr, em)).any():
+                words = np.stack([st.V[data.reg + k][w][em] for k in range(nwords)], axis=1)
+                if hi:
+                    words = words >> np.uint32(16)
+                to_lds = sh[em]
+                if (~to_lds).any():
+                    goff = addr[em & ~sh] - BASE
+                    st.mem.check(goff, nbytes, what, _launch_of(st, w, em & ~sh))
+                    st.mem.scatter(goff, nbytes, words[~to_lds])
+                _lds_scatter(st, _shared_offsets(st, w, addr, sh, nbytes, what), nbytes,
+                             words[to_lds])
+                return
             off = addr[em] - BASE
             st.mem.check(off, nbytes, what, _launch_of(st, w, em))
             words = np.stack([st.V[data.reg + k][w][em] for k in range(nwords)], axis=1)
@@ -655,6 +679,29 @@ def _lds_gather(st: WaveState, flat: np.ndarray, nbytes: int) -> np.ndarray:
     if nbytes % 4:
         b = np.concatenate([b, np.zeros((len(flat), 4 - nbytes % 4), np.uint8)], axis=1)
     return np.asarray(np.ascontiguousarray(b).view("<u4"), np.uint32)
+
+
+def _shared_offsets(st: WaveState, w: Sel, addr: np.ndarray, sh: np.ndarray, nbytes: int,
+                    what: Any) -> np.ndarray:
+    """Offsets into ``st.lds`` of the lanes ``sh`` of a flat access to the shared aperture
+    (each wave's own workgroup LDS), bounds-checked like a ds access."""
+    local = addr[sh] - SHARED_APERTURE
+    _lds_check(st, local, nbytes, what)
+    return np.asarray(local + np.broadcast_to(st.lds_base[w][:, None], sh.shape)[sh], np.int64)
+
+
+def _flat_shared_load(st: WaveState, w: Sel, addr: np.ndarray, em: np.ndarray,
+                      sh: np.ndarray, dst_reg: int, kind: str, nbytes: int,
+                      what: Any) -> None:
+    """A flat load some of whose lanes address LDS (a generic pointer to ``__shared__``)."""
+    words = np.zeros((int(em.sum()), max(1, -(-nbytes // 4))), np.uint32)
+    from_lds = sh[em]
+    if (~from_lds).any():
+        goff = addr[em & ~sh] - BASE
+        st.mem.check(goff, nbytes, what, _launch_of(st, w, em & ~sh))
+        words[~from_lds] = st.mem.gather(goff, nbytes)
+    words[from_lds] = _lds_gather(st, _shared_offsets(st, w, addr, sh, nbytes, what), nbytes)
+    _write_loaded(st, w, em, dst_reg, kind, words, nbytes)
 
 
 def _lds_scatter(st: WaveState, flat: np.ndarray, nbytes: int, words: np.ndarray) -> None:

@@ -89,6 +89,8 @@ def parse_operand(tok: str) -> Operand:
         return Operand(kind, base + lo, hi - lo + 1, neg=neg, abs=absf)
     if t == "off":
         return Operand("off")
+    if t == "src_shared_base":  # the shared aperture's 64-bit base (hqval.emu.memory)
+        return Operand("lit", value=1 << 48, neg=neg, abs=absf)
     if re.match(r"^-?0x[0-9a-fA-F]+$", t):
         return Operand("lit", value=int(t, 16), neg=neg, abs=absf)
     if re.match(r"^-?\d+$", t):

@@ -6,6 +6,8 @@
 // place of two scalar ones, against the design note's section 4).
 //   EW_V2       0: qt=6 f32 (scale, zero) at [0..8); 1: qt=44 fp16 pairs per half
 //   EW_LANE_HDR 1: the qt=44 header read through the lane-dependent offset
+//   EW_LDS_X    1: the MoE GEMV stages x in LDS and reads it through a generic pointer
+//               (x or the LDS copy, chosen at run time: flat loads into the shared aperture)
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
 
@@ -14,6 +16,9 @@
 #endif
 #ifndef EW_LANE_HDR
 #define EW_LANE_HDR 0
+#endif
+#ifndef EW_LDS_X
+#define EW_LDS_X 0
 #endif
 
 static __device__ __forceinline__ float ew_group(const char* gp, const float* x, int lane) {
@@ -56,11 +61,23 @@ extern "C" __global__ void EW_MOE_NAME(const unsigned long long* __restrict__ ex
                                        int M, int K) {
     const int mi = M >> 1;
     const int row = blockIdx.x, rank = blockIdx.y, lane = threadIdx.x;
+#if EW_LDS_X
+    __shared__ float xs[2048];
+    const bool use_lds = K <= 2048;
+    if (use_lds) {
+        for (int i = lane; i < K; i += 32) xs[i] = x[i];
+        __syncthreads();
+    }
+    const float* xsrc = use_lds ? xs : x;
+#else
+    const float* xsrc = x;
+#endif
     if (row >= mi) return;
     const char* W = reinterpret_cast<const char*>(expert_ptrs[topk_indices[rank]]);
     const int groups = K / 256;
-    const float g = ew_row(W + (long long)row * EW_ROW_BYTES(groups), x, groups, lane);
-    const float u = ew_row(W + (long long)(row + mi) * EW_ROW_BYTES(groups), x, groups, lane);
+    const float g = ew_row(W + (long long)row * EW_ROW_BYTES(groups), xsrc, groups, lane);
+    const float u = ew_row(W + (long long)(row + mi) * EW_ROW_BYTES(groups), xsrc, groups,
+                           lane);
     if (lane == 0) {
         y_gate[rank * mi + row] = g;
         y_up[rank * mi + row] = u;
