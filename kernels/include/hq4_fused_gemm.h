@@ -1,6 +1,7 @@
 // Multi-matrix and grouped-MoE prefill GEMMs on WMMA for the 136 B / 256-weight family:
 // the one tile body (hq4_gemm_wmma.h, gemm_tile_io) with other sources and stores.  ABIs:
-// matrices/signatures.yaml (gemm_gate_up, gemm_qkvza, gemm_moe_grouped).
+// matrices/signatures.yaml (gemm_qkv, gemm_gate_up, gemm_qkvza, gemm_moe_grouped,
+// gemm_moe_grouped_down).
 #ifndef HQ4_FUSED_GEMM_H
 #define HQ4_FUSED_GEMM_H
 
@@ -92,6 +93,18 @@ HQ_DEVICE void gemm_moe_grouped(const unsigned long long* __restrict__ ptrs,
                                          HqDstY{Y, M}, M, K, m_total);
 }
 
+#define HQ_GEMM_QKV(NAME, HDR, BT)                                                          \
+    HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) NAME(                                               \
+        const unsigned char* __restrict__ Wq, const unsigned char* __restrict__ Wk,         \
+        const unsigned char* __restrict__ Wv, const _Float16* __restrict__ X,               \
+        float* __restrict__ Yq, float* __restrict__ Yk, float* __restrict__ Yv, int Mq,     \
+        int Mk, int Mv, int K, int N) {                                                     \
+        const unsigned char* W[3] = {Wq, Wk, Wv};                                           \
+        float* Y[3] = {Yq, Yk, Yv};                                                         \
+        const int M[3] = {Mq, Mk, Mv};                                                      \
+        gemm_stack<HDR, BT, 3>(W, X, Y, M, K, N);                                           \
+    }
+
 #define HQ_GEMM_GATE_UP(NAME, HDR, BT)                                                      \
     HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) NAME(                                               \
         const unsigned char* __restrict__ A_gate, const unsigned char* __restrict__ A_up,   \
@@ -127,5 +140,8 @@ HQ_DEVICE void gemm_moe_grouped(const unsigned long long* __restrict__ ptrs,
                                      m_total);                                              \
     }
 #define HQ_GEMM_MOE_GROUPED(NAME, HDR) HQ_GEMM_MOE_GROUPED_ROUTED(NAME, HDR, HqTileExpert)
+// The down projection's grouped GEMM (gemm_moe_grouped_down): the same ABI and body, over
+// X_src [N * k_top][K] (one activation row per routed slot, x_row_div 1) and any M.
+#define HQ_GEMM_MOE_GROUPED_DOWN(NAME, HDR) HQ_GEMM_MOE_GROUPED_ROUTED(NAME, HDR, HqTileExpert)
 
 #endif  // HQ4_FUSED_GEMM_H

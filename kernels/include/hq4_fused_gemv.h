@@ -1,6 +1,6 @@
 // Fused and MoE decode GEMVs for the 136 B / 256-weight family: the one GEMV body
 // (hq4_gemv.h, gemv_rows_to) with other row sources and result stores.  ABIs:
-// matrices/signatures.yaml (gemv_gate_up, gemv_qkvza, gemv_moe_gate_up).
+// matrices/signatures.yaml (gemv_gate_up, gemv_qkvza, gemv_moe_gate_up, gemv_moe_down).
 #ifndef HQ4_FUSED_GEMV_H
 #define HQ4_FUSED_GEMV_H
 
@@ -58,6 +58,32 @@ HQ_DEVICE void gemv_moe_gate_up(const unsigned long long* __restrict__ ptrs,
                                 M, K, hq_block_x());
 }
 
+// MoE down result of rank `rank`: the routing weight times the row's dot product, added
+// to x_residual[row] atomically (the k_top ranks of one row are k_top blocks, grid.y), so
+// the ranks land in whatever order the blocks finish.  Never read: Residual is false.
+struct HqStoreScaledAdd {
+    float* __restrict__ y;
+    float w;
+    HQ_DEVICE float load(int) const { return 0.0f; }
+    HQ_DEVICE void store(int row, float v) const { hq_atomic_add_f32(y + row, w * v); }
+};
+
+// MoE indexed down: grid (ceil(M / R), k_top); block (bx, rank) computes rows of expert
+// topk[rank]'s matrix against rank's activation row rot_batch[rank] (each [K]) and adds
+// topk_weights[rank] times the result into x_residual.  The expert, its pointer and the
+// weight are read at lane-invariant addresses (scalar loads).
+template <class Hdr, int R, class Route = HqRouteTopk>
+HQ_DEVICE void gemv_moe_down(const unsigned long long* __restrict__ ptrs,
+                             const int* __restrict__ topk, const float* __restrict__ topk_w,
+                             const float* __restrict__ rot, float* __restrict__ y, int M,
+                             int K) {
+    const unsigned int rank = hq_block_y();
+    const int e = Route::expert(topk, rank);
+    const unsigned char* __restrict__ W = reinterpret_cast<const unsigned char*>(ptrs[e]);
+    const float* __restrict__ x = rot + static_cast<unsigned long long>(rank) * K;
+    gemv_rows_to<Hdr, R, false>(W, x, HqStoreScaledAdd{y, topk_w[rank]}, M, K, hq_block_x());
+}
+
 #define HQ_GEMV_GATE_UP(NAME, HDR, R)                                                       \
     HQ_GLOBAL void HQ_GEMV_BOUNDS NAME(                                                     \
         const unsigned char* __restrict__ A_gate, const unsigned char* __restrict__ A_up,   \
@@ -90,5 +116,15 @@ HQ_DEVICE void gemv_moe_gate_up(const unsigned long long* __restrict__ ptrs,
         gemv_moe_gate_up<HDR, R, ROUTE>(expert_ptrs, topk_indices, x, y_gate, y_up, M, K);  \
     }
 #define HQ_GEMV_MOE_GATE_UP(NAME, HDR, R) HQ_GEMV_MOE_GATE_UP_ROUTED(NAME, HDR, R, HqRouteTopk)
+
+#define HQ_GEMV_MOE_DOWN_ROUTED(NAME, HDR, R, ROUTE)                                        \
+    HQ_GLOBAL void HQ_GEMV_BOUNDS NAME(                                                     \
+        const unsigned long long* __restrict__ expert_ptrs,                                 \
+        const int* __restrict__ topk_indices, const float* __restrict__ topk_weights,       \
+        const float* __restrict__ rot_batch, float* __restrict__ x_residual, int M, int K) { \
+        gemv_moe_down<HDR, R, ROUTE>(expert_ptrs, topk_indices, topk_weights, rot_batch,    \
+                                     x_residual, M, K);                                     \
+    }
+#define HQ_GEMV_MOE_DOWN(NAME, HDR, R) HQ_GEMV_MOE_DOWN_ROUTED(NAME, HDR, R, HqRouteTopk)
 
 #endif  // HQ4_FUSED_GEMV_H

@@ -3,7 +3,7 @@
 //
 // Kernels use only what is defined here: HQ_GLOBAL / HQ_DEVICE / HQ_LAUNCH_BOUNDS(_MIN),
 // hq_lane() / hq_block_x() / hq_block_y(), hq_u32_as_float(), hq_half_to_float(), hq_load_u32(),
-// hq_wave_sum(), HQ_OPAQUE(), HQ_OPAQUE_UNIFORM(), hq_float4.  Nothing here knows about any quantization format.
+// hq_wave_sum(), hq_atomic_add_f32(), HQ_OPAQUE(), HQ_OPAQUE_UNIFORM(), hq_float4.  Nothing here knows about any quantization format.
 #ifndef HQVAL_PRELUDE_H
 #define HQVAL_PRELUDE_H
 
@@ -45,6 +45,9 @@ static HQ_DEVICE float hq_wave_sum(float v) {
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
 }
+
+// *p += v as one device-scope atomic (blocks of one launch adding into the same word).
+static HQ_DEVICE void hq_atomic_add_f32(float* p, float v) { atomicAdd(p, v); }
 // ===================== end CUDA branch ======================================
 
 #elif defined(__HIP__) && defined(__AMDGCN__)
@@ -110,6 +113,13 @@ static HQ_DEVICE float hq_wave_sum(float v) {
         v += __builtin_bit_cast(float, other);
     }
     return v;
+}
+
+// *p += v as one device-scope atomic (blocks of one launch adding into the same word):
+// clang's HIP builtin, so bare clang and ROCm's headers build the same instruction
+// (global_atomic_add_f32 where the arch has it, a compare-and-swap loop elsewhere).
+static HQ_DEVICE void hq_atomic_add_f32(float* p, float v) {
+    (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
 // ===================== end AMD branch =======================================
 

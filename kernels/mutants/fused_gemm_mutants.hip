@@ -56,3 +56,31 @@ HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) HQ_MUT_GEN(gemm_mut_qkvza_swapped)(
 HQ_GEMM_MOE_GROUPED_ROUTED(HQ_MUT_GEN(gemm_mut_moe_wrong_expert), HdrMq4v2, MutTileNeighbour)
 HQ_GEMM_MOE_GROUPED(HQ_MUT_GEN(gemm_mut_moe_lane_half), MutStackLaneHalf)
 HQ_GEMM_MOE_GROUPED(HQ_MUT_GEN(gemm_mut_moe_payload_at4), MutStackPayloadAt4)
+
+// Three-matrix projection: the wrong half, a payload at +4, K and V swapped.
+HQ_GEMM_QKV(HQ_MUT_GEN(gemm_mut_qkv_lane_half), MutStackLaneHalf, 1)
+HQ_GEMM_QKV(HQ_MUT_GEN(gemm_mut_qkv_payload_at4), MutStackPayloadAt4, 1)
+HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) HQ_MUT_GEN(gemm_mut_qkv_swapped)(
+    const unsigned char* __restrict__ Wq, const unsigned char* __restrict__ Wk,
+    const unsigned char* __restrict__ Wv, const _Float16* __restrict__ X,
+    float* __restrict__ Yq, float* __restrict__ Yk, float* __restrict__ Yv, int Mq, int Mk,
+    int Mv, int K, int N) {
+    const unsigned char* W[3] = {Wq, Wv, Wk};
+    float* Y[3] = {Yq, Yk, Yv};
+    const int M[3] = {Mq, Mk, Mv};
+    gemm_stack<HdrMq4v2, 1, 3>(W, X, Y, M, K, N);
+}
+
+// The down projection's grouped GEMM: a wrong expert, the wrong half, a payload at +4, and
+// the unused tile (expert -1) computed with expert 0 instead of left alone.
+struct MutTileUnusedComputed {
+    static HQ_DEVICE int expert(const int* __restrict__ tiles, unsigned int tile) {
+        const int e = tiles[tile];
+        return e < 0 ? 0 : e;
+    }
+};
+HQ_GEMM_MOE_GROUPED_ROUTED(HQ_MUT_GEN(gemm_mut_moe_down_wrong_expert), HdrMq4v2, MutTileNeighbour)
+HQ_GEMM_MOE_GROUPED_DOWN(HQ_MUT_GEN(gemm_mut_moe_down_lane_half), MutStackLaneHalf)
+HQ_GEMM_MOE_GROUPED_DOWN(HQ_MUT_GEN(gemm_mut_moe_down_payload_at4), MutStackPayloadAt4)
+HQ_GEMM_MOE_GROUPED_ROUTED(HQ_MUT_GEN(gemm_mut_moe_down_unused_tile), HdrMq4v2,
+                           MutTileUnusedComputed)

@@ -52,3 +52,19 @@ HQ_GLOBAL void HQ_GEMV_BOUNDS gemv_mut_qkvza_swapped_r1(
 HQ_GEMV_MOE_GATE_UP_ROUTED(gemv_mut_moe_wrong_expert_r1, HdrMq4v2, 1, MutRouteNeighbour)
 HQ_GEMV_MOE_GATE_UP(gemv_mut_moe_lane_half_r1, MutFusedLaneHalf, 1)
 HQ_GEMV_MOE_GATE_UP(gemv_mut_moe_payload_at4_r1, MutFusedPayloadAt4, 1)
+// MoE down: a wrong expert, the wrong half, a payload at +4, and the routing weight
+// dropped (every rank added with weight 1).
+HQ_GEMV_MOE_DOWN_ROUTED(gemv_mut_moe_down_wrong_expert_r1, HdrMq4v2, 1, MutRouteNeighbour)
+HQ_GEMV_MOE_DOWN(gemv_mut_moe_down_lane_half_r1, MutFusedLaneHalf, 1)
+HQ_GEMV_MOE_DOWN(gemv_mut_moe_down_payload_at4_r1, MutFusedPayloadAt4, 1)
+HQ_GLOBAL void HQ_GEMV_BOUNDS gemv_mut_moe_down_unscaled_r1(
+    const unsigned long long* __restrict__ expert_ptrs, const int* __restrict__ topk_indices,
+    const float* __restrict__ topk_weights, const float* __restrict__ rot_batch,
+    float* __restrict__ x_residual, int M, int K) {
+    (void)topk_weights;
+    const unsigned int rank = hq_block_y();
+    const unsigned char* __restrict__ W =
+        reinterpret_cast<const unsigned char*>(expert_ptrs[topk_indices[rank]]);
+    gemv_rows_to<HdrMq4v2, 1, false>(W, rot_batch + static_cast<unsigned long long>(rank) * K,
+                                     HqStoreScaledAdd{x_residual, 1.0f}, M, K, hq_block_x());
+}
