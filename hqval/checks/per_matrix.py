@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hqval import fixtures
-from hqval.checks import inputs, oracle
+from hqval.checks import inputs, oracle, per_token
 from hqval.checks.bounds import error_bound, mapping_misses
 from hqval.checks.cell import CheckContext
 from hqval.checks.dispatch import wmma_prefill_allowed
@@ -132,9 +132,11 @@ def parity(ctx: CheckContext, name: str, spec: KernelSpec, *, tolerance: float,
            derivation: str, fixture: Callable[[int, int, int], fixtures.Fixture],
            metric: Callable[[npt.NDArray[np.floating], Any], float] = inputs.worst_rel,
            names: tuple[str, ...] | None = None, structural: bool = True,
-           rows_base: int | None = None) -> Row:
+           rows_base: int | None = None, tokens: bool = False) -> Row:
     """The kernel against the oracle of its signature on ``fixture``, after proving the
-    fixture discriminates: every misreading misses by MISREAD_FACTOR x the tolerance."""
+    fixture discriminates: every misreading misses by MISREAD_FACTOR x the tolerance.
+    ``tokens``: a prefill kernel also against its per-token decode reference
+    (``hqval.checks.per_token``), within the same tolerance."""
     sig = spec.signature
     prefill = sig.is_prefill
     if prefill:
@@ -182,13 +184,28 @@ def parity(ctx: CheckContext, name: str, spec: KernelSpec, *, tolerance: float,
     got = _run(ctx, spec, case)
     err, errs = oracle.worst(got, ref, metric, case.untouched)
     details["errors"] = errs
-    status = Status.PASS if err <= tolerance else Status.FAIL
     which = max(errs, key=lambda k: errs[k])
+    tail = ""
+    if prefill and tokens:
+        pt = per_token.reference(ctx, spec, case)
+        details["per_token_kernel"] = pt.kernel.name if pt.kernel is not None else None
+        if pt.outputs is None:
+            details["per_token_missing"] = pt.why
+            tail = f"; oracle only, no per-token reference: {pt.why}"
+        else:
+            e_tok, errs_tok = oracle.worst(got, pt.outputs, metric, case.untouched)
+            details["per_token_errors"] = errs_tok
+            details["per_token_launches"] = pt.launches
+            tail = (f"; per token through {details['per_token_kernel']} "
+                    f"({pt.launches} launches): {e_tok:.3g}")
+            if e_tok > err:
+                err, which = e_tok, f"per token: {max(errs_tok, key=lambda k: errs_tok[k])}"
+    status = Status.PASS if err <= tolerance else Status.FAIL
     poisoned = sum(b is None for bl in case.blobs.values() for b in bl)
     extra = f"; {poisoned} unselected expert(s) poisoned" if poisoned else ""
     return ctx.row(name, spec, status,
                    f"worst error {err:.3g} ({which}) vs tolerance {tolerance:g} over "
-                   f"{len(errs)} output(s){extra}", measured=err, tolerance=tolerance,
+                   f"{len(errs)} output(s){extra}{tail}", measured=err, tolerance=tolerance,
                    derivation=derivation, details=details)
 
 
@@ -211,7 +228,7 @@ def prefill_parity(ctx: CheckContext, spec: KernelSpec, pp: ModuleType) -> Row:
     qt = spec.qt
     return _not_here(ctx, pp.NAME, spec) or parity(
         ctx, pp.NAME, spec, tolerance=pp.TOLERANCE, derivation=pp.DERIVATION,
-        fixture=lambda m, k, s: fixtures.gaussian(m, k, s, qts=(qt,)))
+        fixture=lambda m, k, s: fixtures.gaussian(m, k, s, qts=(qt,)), tokens=True)
 
 
 def padded_offset(ctx: CheckContext, spec: KernelSpec, po: ModuleType) -> Row:
@@ -295,11 +312,8 @@ def bit_identity(ctx: CheckContext, spec: KernelSpec, bi: ModuleType) -> Row:
 def per_token_kernel(ctx: CheckContext, spec: KernelSpec) -> KernelSpec | None:
     """The decode kernel that serves ``spec``'s prefill token by token on this arch: the
     signature's ``per_token`` kind, same format, built here, fewest rows per block."""
-    want = spec.signature.per_token
-    cands = [k for k in ctx.manifest.kernels
-             if not k.is_mutant and k.kind == want and k.qt == spec.qt and not k.residual
-             and k.applies_to(ctx.arch)]
-    return min(cands, key=lambda k: k.rows_per_block) if cands else None
+    cands = per_token.candidates(ctx, spec)
+    return cands[0] if cands else None
 
 
 def fallback(ctx: CheckContext, spec: KernelSpec, fb: ModuleType) -> Row:
