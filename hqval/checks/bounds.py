@@ -37,6 +37,21 @@ def mapping_misses(ref: npt.NDArray[np.float64]) -> dict[str, float]:
     return out
 
 
+def weight_rounding(w: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+    """The bound ``error_bound`` takes on each weight's f16 rounding: |fl16(w) - w| <=
+    max(U16 |w|, 2^-25), w the exact dequantised weight q * scale + zero.
+
+    Its assumption: the weight reaches the WMMA rounded to f16 ONCE from its exact value --
+    a mixed-precision fma (v_fma_mix: f32 q * scale + zero, rounded to f16 once), or an f16
+    fma of f16 scale and zero (qt=44/45's headers are f16: exact).  Normal f16 values round
+    to within U16 relative, subnormals (below 2^-14) to within half their spacing 2^-24.
+    A kernel that rounds the product and the sum separately (f16 multiply, then f16 add), or
+    narrows qt=6's f32 header to f16 first, makes up to U16 (|q scale| + |w|) (+ U16 |zero|)
+    per weight: outside this derivation (tests/checks/test_bounds.py computes the worst
+    case of each form over every code and header)."""
+    return np.maximum(U16 * np.abs(np.asarray(w, np.float64)), F16_SUBNORMAL_ULP / 2)
+
+
 def error_bound(w: npt.NDArray[np.floating], X: npt.NDArray[np.floating],
                 ref_scale: float) -> dict[str, float]:
     """max over outputs of the bound on |GEMM - oracle| and |GEMM - per-token GEMV|, over
@@ -44,6 +59,7 @@ def error_bound(w: npt.NDArray[np.floating], X: npt.NDArray[np.floating],
 
     Per output y = sum_k x_k w_k (K terms), with a_k = |x_k w_k|:
       f16 weights:  LAMBDA * sqrt(sum_k c_k^2), c_k = |x_k| max(U16 |w_k|, 2^-25)
+                    (``weight_rounding``: the weight rounded to f16 once)
       accumulation: LAMBDA * sqrt(n) * U32 * sum_k a_k with n the roundings in the chain:
                     K/16 + 1 (exact_sum_round_once) or K + 1 (sequential_f32)
       per-token GEMV reference (f32 weights): LAMBDA * sqrt(K/32 + 7) * U32 * sum_k a_k."""
@@ -51,7 +67,7 @@ def error_bound(w: npt.NDArray[np.floating], X: npt.NDArray[np.floating],
     x64 = np.asarray(X, np.float64)
     K = w64.shape[1]
     abs_sum = np.abs(x64) @ np.abs(w64).T  # [N, M]
-    c = np.maximum(U16 * np.abs(w64), F16_SUBNORMAL_ULP / 2)
+    c = weight_rounding(w64)
     weights = LAMBDA * np.sqrt((x64 * x64) @ (c * c).T)
     gemv = LAMBDA * np.sqrt(K / 32 + 7) * U32 * abs_sum
     out = {}

@@ -13,9 +13,9 @@ derivations:
   k_top 2^-24 of max|y|, four orders of magnitude inside it;
 - prefill (matmul and grouped_matmul ops): ``prefill_parity.TOLERANCE``, with the bound of
   ``prefill_parity.error_bound`` computed on the fixture for each matrix (f16 weights, both
-  WMMA summation orders), each weight's rounding taken as that of an f16 dequantisation
-  done in f16 arithmetic (q*scale rounded, then + zero rounded: U16 (|q scale| + |w|)),
-  which covers a kernel that dequantises in f32 and rounds once.
+  WMMA summation orders), each weight rounded to f16 once from its exact value
+  (``bounds.weight_rounding``: a mixed-precision fma, or an f16 fma of qt=44/45's f16
+  header); a kernel that rounds q*scale and the sum separately in f16 is outside it.
 """
 
 from __future__ import annotations
