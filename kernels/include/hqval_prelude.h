@@ -116,8 +116,8 @@ static HQ_DEVICE float hq_wave_sum(float v) {
 }
 
 // *p += v as one device-scope atomic (blocks of one launch adding into the same word):
-// clang's HIP builtin, so bare clang and ROCm's headers build the same instruction
-// (global_atomic_add_f32 where the arch has it, a compare-and-swap loop elsewhere).
+// clang's HIP builtin, so bare clang and ROCm's headers build the same code: without
+// -munsafe-fp-atomics clang-19 makes it a global_atomic_cmpswap loop on every RDNA arch.
 static HQ_DEVICE void hq_atomic_add_f32(float* p, float v) {
     (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
