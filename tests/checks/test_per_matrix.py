@@ -21,6 +21,7 @@ Ctx = Callable[..., CheckContext]
 @pytest.mark.parametrize(("check", "kernel", "arch"), [
     ("reference_parity", "gemv_mq4g256v2_gate_up_r1", "gfx1100"),
     ("bit_identity", "gemv_mq4g256v2_moe_gate_up_r1", "gfx1201"),
+    ("bit_identity", "gemv_mq4g256v2_moe_down_r1", "gfx1030"),
     ("prefill_parity", "gemm_mq4g256v2_moe_grouped_wmma_gfx11", "gfx1100"),
     ("fallback", "gemm_mq4g256v2_qkvza_wmma_gfx12", "gfx1030"),
 ])
@@ -35,6 +36,7 @@ def test_real_kernels_pass(emu_ctx: Ctx, check: str, kernel: str, arch: str) -> 
     ("prefill_parity", "gemm_mut_moe_wrong_expert_wmma_gfx11", "gfx1100", "non-finite"),
     ("reference_parity", "gemv_mut_gate_up_swapped_r1", "gfx1100", "A_gate"),
     ("prefill_parity", "gemm_mut_gate_up_lane_half_wmma_gfx12", "gfx1201", "vs tolerance"),
+    ("bit_identity", "gemv_mut_moe_down_unscaled_r1", "gfx1030", "differ from"),
 ])
 def test_broken_kernels_fail(emu_ctx: Ctx, check: str, mutant: str, arch: str,
                              says: str) -> None:
@@ -59,3 +61,29 @@ def test_a_tree_signature_drives_the_launch(tmp_path: Path) -> None:
     ctx = CheckContext(EmuBackend("gfx1100"), load_arches()["gfx1100"], manifest)
     row = run_cell(ctx, "reference_parity", manifest.kernels[0])
     assert row.status is Status.PASS and row.details["signature"] == "ew_gate_up", row.message
+
+
+def test_bit_identity_of_a_rank_sum_is_order_free() -> None:
+    """An MoE down output sums its ranks atomically, in whatever order the blocks finish on
+    hardware: bit identity runs one launch per rank with one-hot routing weights, where the
+    other ranks add exactly 0 and every order gives the same bits (here: two orders of
+    real f32 sums, which do differ with the real weights)."""
+    import numpy as np
+
+    from hqval.checks import oracle
+    from hqval.checks.per_matrix import _order_free
+    from hqval.signature import builtin
+
+    sig = builtin()["gemv_moe_down"]
+    case = oracle.Case(dims={"M": 4, "K": 256, "E": 4, "k_top": 2},
+                       host={"topk_weights": np.array([0.7, 1.3], np.float32)})
+    cases = _order_free(sig, case)
+    assert [c.host["topk_weights"].tolist() for c in cases] == [[1.0, 0.0], [0.0, 1.0]]
+    rng = np.random.default_rng(5)
+    r, v0, v1 = (rng.standard_normal(4096).astype(np.float32) for _ in range(3))
+    w0, w1 = np.float32(0.7), np.float32(1.3)
+    assert np.any((r + w0 * v0) + w1 * v1 != (r + w1 * v1) + w0 * v0)  # the order shows
+    for a, b in ((np.float32(1), np.float32(0)), (np.float32(0), np.float32(1))):
+        first = ((r + a * v0) + b * v1).view(np.uint32)
+        second = ((r + b * v1) + a * v0).view(np.uint32)
+        assert np.array_equal(first, second)
