@@ -171,10 +171,15 @@ class _Recorder:
 
 def problem_for(spec: KernelSpec, baseline: KernelSpec | None = None) -> tuple[int, int, int]:
     """The shared (M, K, N) of a kernel and its baseline."""
+    import math
+
     specs = [spec] if baseline is None else [spec, baseline]
+    # a K-specialised build (k_multiple) runs on a K it accepts: the default rounded up
+    mult = math.lcm(256, *(int(getattr(s, "k_multiple", 0) or 256) for s in specs))
     if spec.signature.is_prefill:
-        return GEMM_M, GEMM_K, N_DEFAULT
-    return max(GEMV_M, 2 * max(s.rows_per_block for s in specs)), K_DEFAULT, 1
+        return GEMM_M, -(-GEMM_K // mult) * mult, N_DEFAULT
+    return (max(GEMV_M, 2 * max(s.rows_per_block for s in specs)),
+            -(-K_DEFAULT // mult) * mult, 1)
 
 
 def _gaussian(M: int, K: int, seed: int) -> Any:

@@ -113,6 +113,156 @@ def find_loops(instrs: list[Instruction]) -> list[tuple[int, int]]:
     return sorted(spans, key=lambda sp: (sp[0], -sp[1]))
 
 
+_SREG = re.compile(r"^s(\d+)$")
+_SRANGE = re.compile(r"^s\[(\d+):(\d+)\]$")
+_SCMP = re.compile(r"^s_cmpk?_(eq|lg|lt|le|gt|ge)_(i32|u32)$")
+_NOT_A_WRITE = ("s_cmp", "s_cbranch", "s_branch", "s_waitcnt", "s_clause", "s_nop",
+                "s_barrier", "s_store", "s_buffer_store", "s_sendmsg", "s_delay_alu",
+                "s_inst_prefetch", "s_endpgm", "s_setprio", "s_sleep", "s_dcache", "s_icache")
+
+
+def _sregs(op: str) -> range:
+    """The SGPR numbers an operand names (``s7``, ``s[2:3]``), else none."""
+    if m := _SREG.match(op):
+        return range(int(m.group(1)), int(m.group(1)) + 1)
+    if m := _SRANGE.match(op):
+        return range(int(m.group(1)), int(m.group(2)) + 1)
+    return range(0)
+
+
+def _writes_sgpr(ins: Instruction, reg: int) -> bool:
+    """Whether ``ins`` may write SGPR ``reg``: a scalar instruction's first operand, a
+    vector one's SGPR destination (VOPC/VOP3 compares, readlane, carry-out)."""
+    ops = ins.operands
+    if not ops or ins.mnemonic.startswith(_NOT_A_WRITE):
+        return False
+    if ins.mnemonic.startswith("s_"):
+        return reg in _sregs(ops[0])
+    if reg in _sregs(ops[0]):
+        return True
+    carry = "_co_" in ins.mnemonic or "div_scale" in ins.mnemonic
+    return carry and len(ops) > 1 and reg in _sregs(ops[1])
+
+
+def _int_operand(op: str) -> int | None:
+    try:
+        return int(op, 0)
+    except ValueError:
+        return None
+
+
+def constant_trip_count(instrs: Sequence[Instruction], span: tuple[int, int]) -> int | None:
+    """The iterations of loop ``span`` when its control flow fixes them, else None.  The
+    loop is one block closing with ``s_cbranch_scc0/1`` back to its first instruction,
+    after an ``s_cmp``/``s_cmpk`` of an SGPR against a constant (the last SCC write of the
+    block); that SGPR is stepped once in the block by a constant ``s_add``/``s_sub``/
+    ``s_addk`` and set by an ``s_mov`` of a constant in the straight-line code just
+    before the loop, which is entered only there.  Anything else (a run-time bound, a
+    second exit, a second write of the induction register) is None: the static rules say
+    ``unsupported`` rather than guess."""
+    a, b = span
+    br = instrs[b]
+    if br.mnemonic not in ("s_cbranch_scc0", "s_cbranch_scc1") or br.target != instrs[a].addr:
+        return None
+    body = instrs[a:b]
+    if any(i.is_branch for i in body):
+        return None
+    cmp_k = max((k for k, i in enumerate(body) if _SCMP.match(i.mnemonic)), default=None)
+    if cmp_k is None:
+        return None
+    # nothing after the compare may write SCC (a scalar ALU op other than a move)
+    if any(i.mnemonic.startswith("s_") and not i.mnemonic.startswith(("s_mov", "s_cmov"))
+           and not i.mnemonic.startswith(_NOT_A_WRITE) and not i.mnemonic.startswith(
+               ("s_load", "s_buffer_load")) for i in body[cmp_k + 1:]):
+        return None
+    cmp = body[cmp_k]
+    m = _SCMP.match(cmp.mnemonic)
+    assert m is not None
+    rel, ty = m.group(1), m.group(2)
+    if len(cmp.operands) != 2:
+        return None
+    lhs, rhs = cmp.operands
+    regs = [_sregs(o) for o in (lhs, rhs)]
+    consts = [_int_operand(o) for o in (lhs, rhs)]
+    if len(regs[0]) == 1 and consts[1] is not None:
+        reg, bound, reg_left = regs[0][0], consts[1], True
+    elif len(regs[1]) == 1 and consts[0] is not None:
+        reg, bound, reg_left = regs[1][0], consts[0], False
+    else:
+        return None
+    if cmp.mnemonic.startswith("s_cmpk") and ty == "i32" and bound & 0x8000:
+        bound -= 0x10000  # the k form's 16-bit immediate, sign-extended for i32
+    writes = [k for k, i in enumerate(body) if _writes_sgpr(i, reg)]
+    if len(writes) != 1:
+        return None
+    step_ins = body[writes[0]]
+    sops = step_ins.operands
+    step: int | None = None
+    if step_ins.mnemonic in ("s_add_i32", "s_add_u32", "s_sub_i32", "s_sub_u32") \
+            and len(sops) == 3 and reg in _sregs(sops[0]):
+        others = [o for o in sops[1:] if reg not in _sregs(o)]
+        if len(others) == 1 and len([o for o in sops[1:] if reg in _sregs(o)]) == 1:
+            c = _int_operand(others[0])
+            if c is not None and not (step_ins.mnemonic.startswith("s_sub")
+                                      and reg not in _sregs(sops[1])):
+                step = -c if step_ins.mnemonic.startswith("s_sub") else c
+    elif step_ins.mnemonic == "s_addk_i32" and len(sops) == 2:
+        c = _int_operand(sops[1])
+        if c is not None:
+            step = c - 0x10000 if c & 0x8000 else c
+    if step is None:
+        return None
+    # the initial value: the last write of the register before the loop, in straight-line
+    # code that only falls through into it (no branch between, none into the header but
+    # the back edge)
+    into = [i for i in instrs if i.is_branch and i.target == instrs[a].addr]
+    if into != [br]:
+        return None
+    init: int | None = None
+    for k in range(a - 1, -1, -1):
+        ins = instrs[k]
+        sets = _writes_sgpr(ins, reg)
+        if not sets and (ins.is_branch
+                         or any(j.is_branch and j.target == ins.addr for j in instrs)):
+            return None
+        if not sets:
+            continue
+        ops = ins.operands
+        if ins.mnemonic in ("s_mov_b32", "s_movk_i32") and len(ops) == 2:
+            init = _int_operand(ops[1])
+            if init is not None and ins.mnemonic == "s_movk_i32" and init & 0x8000:
+                init -= 0x10000
+        elif (ins.mnemonic == "s_mov_b64" and len(ops) == 2
+              and (c := _int_operand(ops[1])) is not None):
+            lo = _sregs(ops[0])
+            init = c & 0xFFFFFFFF if reg == lo.start else (c >> 32) & 0xFFFFFFFF
+        break
+    if init is None:
+        return None
+    mask = 0xFFFFFFFF
+
+    def value(v: int) -> int:
+        v &= mask
+        return v - (1 << 32) if ty == "i32" and v & 0x80000000 else v
+
+    def holds(v: int) -> bool:
+        x, y = (value(v), value(bound)) if reg_left else (value(bound), value(v))
+        return {"eq": x == y, "lg": x != y, "lt": x < y, "le": x <= y, "gt": x > y,
+                "ge": x >= y}[rel]
+
+    v = init
+    for trips in range(1, 1 << 16):
+        if writes[0] < cmp_k:
+            v += step
+            scc = holds(v)
+        else:
+            scc = holds(v)
+            v += step
+        if scc != (br.mnemonic == "s_cbranch_scc1"):
+            return trips
+    return None
+
+
 @dataclass
 class KernelCode:
     name: str
@@ -701,16 +851,36 @@ class WeightLoads:
         return sum(_dwords(f.instruction.mnemonic) for f in (self.loads if loads is None
                                                               else loads))
 
-    def header_dwords(self, group_bytes: int, header: frozenset[int]) -> int | None:
-        """Dwords of header read per pass, or None when some load's offset is unknown."""
+    def header_dwords(self, group_bytes: int, header: frozenset[int],
+                      runs: dict[int, int] | None = None) -> int | None:
+        """Dwords of header read per pass, or None when some load's offset is unknown
+        (``runs``: how often each load, by address, runs a pass; once by default)."""
         n = 0
         for f in self.loads:
             off = f.group_offset(group_bytes)
             if off is None:
                 return None
             n += sum(1 for d in range(_dwords(f.instruction.mnemonic))
-                     if (off + 4 * d) % group_bytes in header)
+                     if (off + 4 * d) % group_bytes in header) * (
+                         (runs or {}).get(f.instruction.addr, 1))
         return n
+
+
+def loop_runs(code: KernelCode, span: tuple[int, int]) -> dict[int, int] | None:
+    """How many times each instruction of loop ``span`` (by address) runs per iteration
+    of it: the product of the constant trip counts of the loops inside it that hold the
+    instruction (``constant_trip_count``); None when an inner loop's count is not a
+    constant."""
+    runs = {i: 1 for i in range(span[0], span[1] + 1)}
+    for sp in code.loops():
+        if sp == span or not (span[0] <= sp[0] and sp[1] <= span[1]):
+            continue
+        trips = constant_trip_count(code.instructions, sp)
+        if trips is None:
+            return None
+        for i in range(sp[0], sp[1] + 1):
+            runs[i] *= trips
+    return {code.instructions[i].addr: n for i, n in runs.items()}
 
 
 def rule_header_scalar(a: Audit) -> Row:
@@ -867,17 +1037,23 @@ def rule_v2_valu_delta(a: Audit) -> Row:
     if not mine.in_loop or not base.in_loop:
         return a.row("v2_valu_delta", Status.UNSUPPORTED, "no group loop in the kernel or its "
                      "baseline: there is no per-iteration VALU count to compare")
+    runs = base_runs = None
     if mine.nest != base.nest:
-        return a.row("v2_valu_delta", Status.UNSUPPORTED, f"the group loop nests differ "
-                     f"(depths {list(mine.nest)} vs the baseline's {list(base.nest)}): loop "
-                     "bodies of different nests are never compared, and the trip counts "
-                     "are not constants the rule could multiply by",
-                     details={"nest": list(mine.nest), "baseline_nest": list(base.nest)})
+        # different loop nests compare only as whole group-loop iterations: every inner
+        # loop's body multiplied by its constant trip count, read from the CFG
+        assert mine.span is not None and base.span is not None
+        runs, base_runs = loop_runs(a.code, mine.span), loop_runs(a.baseline, base.span)
+        if runs is None or base_runs is None:
+            return a.row("v2_valu_delta", Status.UNSUPPORTED, f"the group loop nests differ "
+                         f"(depths {list(mine.nest)} vs the baseline's {list(base.nest)}): "
+                         "loop bodies of different nests are never compared, and the trip "
+                         "counts are not constants the rule could multiply by",
+                         details={"nest": list(mine.nest), "baseline_nest": list(base.nest)})
     loop, base_loop = mine.body, base.body
     # Group-rows per loop iteration: v1 reads two header dwords per group-row (by scalar
     # load in a row-per-wave kernel, per lane in a row-per-lane one).
     group_bytes, _, header = _format_layout(HFQ4G256_QT)  # the baseline is a v1 kernel
-    hdr = base.header_dwords(group_bytes, header) if base.loads else None
+    hdr = base.header_dwords(group_bytes, header, base_runs) if base.loads else None
     if hdr is None:
         return a.row("v2_valu_delta", Status.UNSUPPORTED, "the v1 baseline's header loads "
                      "could not be counted (a W address the data flow cannot follow), so the "
@@ -889,28 +1065,36 @@ def rule_v2_valu_delta(a: Audit) -> Row:
     # the v2 loop's own group-rows per iteration (it may unroll differently): its header
     # dwords over the dwords one group-row's header has in its format
     gb2, _, header2 = _format_layout(a.spec.qt)
-    hdr2 = mine.header_dwords(gb2, header2) if mine.loads else None
+    hdr2 = mine.header_dwords(gb2, header2, runs) if mine.loads else None
     if hdr2 is None or hdr2 < len(header2):
         return a.row("v2_valu_delta", Status.UNSUPPORTED, "the kernel's header loads in its "
                      "group loop could not be counted, so its group-rows per iteration are "
                      "unknown")
     group_rows2 = hdr2 // len(header2)
-    v2 = a.code.classes(loop)["valu"]
-    v1 = a.baseline.classes(base_loop)["valu"]
+    v2 = _valu(loop, runs)
+    v1 = _valu(base_loop, base_runs)
     per = v2 / group_rows2 - v1 / group_rows
     ev = {"valu_loop_v2": v2, "valu_loop_v1": v1, "group_rows_per_iteration": group_rows,
           "group_rows_per_iteration_v2": group_rows2, "wmma_excluded": True,
           "layout": "row-per-lane" if base.row_per_lane else "row-per-wave",
+          "inner_trip_counts": runs is not None,
           "delta_histogram": {k: v for k, v in (
               a.code.histogram(loop) - a.baseline.histogram(base_loop)).items()
               if k.startswith("v_")}}
     status = Status.PASS if per <= V2_VALU_BUDGET else Status.FAIL
     return a.row("v2_valu_delta", status, f"{per:+.3f} VALU per group-row over "
                  f"{a.spec.baseline} ({v2} per iteration of {group_rows2} group-rows vs "
-                 f"{v1} per iteration of {group_rows})",
+                 f"{v1} per iteration of {group_rows}"
+                 + ("; inner loops counted times their constant trip counts" if runs
+                    is not None else "") + ")",
                  measured=per, tolerance=V2_VALU_BUDGET,
                  derivation="section 4: one v_cndmask + two v_cvt_f32_f16 per group per row",
                  details=ev)
+
+
+def _valu(body: list[Instruction], runs: dict[int, int] | None) -> int:
+    """VALU ops of ``body``, each instruction counted ``runs[addr]`` times (once)."""
+    return sum(i.valu_ops * (runs or {}).get(i.addr, 1) for i in body if i.klass == "valu")
 
 
 def rule_wmma(a: Audit) -> Row:

@@ -697,3 +697,53 @@ def test_an_unwritable_audit_cache_costs_time_not_verdicts(tmp_path: Path, cache
         r.to_dict() for r in audit_matrix(cells, ARCHES["gfx1030"], cache_dir=tmp_path / "c",
                                           jobs=1)]
     assert blocker.read_text().startswith("a file")
+
+
+TRIPS = Path(__file__).resolve().parents[1] / "data" / "engine_tree" / "tripcount.yaml"
+
+
+def _trip_rows(name: str, tmp_path: Path) -> dict[str, Row]:
+    from hqval.audit.cache import _audit_job, _Job
+
+    m = load_manifest(TRIPS)
+    spec = m.by_name(name)
+    assert spec.baseline is not None
+    base = m.by_name(spec.baseline)
+    res, bres = compile_kernel(spec, "gfx1030", tmp_path), compile_kernel(base, "gfx1030",
+                                                                           tmp_path)
+    assert res.code_object is not None and bres.code_object is not None, res.message
+    rows = _audit_job(_Job(spec, ARCHES["gfx1030"], Path(res.code_object),
+                           (base, Path(bres.code_object))))
+    return {r.check.removeprefix("audit_"): r for r in rows}
+
+
+def test_a_constant_inner_trip_count_is_read_from_the_cfg(tmp_path: Path) -> None:
+    """The v1 quad GEMV keeps its four-group inner loop rolled: s_mov_b64 s[2:3], 0 before
+    it, s_add_u32 s2, s2, 0x88 and s_cmpk_eq_i32 s2, 0x220 closing it: four trips.  The
+    outer loop (a run-time K) and the engine-style nest's inner loop (min(4, groups left))
+    have no constant count."""
+    from hqval.audit.static import constant_trip_count, find_loops
+    from hqval.emu import Machine
+
+    def counts(manifest: Path, name: str) -> list[int | None]:
+        spec = load_manifest(manifest).by_name(name)
+        co = compile_kernel(spec, "gfx1030", tmp_path).code_object
+        assert co is not None
+        ins = Machine("gfx1030").load(co.read_bytes()).program(spec.symbol).instructions
+        return [constant_trip_count(ins, sp) for sp in find_loops(ins)]
+
+    assert counts(TRIPS, "ew_gemv_hfq4g256_quad") == [None, 4]
+    assert counts(TRIPS.parent / "kernels.yaml", "ew_gemv_hfq4g256_nest") == [None, None]
+
+
+def test_unlike_nests_compare_with_their_inner_loops_multiplied_out(tmp_path: Path) -> None:
+    """The v2 quad GEMV unrolls the inner loop its v1 sibling keeps rolled: the static VALU
+    rule multiplies the rolled body by its four trips and decides, agreeing with the
+    executed rule; ten extra VALU per group fail both."""
+    rows = _trip_rows("ew_gemv_mq4g256v2_quad", tmp_path)["v2_valu_delta"]
+    static = rows.details["static"]
+    assert static["status"] == "pass" and rows.status is Status.PASS, (static, rows.message)
+    assert "constant trip counts" in static["message"]
+    bad = _trip_rows("ew_mut_gemv_quad_extra_work", tmp_path)["v2_valu_delta"]
+    assert bad.details["static"]["status"] == "fail", bad.details["static"]
+    assert bad.status is Status.FAIL, bad.message
