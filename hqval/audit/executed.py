@@ -174,7 +174,15 @@ def problem_for(spec: KernelSpec, baseline: KernelSpec | None = None) -> tuple[i
     import math
 
     specs = [spec] if baseline is None else [spec, baseline]
-    # a K-specialised build (k_multiple) runs on a K it accepts: the default rounded up
+    # a K-specialised build runs on a K it accepts: the K of the manifest's explicit
+    # shapes (the smallest, as the emulator's checks run), else the default rounded up
+    # to its k_multiple
+    shaped = [min(s.shapes, key=lambda mk: mk[0] * mk[1]) for s in specs
+              if getattr(s, "shapes", ())]
+    if shaped:
+        k = shaped[0][1]
+        return ((GEMM_M, k, N_DEFAULT) if spec.signature.is_prefill
+                else (max(GEMV_M, 2 * max(s.rows_per_block for s in specs)), k, 1))
     mult = math.lcm(256, *(int(getattr(s, "k_multiple", 0) or 256) for s in specs))
     if spec.signature.is_prefill:
         return GEMM_M, -(-GEMM_K // mult) * mult, N_DEFAULT

@@ -187,3 +187,21 @@ def test_a_fixed_top_k_gets_experts_left_unselected() -> None:
     assert dims["k_top"] == 8 and dims["E"] == 10
     two = REAL.by_name("ew_gemv_mq4g256v2")  # no routing: nothing changes
     assert "E" not in dims_for(two.signature, two, sizes)
+
+
+def test_a_k_specialised_build_runs_on_a_k_it_accepts() -> None:
+    """The executed problem's K follows the manifest: the smallest explicit shape's K (the
+    engine's K=512 MoE down GEMV has only a two-group body, and read past its matrix at
+    the default K=1280), else the default rounded up to k_multiple."""
+    import dataclasses
+
+    from hqval.audit.executed import K_DEFAULT, problem_for
+
+    trips = load_manifest(TREE / "tripcount.yaml")
+    quad, quad_v1 = trips.by_name("ew_gemv_mq4g256v2_quad"), trips.by_name(
+        "ew_gemv_hfq4g256_quad")
+    assert problem_for(quad, quad_v1)[1] == 2048  # 1280 rounded up to k_multiple 1024
+    plain = REAL.by_name("ew_gemv_mq4g256v2")
+    assert problem_for(plain)[1] == K_DEFAULT
+    shaped = dataclasses.replace(plain, shapes=((64, 512), (16, 512)))
+    assert problem_for(shaped, REAL.by_name("ew_gemv_hfq4g256"))[1] == 512
