@@ -129,17 +129,22 @@ def _object_coverage(args: argparse.Namespace) -> int:
     """Scan code objects (every kernel, its device functions) before anything runs."""
     from pathlib import Path
 
+    from hqval import safeio
     from hqval.cli import UsageError
     from hqval.emu import EmuError
     from hqval.emu.coverage import scan_object
+    from hqval.toolchain import MAX_INPUT_BYTES
 
     scans = []
     for name in args.objects:
         path = Path(name)
-        if not path.is_file():
+        if not path.exists():
             raise UsageError(f"{name}: no such code object file")
+        # bounded, regular files only: a FIFO or device is refused unopened, a huge
+        # (sparse) file unread (a SafeIOError is one line, exit 2)
+        data = safeio.read_bytes(path, limit=MAX_INPUT_BYTES, what="code object")
         try:
-            scans.append((name, scan_object(path.read_bytes())))
+            scans.append((name, scan_object(data)))
         except EmuError as exc:
             raise UsageError(f"{name}: {exc} (give an AMDGPU code object: clang "
                              f"--cuda-device-only --no-gpu-bundle-output)") from None

@@ -113,9 +113,10 @@ def _shape_mode(r: Row) -> str:
 
 
 def load_study(directory: Path) -> tuple[dict[str, Any], list[Any]]:
+    from hqval import safeio
     from hqval.results.store import load
 
-    cal = json.loads((directory / "calibration.json").read_text())
+    cal = safeio.load_json(directory / "calibration.json", what="calibration")
     runs = [load(p) for p in sorted((directory / "runs").glob("[0-9][0-9]"))
             if (p / "envelope.json").is_file()]
     runs = [r for r in runs if r.envelope.get("complete")]
