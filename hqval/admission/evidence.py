@@ -19,7 +19,7 @@ from hqval.admission.policy import PATH_OF_KIND, PathPolicy, Policy
 from hqval.matrix import Arch
 from hqval.result import Row, Status
 from hqval.signature import PATHS
-from hqval.timing.gate import Gate, stored_samples
+from hqval.timing.gate import Gate, samples_problem, stored_samples
 
 
 @dataclass(frozen=True)
@@ -419,11 +419,13 @@ def kernel_entry_damage(entry: Any) -> str:
 
 
 def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
-                   written_schema: int) -> list[str]:
+                   written_schema: int, judged: Sequence[Row] | None = None) -> list[str]:
     """Every row the envelope does not vouch for, named: a row of another run (its
     ``run_id``), of an arch or backend the run did not use, of a kernel its manifest does
     not hold, or judging a code object other than the one the run compiled; and every row
-    whose own fields contradict its status.  Empty: the run is its own."""
+    whose own fields contradict its status.  Empty: the run is its own.  ``judged``: the
+    rows as ``judge`` recomputed them (in the same order): a row the run never expected
+    is damage unless its judged status is a failure or an error."""
     out = envelope_damage(envelope, rows, written_schema)
     out += [f"{r.identity}: {why}" for r in rows if (why := self_contradiction(r))]
     if written_schema < BOUND_SCHEMA or out:
@@ -433,7 +435,9 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
     backends = envelope.get("backends")
     kernels = envelope.get("kernels") or {}
     objects = envelope.get("objects") or {}
-    for r in rows:
+    statuses = [j.status for j in judged] if judged is not None and len(judged) == len(rows) \
+        else [r.status for r in rows]
+    for r, judged_status in zip(rows, statuses, strict=True):
         why = ""
         if r.run_id != run_id:
             why = (f"written by run {r.run_id or '(none)'}, not this run ({run_id})")
@@ -470,9 +474,74 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
                         and r.status is Status.UNSUPPORTED:
                     why = ("says the kernel is not built here, but the run compiled its code "
                            f"object ({str(obj)[:12]})")
+                elif r.kind == "audit" and r.details.get("waived"):
+                    why = _waiver_damage(r, kernels.get(r.kernel))
+            if not why and "steps" in envelope:
+                why = unexpected_row(r, envelope, judged_status)
         if why:
             out.append(f"{r.identity}: {why}")
     return out
+
+
+def _waiver_damage(r: Row, entry: Any) -> str:
+    """Why an audit row's waiver is none the run's manifest made, or "": the kernel table
+    records each kernel's ``audit_waive`` (rule, reason) pairs."""
+    rule = r.check.removeprefix("audit_")
+    listed = entry.get("audit_waive") if isinstance(entry, Mapping) else None
+    rules = set()
+    for w in listed if isinstance(listed, list) else []:
+        if isinstance(w, (list, tuple)) and w:
+            rules.add(str(w[0]))
+        elif isinstance(w, Mapping) and "rule" in w:
+            rules.add(str(w["rule"]))
+    if rule in rules:
+        return ""
+    return (f"says the manifest waived rule {rule}, but the run's kernel table waives no such "
+            f"rule for {r.kernel} (its audit_waive: {', '.join(sorted(rules)) or 'none'})")
+
+
+# the flag that skips each gate a step can skip (``hqval run --no-mutants``, ...)
+SKIP_FLAGS = {"mutants": "--no-mutants", "timing": "--no-timing"}
+_EVIDENCE_KINDS = ("compile", "audit", "check", "mutant", "timing")
+
+
+def _expected_ids(envelope: Mapping[str, Any]) -> tuple[dict[str, set[str]], set[str]]:
+    cells = envelope.get("expected_cells")
+    per = {str(k): {i for i in v if isinstance(i, str)} for k, v in
+           (cells.items() if isinstance(cells, Mapping) else ()) if isinstance(v, list)}
+    return per, set().union(*per.values()) if per else set()
+
+
+def unexpected_row(r: Row, envelope: Mapping[str, Any], status: Status | None = None) -> str:
+    """Why a row of a run that recorded its cells up front is none it expected, or "".
+    A step row is vouched for like any other: a step's own note (a gate skipped, nothing
+    to do on an arch) is one of that step's expected cells, and says it was skipped by
+    the flag that skips that step's gate, if any; a step mark (``step[-|arch|step]``,
+    done or an error) names one of the run's steps.  An evidence row that is neither a
+    failure nor an error must be an expected cell: a passing or skipping row the run
+    never planned (a check the kernel does not get, a timing cell of no bench plan) is
+    not its evidence (``status``: the row's status as judged, its samples' verdict for a
+    timing row)."""
+    per, every = _expected_ids(envelope)
+    if r.kind == "step":
+        steps = envelope.get("steps") or []
+        if r.check not in steps:
+            return (f"names step {r.check!r}, which is not one of the run's steps "
+                    f"({', '.join(map(str, steps))})")
+        flag = r.details.get("skipped_by")
+        if r.identity in per.get(r.check, set()):
+            if flag is not None and flag != SKIP_FLAGS.get(r.check):
+                return (f"says step {r.check} was skipped by {flag!r}, which skips no gate "
+                        "of that step")
+            return ""
+        if r.backend == "step" and r.status in (Status.PASS, Status.ERROR) and flag is None:
+            return ""  # a step mark: done, or an error (the run writes one per step and arch)
+        return (f"a note of step {r.check} the run did not expect on {r.arch} (the step "
+                "expected its own cells there: a skipped gate the run did not ask for)")
+    if r.kind in _EVIDENCE_KINDS and (status or r.status) not in (Status.FAIL, Status.ERROR) \
+            and r.identity not in every:
+        return "a cell the run never expected (it is none of the envelope's expected cells)"
+    return ""
 
 
 def self_contradiction(row: Row) -> str:
@@ -483,8 +552,14 @@ def self_contradiction(row: Row) -> str:
     if row.kind == "timing" and row.check in _SAMPLED_TIMING \
             and row.status in (Status.PASS, Status.FAIL) and stored_samples(row) is None:
         return "a timing verdict without its paired samples (samples_a, samples_b)"
+    if row.kind == "timing" and row.check in _SAMPLED_TIMING \
+            and (why := samples_problem(row)):
+        return f"a timing row whose samples are no event times ({why})"
     if t is not None and t < 0:
         return f"has a negative tolerance {t:g} (no measured value can lie within it)"
+    if row.kind == "compile" and row.status is Status.SKIPPED:
+        return ("a compile is built (pass), failed, an error or not built here (unsupported), "
+                "never skipped")
     if row.status is not Status.PASS:
         return ""
     if row.kind in ("check", "audit") and t is not None and m is None:
@@ -510,6 +585,10 @@ def self_contradiction(row: Row) -> str:
         return f"passes with tolerance {t!r}"
     if row.kind in ("check", "audit") and m is not None and t is not None and m > t:
         return f"passes with measured {m:g} beyond its tolerance {t:g}"
+    if row.kind == "check" and m is not None and m < 0:
+        # a check measures an error or a count of differing outputs (an audit rule may
+        # measure a signed delta against its baseline)
+        return f"passes with measured {m:g}: an error or a count is never negative"
     return ""
 
 

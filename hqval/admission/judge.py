@@ -80,8 +80,8 @@ def judge_run(run: RunLike, policy: Policy) -> JudgedRun:
     samples under ``policy``'s gates."""
     kernels = kernel_table([run.envelope])
     schema = int(getattr(run, "written_schema", 0))
-    damage = tuple(binding_damage(run.envelope, run.rows, schema))
     rows = tuple(rejudge_rows(run.rows, gate_for_row(policy, kernels)))
+    damage = tuple(binding_damage(run.envelope, run.rows, schema, rows))
     return JudgedRun(Path(run.path), run.envelope, rows, kernels, schema, damage)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -272,8 +273,8 @@ def rejudge(row: Row, gate: Gate) -> Row:
     if not is_gated(row):
         return row
     pair = stored_samples(row)
-    if pair is None:
-        return row
+    if pair is None or samples_problem(row):
+        return row  # (samples that are no times are damage: ``hqval.admission`` names it)
     v = verdict(*pair, gate, seed=row.seed or 0)
     details = {**row.details, "gate": gate.to_dict(), "verdict": v.to_dict()}
     untrusted = row.details.get("untrusted")
@@ -295,11 +296,120 @@ def gate_derivation(gate: Gate) -> str:
 GateFor = Callable[[Row], "Gate | None"]
 
 
+AA_CHECKS = ("timing_aa_hot", "timing_aa_cold")
+MUTANT_CHECKS = ("timing_mutant_hot", "timing_mutant_cold")
+
+
+def samples_problem(row: Row) -> str:
+    """Why a timing row's stored samples are no times at all, or "" (every sample a finite
+    positive number: an event clock never gives another)."""
+    for arm in ("samples_a", "samples_b"):
+        runs = _runs(row.details.get(arm))
+        if runs is None:
+            continue
+        for i, run in enumerate(runs):
+            bad = next((v for v in run if not (math.isfinite(v) and v > 0)), None)
+            if bad is not None:
+                return f"{arm} run {i} holds {bad!r}, not a positive time"
+    return ""
+
+
+def _group(row: Row, r_of: Mapping[tuple[str, str, str], Any]) -> tuple[Any, ...]:
+    """The A/A control a timing row rests on: (arch, backend, mode, shape, rows per
+    block).  A timing mutant's R is its twin's (the candidate row of the twin's cell)."""
+    d = row.details
+    r = d.get("rows_per_block")
+    if r is None and isinstance(d.get("twin"), str) and "@" in row.kernel:
+        r = r_of.get((row.arch, row.backend, f"{d['twin']}@{row.kernel.split('@', 1)[1]}"))
+    return (row.arch, row.backend, d.get("mode"), d.get("shape"), r)
+
+
+def rejudge_control(row: Row) -> Row:
+    """An A/A control with its verdict recomputed from its stored samples: pass only when
+    the cell ratio lies within ``stats.AA_TOLERANCE`` of 1.00 and the host never outran
+    the queue filler (never the row's own status or tolerance).  A row without usable
+    samples is returned unchanged (``hqval.admission`` names it as damage)."""
+    pair = stored_samples(row)
+    if pair is None or row.details.get("infrastructure") or samples_problem(row):
+        return row
+    try:
+        ratio = stats.cell_ratio(*pair)
+    except ValueError:
+        return row
+    drained = row.details.get("queue_drained")
+    was_drained = isinstance(drained, list) and any(bool(x) for x in drained)
+    noisy = abs(ratio - 1.0) > stats.AA_TOLERANCE
+    head = row.message.split("; recomputed", 1)[0]
+    why = ("; noisy" if noisy else "") + ("; host outran the queue filler" if was_drained
+                                          else "")
+    return dataclasses.replace(
+        row, status=Status.ERROR if noisy or was_drained else Status.PASS, measured=ratio,
+        tolerance=stats.AA_TOLERANCE,
+        message=f"{head}; recomputed from its samples: A/A {ratio:.4f} within "
+                f"{stats.AA_TOLERANCE:g} of 1.00: {'no' if noisy else 'yes'}{why}")
+
+
+def rejudge_mutant(row: Row, gate: Gate) -> Row:
+    """A timing mutant against its unslowed twin, recomputed from the stored samples on
+    ``gate.change_max``: flagged (the whole CI above it) is killed, PASS; let through
+    (the whole CI below) survived, FAIL; otherwise the gate's noisy.  An untrusted run's
+    mutant is an error, as its candidates are."""
+    pair = stored_samples(row)
+    if pair is None or samples_problem(row):
+        return row
+    v = verdict(*pair, gate, tolerance=gate.change_max, seed=row.seed or 0)
+    untrusted = row.details.get("untrusted")
+    drained = row.details.get("queue_drained")
+    if not untrusted and isinstance(drained, list) and any(bool(x) for x in drained):
+        untrusted = "host outran the queue filler"
+    if untrusted:
+        status, why = Status.ERROR, f"not trusted ({untrusted})"
+    elif v.verdict is Verdict.FAIL:
+        status, why = Status.PASS, "killed: the gate flags it"
+    elif v.verdict is Verdict.PASS:
+        status, why = Status.FAIL, "survived: the gate lets it through"
+    else:
+        status, why = row_status(v.verdict, gate), "noisy: neither flagged nor let through"
+    details = {**row.details, "gate": gate.to_dict(), "verdict": v.to_dict(),
+               **({"untrusted": untrusted} if untrusted else {})}
+    return dataclasses.replace(
+        row, status=status, measured=v.ratio, tolerance=gate.change_max, details=details,
+        message=(f"true slowdown {v.ratio - 1:+.2%} [{v.ci_low - 1:+.2%}, "
+                 f"{v.ci_high - 1:+.2%}]; {why}"))
+
+
 def rejudge_rows(rows: Sequence[Row], gate_for: GateFor) -> list[Row]:
-    """Every gated row re-judged under the gate ``gate_for`` finds for it (rows it finds
-    no gate for are left as stored)."""
+    """Every timing verdict recomputed from its stored samples: each A/A control
+    (``rejudge_control``), then every gated row and timing mutant under the gate
+    ``gate_for`` finds for it, a row whose A/A control is not trusted (noisy, or the
+    queue drained) marked ``untrusted`` whatever it stored (rows without a gate keep
+    their stored verdict, unless untrusted: then an error)."""
+    r_of = {(r.arch, r.backend, r.kernel): r.details.get("rows_per_block")
+            for r in rows if is_gated(r)}
+    controls = {r.identity: rejudge_control(r) for r in rows
+                if r.kind == "timing" and r.check in AA_CHECKS}
+    distrust: dict[tuple[Any, ...], str] = {}
+    for c in controls.values():
+        if c.status is not Status.PASS and stored_samples(c) is not None:
+            distrust.setdefault(_group(c, r_of), f"noisy run: {c.message}")
     out = []
     for r in rows:
-        g = gate_for(r) if is_gated(r) else None
-        out.append(rejudge(r, g) if g is not None else r)
+        if r.identity in controls and r.kind == "timing" and r.check in AA_CHECKS:
+            out.append(controls[r.identity])
+            continue
+        sampled = is_gated(r) or (r.kind == "timing" and r.check in MUTANT_CHECKS)
+        why = distrust.get(_group(r, r_of)) if sampled else None
+        if why and not r.details.get("untrusted"):
+            r = dataclasses.replace(r, details={**r.details, "untrusted": why})
+        g = gate_for(r) if sampled else None
+        if g is not None and is_gated(r):
+            out.append(rejudge(r, g))
+        elif g is not None:
+            out.append(rejudge_mutant(r, g))
+        elif sampled and r.details.get("untrusted") and r.status is not Status.ERROR:
+            out.append(dataclasses.replace(
+                r, status=Status.ERROR,
+                message=f"{r.message}; not trusted ({r.details['untrusted']})"))
+        else:
+            out.append(r)
     return out
