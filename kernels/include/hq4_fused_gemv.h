@@ -23,6 +23,21 @@ HQ_DEVICE void gemv_fused(const unsigned char* const* W, const float* __restrict
     }
 }
 
+// The header decoder of a matrix reached through a pointer table.  Such weights are not
+// known unclobbered (the kernel stores through its outputs), so their header loads stay
+// vector loads, and clang-19 for gfx1010 folded the half select into one load from a
+// lane-dependent address (gp or gp + 4: the ISA audit's header_scalar rule failed it).
+// Each header dword is kept apart from its load (hq_uniform_u32, an empty asm), so the
+// half is selected between two loaded values from lane-invariant addresses.  v1 and v2
+// take the same wrapper: their instruction counts still differ only in the decode.
+template <class Hdr>
+struct HqTableHdr : Hdr {
+    static HQ_DEVICE Hq4Raw load(const unsigned char* __restrict__ gp, unsigned int boff) {
+        const Hq4Raw h = Hdr::load(gp, boff);
+        return Hq4Raw{hq_uniform_u32(h.a), Hdr::kDwords == 2 ? hq_uniform_u32(h.b) : h.b};
+    }
+};
+
 // MoE gate/up result of rank `rank`: each expert's matrix stacks gate rows 0..M/2 over up
 // rows M/2..M; y_gate and y_up are [k_top][M/2].
 struct HqStoreGateUp {
@@ -54,8 +69,8 @@ HQ_DEVICE void gemv_moe_gate_up(const unsigned long long* __restrict__ ptrs,
     const unsigned int rank = hq_block_y();
     const int e = Route::expert(topk, rank);
     const unsigned char* __restrict__ W = reinterpret_cast<const unsigned char*>(ptrs[e]);
-    gemv_rows_to<Hdr, R, false>(W, x, HqStoreGateUp{yg, yu, M >> 1, static_cast<int>(rank)},
-                                M, K, hq_block_x());
+    gemv_rows_to<HqTableHdr<Hdr>, R, false>(
+        W, x, HqStoreGateUp{yg, yu, M >> 1, static_cast<int>(rank)}, M, K, hq_block_x());
 }
 
 // MoE down result of rank `rank`: the routing weight times the row's dot product, added
@@ -81,7 +96,8 @@ HQ_DEVICE void gemv_moe_down(const unsigned long long* __restrict__ ptrs,
     const int e = Route::expert(topk, rank);
     const unsigned char* __restrict__ W = reinterpret_cast<const unsigned char*>(ptrs[e]);
     const float* __restrict__ x = rot + static_cast<unsigned long long>(rank) * K;
-    gemv_rows_to<Hdr, R, false>(W, x, HqStoreScaledAdd{y, topk_w[rank]}, M, K, hq_block_x());
+    gemv_rows_to<HqTableHdr<Hdr>, R, false>(W, x, HqStoreScaledAdd{y, topk_w[rank]}, M, K,
+                                            hq_block_x());
 }
 
 #define HQ_GEMV_GATE_UP(NAME, HDR, R)                                                       \

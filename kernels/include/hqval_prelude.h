@@ -3,7 +3,8 @@
 //
 // Kernels use only what is defined here: HQ_GLOBAL / HQ_DEVICE / HQ_LAUNCH_BOUNDS(_MIN),
 // hq_lane() / hq_block_x() / hq_block_y(), hq_u32_as_float(), hq_half_to_float(), hq_load_u32(),
-// hq_wave_sum(), hq_atomic_add_f32(), HQ_OPAQUE(), HQ_OPAQUE_UNIFORM(), hq_float4.  Nothing here knows about any quantization format.
+// hq_wave_sum(), hq_atomic_add_f32(), hq_uniform_u32(), HQ_OPAQUE(), HQ_OPAQUE_UNIFORM(),
+// hq_float4.  Nothing here knows about any quantization format.
 #ifndef HQVAL_PRELUDE_H
 #define HQVAL_PRELUDE_H
 
@@ -48,6 +49,8 @@ static HQ_DEVICE float hq_wave_sum(float v) {
 
 // *p += v as one device-scope atomic (blocks of one launch adding into the same word).
 static HQ_DEVICE void hq_atomic_add_f32(float* p, float v) { atomicAdd(p, v); }
+// A loaded value kept apart from its load (see the AMD branch); NVIDIA: unchanged.
+static HQ_DEVICE unsigned int hq_uniform_u32(unsigned int v) { return v; }
 // ===================== end CUDA branch ======================================
 
 #elif defined(__HIP__) && defined(__AMDGCN__)
@@ -120,6 +123,15 @@ static HQ_DEVICE float hq_wave_sum(float v) {
 // -munsafe-fp-atomics clang-19 makes it a global_atomic_cmpswap loop on every RDNA arch.
 static HQ_DEVICE void hq_atomic_add_f32(float* p, float v) {
     (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+// A loaded value the compiler may not trace back to its load, so a select between two
+// such values is never folded into one load from a select of their addresses (a
+// lane-dependent address when the select is).  An empty asm: no instruction.
+// (__builtin_amdgcn_readfirstlane of a value loaded from a uniform address is folded
+// away, and an SGPR constraint on a vector load's result does not compile.)
+static HQ_DEVICE unsigned int hq_uniform_u32(unsigned int v) {
+    asm volatile("" : "+v"(v));
+    return v;
 }
 // ===================== end AMD branch =======================================
 

@@ -65,6 +65,7 @@ HQ_GLOBAL void HQ_GEMV_BOUNDS gemv_mut_moe_down_unscaled_r1(
     const unsigned int rank = hq_block_y();
     const unsigned char* __restrict__ W =
         reinterpret_cast<const unsigned char*>(expert_ptrs[topk_indices[rank]]);
-    gemv_rows_to<HdrMq4v2, 1, false>(W, rot_batch + static_cast<unsigned long long>(rank) * K,
-                                     HqStoreScaledAdd{x_residual, 1.0f}, M, K, hq_block_x());
+    gemv_rows_to<HqTableHdr<HdrMq4v2>, 1, false>(
+        W, rot_batch + static_cast<unsigned long long>(rank) * K,
+        HqStoreScaledAdd{x_residual, 1.0f}, M, K, hq_block_x());
 }
