@@ -428,6 +428,7 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
     is damage unless its judged status is a failure or an error."""
     out = envelope_damage(envelope, rows, written_schema)
     out += [f"{r.identity}: {why}" for r in rows if (why := self_contradiction(r))]
+    out += kill_damage(rows)
     if written_schema < BOUND_SCHEMA or out:
         return out
     run_id = envelope.get("run_id")
@@ -542,6 +543,27 @@ def unexpected_row(r: Row, envelope: Mapping[str, Any], status: Status | None = 
             and r.identity not in every:
         return "a cell the run never expected (it is none of the envelope's expected cells)"
     return ""
+
+
+def kill_damage(rows: Sequence[Row]) -> list[str]:
+    """Every mutant verdict saying a check killed the mutant where the run's own row of
+    that check on the mutant says otherwise (the verdict is made from those rows: a
+    verdict contradicting them was not)."""
+    last: dict[tuple[str, str, str], Row] = {}
+    for r in rows:
+        if r.kind in ("check", "audit"):
+            last[(r.check, r.kernel, r.arch)] = r
+    out = []
+    for v in rows:
+        killers = v.details.get("killed_by")
+        if v.kind != "mutant" or v.status is not Status.PASS or not isinstance(killers, list):
+            continue
+        for k in killers:
+            cell = last.get((str(k), v.kernel, v.arch))
+            if cell is not None and cell.status is not Status.FAIL:
+                out.append(f"{v.identity}: says {k} killed the mutant, but the run's row "
+                           f"{cell.identity} says {cell.status}")
+    return out
 
 
 def self_contradiction(row: Row) -> str:
