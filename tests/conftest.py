@@ -14,6 +14,35 @@ import pytest
 from hqval.result import Row, Status
 from hqval.results import store
 
+# ---- scheduling: the longest tests first, idle workers take over the rest --------------
+#
+# A few tests take minutes (the nightly workflow's local run, the fault suite's killed
+# runs, the HIP-header builds); with xdist's default load schedule they start wherever
+# collection order puts them and one of them could finish alone while the other workers
+# idle.  So tests marked ``slow`` run first (stable: otherwise in collection order) and
+# xdist schedules with work stealing: each worker starts on its half of the collection
+# and an idle worker takes over the end of a busy one's queue, so the slow tests at the
+# front keep going while the rest is shared.  ``--dist`` given explicitly is left as it is.
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getoption("dist") != "load" or _dist_named(config):
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)  # type: ignore[arg-type]
+
+
+def _dist_named(config: pytest.Config) -> bool:
+    """Whether the command line (or PYTEST_ADDOPTS) names a --dist mode itself."""
+    args = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    return any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in args)
+
 KERNELS = {
     "mut_halves_swapped": {"qt": 44, "kind": "gemv", "mutant_of": "gemv_mq4g256v2_r1",
                            "requires": "any"},

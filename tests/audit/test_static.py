@@ -649,6 +649,7 @@ def test_rules_identity_covers_the_source_of_every_module_the_audit_imports(
         isa.rules_identity.cache_clear()
 
 
+@pytest.mark.slow
 def test_audit_arches_in_worker_processes_gives_the_rows_of_one_process(
         tmp_path: Path, cache: Path) -> None:
     """The misses spread over forked workers (one code object each) give the same rows,

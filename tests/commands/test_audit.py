@@ -22,6 +22,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_suite_kernels_pass_the_audit(tmp_path: Path, cache: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "audit.json"
@@ -43,6 +44,7 @@ def test_suite_kernels_pass_the_audit(tmp_path: Path, cache: Path,
     assert "| kernel | VGPR |" in text and "gemv_mq4g256v2_r8" in text
 
 
+@pytest.mark.slow
 def test_mutants_fail_the_audit(tmp_path: Path, cache: Path) -> None:
     out = tmp_path / "audit.json"
     assert main(["audit", "--arch", "gfx1030", "--mutants", "--json", str(out)]) == 1

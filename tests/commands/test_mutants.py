@@ -11,6 +11,7 @@ import pytest
 from hqval.cli import main
 
 
+@pytest.mark.slow
 def test_every_mutant_is_killed_and_real_kernels_pass(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -410,6 +410,7 @@ def _reason(msg: str, text: str) -> str:
     return f"UNEXPLAINED: {msg}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("arch", "which"), [("gfx1100", "rdna3"), ("gfx1201", "rdna4")])
 def test_interpreter_agrees_with_the_isa_pseudocode(arch: str, which: str) -> None:
     mod = rdna3 if which == "rdna3" else rdna4

@@ -11,12 +11,14 @@ the exit code and the one line a user sees.  docs/faults.md lists every case.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,19 +73,58 @@ def run_args(manifest: Path, out: Path, *extra: str) -> list[str]:
             "--out", str(out), "--workers", "0", *extra]
 
 
+@contextlib.contextmanager
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path | None]:
+    """A directory the session's xdist workers share for ``name``, held under a lock:
+    yields it, or None when it is already made (its ``made`` marker exists); the caller
+    makes it inside the block and the marker is written when the block ends without an
+    error.  Without xdist: a directory of this process's own, made here."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        path = tmp_path_factory.mktemp(name)
+        yield path
+        return
+    # every worker's basetemp is a directory of this test run's own (popen-gwN)
+    path = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (path / ".made").exists():
+            yield None
+            return
+        shutil.rmtree(path, ignore_errors=True)  # what a failed attempt left
+        path.mkdir()
+        yield path
+        (path / ".made").touch()
+
+
+def _shared(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    return tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+
+
 @pytest.fixture(scope="session")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_tree(tmp_path_factory.mktemp("tree"))
+    """The small tree, one for the session (the xdist workers share it: the golden run
+    records its manifest and sources, and the tests run on it by path)."""
+    with made_once(tmp_path_factory, "tree") as path:
+        if path is not None:
+            return small_tree(path)
+    return _shared(tmp_path_factory, "tree") / "kernels.yaml"
 
 
 @pytest.fixture(scope="session")
 def golden(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One complete, clean run of the small tree (mutants included), made once."""
-    out = tmp_path_factory.mktemp("golden") / "run"
-    proc = subprocess.run([sys.executable, "-m", "hqval", *run_args(tree, out)], env=_env(),
-                          capture_output=True, text=True, timeout=900, check=False)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return out
+    """One complete, clean run of the small tree (mutants included), made once per
+    session (the xdist workers share it: every test that damages it takes a copy,
+    ``copy_of``)."""
+    with made_once(tmp_path_factory, "golden") as path:
+        if path is not None:
+            out = path / "run"
+            proc = subprocess.run([sys.executable, "-m", "hqval", *run_args(tree, out)],
+                                  env=_env(), capture_output=True, text=True, timeout=900,
+                                  check=False)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+            return out
+    return _shared(tmp_path_factory, "golden") / "run"
 
 
 @pytest.fixture

@@ -121,6 +121,7 @@ def test_second_writer_is_refused_at_once(tree: Path, tmp_path: Path) -> None:
     assert admission(out) == CLEAN
 
 
+@pytest.mark.slow
 def test_concurrent_writers_one_wins_none_crashes(tree: Path, tmp_path: Path) -> None:
     """Six processes start on one fresh --out: one runs, five are refused (exit 2, one
     line), none crashes on a shared temporary file, and the run is clean."""

@@ -48,6 +48,7 @@ def code(path: Path, arch: str) -> str:
     return re.sub(r"//.*", "", text.split("Disassembly of section", 1)[1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CLANG is None or OBJDUMP is None, reason="needs clang-19 and llvm-objdump-19")
 @pytest.mark.skipif(rocm_root() is None,
                     reason="needs ROCm's HIP headers "
