@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: a run without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     if config.getoption("dist") != "load" or _dist_named(config):
         return None
