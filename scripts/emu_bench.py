@@ -226,19 +226,40 @@ def _scrub(x: Any) -> Any:
     return x
 
 
+def _unshared(row: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A check row without what says its launches ran on another arch's identical code
+    (``hqval.checks.cell.same_code``): the row as a run of its own would have written it,
+    and that arch ('' when none)."""
+    details = dict(row.get("details") or {})
+    arch = str(details.pop("same_code_as", "") or "")
+    details.pop("launches_run_on", None)
+    message = str(row.get("message") or "")
+    if arch:
+        message = message.removeprefix(f"same code as {arch}").removeprefix("; ")
+    return {**row, "details": details, "message": message}, arch
+
+
 def compare_rows(a: Path, b: Path) -> int:
     """Every audit, check, mutant and admission row of run ``a`` against run ``b`` by
-    identity, all fields but the volatile ones: 0 if equal, 1 with the first differences
+    identity, all fields but the volatile ones and what says a row's launches ran on
+    another arch's identical code (counted): 0 if equal, 1 with the first differences
     listed (and 1 if either run has none: nothing compared is no evidence)."""
+    shared: dict[Path, int] = {}
+
     def by_id(run: Path) -> dict[str, dict[str, Any]]:
         out = {}
         for r in _rows(run):
             if r.get("kind") not in JUDGED:
                 continue
+            r, same = _unshared(r) if r.get("kind") == "check" else (r, "")
+            shared[run] = shared.get(run, 0) + bool(same)
             ident = f"{r.get('kind')}:{r.get('identity')}"
             out[ident] = _scrub(r)
         return out
     ra, rb = by_id(a), by_id(b)
+    for run, n in shared.items():
+        if n:
+            print(f"{run}: {n} check rows ran on another arch's identical code")
     # a field only one run's rows have (a schema addition between them, such as
     # object_sha256) cannot be compared: named once, and the rest of the row compared
     only: set[str] = set()

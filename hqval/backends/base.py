@@ -130,6 +130,12 @@ class Backend(abc.ABC):
         kept to its own buffers."""
         return [self.launch(program, grid, block, args) for grid, block, args in launches]
 
+    def ran_on(self) -> list[str]:
+        """The arch whose device ran each launch so far, in order.  Empty here: a hardware
+        backend runs every launch itself; the emulator names the arch whose identical code
+        a replayed launch ran on (``hqval.checks.cell.run_cell`` says so in the row)."""
+        return []
+
     def synchronize(self) -> None:
         return None
 

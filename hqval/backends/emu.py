@@ -44,11 +44,22 @@ class EmuBackend(Backend):
                 f"backend 'emu': {arch} is not an RDNA target; the interpreter runs gfx10-12 only"
             )
         try:
-            self.machine: Any = Machine(arch)
+            from hqval.emu.machine import SHARED_REPLAY
+
+            # one replay store for every arch's machine in this process: a launch of code
+            # identical to another arch's (its object apart from the target name, decoded
+            # alike, one generation) on the same bytes is run once (``Machine.launch``)
+            self.machine: Any = Machine(arch, replay=SHARED_REPLAY)
         except (EmuError, ValueError, KeyError, NotImplementedError) as exc:
             raise BackendUnavailable(f"backend 'emu': cannot emulate {arch}: {exc}") from exc
         self._modules: dict[str, Any] = {}
         self._digests: dict[str, str] = {}
+
+    def ran_on(self) -> list[str]:
+        """The arch whose machine ran each launch so far, in order: this arch, or the one
+        a replayed launch of identical code ran on (the machine's own list: read it)."""
+        ran: list[str] = self.machine.ran_on
+        return ran
 
     def device_name(self) -> str:
         return f"hqval RDNA wave interpreter ({self.arch})"

@@ -186,11 +186,36 @@ HARDWARE_BACKENDS = ("hip", "cuda")
 
 
 def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
-    """Run one cell; never raises for a kernel or fixture problem, always returns a row."""
+    """Run one cell; never raises for a kernel or fixture problem, always returns a row.
+    A cell whose every launch was replayed from another arch's run of identical code says
+    so (``same_code``)."""
     fn = check_function(check)
     why = not_applicable(check, spec, ctx.arch, ctx.manifest)
     if why:
         return ctx.row(check, spec, Status.UNSUPPORTED, why)
+    before = len(ctx.backend.ran_on())
+    return same_code(_run_cell(ctx, check, spec, fn), ctx.backend.ran_on()[before:])
+
+
+def same_code(row: Row, ran_on: list[str]) -> Row:
+    """``row`` saying which of its launches ran on another arch (``ran_on``: the arch
+    that ran each of them): the emulator ran that arch's code object, identical to this
+    one's apart from the target name, on the same bytes, once.  Every launch elsewhere on
+    one arch: "same code as gfx1200" in the message and ``details.same_code_as``; some
+    of them: ``details.launches_run_on`` (arch -> launches)."""
+    others = [a for a in ran_on if a != row.arch]
+    if not others:
+        return row
+    details = dict(row.details)
+    if len(others) == len(ran_on) and len(set(others)) == 1:
+        details["same_code_as"] = others[0]
+        message = f"same code as {others[0]}" + (f"; {row.message}" if row.message else "")
+        return dataclasses.replace(row, message=message, details=details)
+    details["launches_run_on"] = {a: ran_on.count(a) for a in sorted(set(ran_on))}
+    return dataclasses.replace(row, details=details)
+
+
+def _run_cell(ctx: CheckContext, check: str, spec: KernelSpec, fn: CheckFn) -> Row:
     emu_errors = _emu_errors()
     try:
         if ctx.backend.name in HARDWARE_BACKENDS:  # a deadline on its launches and waits

@@ -12,6 +12,7 @@ The toolchain, the audit, the cost model and the emulator all read code objects 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from hqval.codeobject.disasm import (
 )
 from hqval.codeobject.elf import elf_symbols
 from hqval.codeobject.errors import CodeObjectError
+from hqval.codeobject.metadata import NT_AMDGPU_METADATA
 from hqval.codeobject.metadata import find as _find_metadata
 from hqval.codeobject.metadata import unpack as unpack_msgpack
 
@@ -80,6 +82,7 @@ class CodeObject:
     cache_dir: str | None = None
     _lines: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False)
     _code: dict[tuple[str, str], list[Instruction]] = field(default_factory=dict, repr=False)
+    _identity: str = field(default="", repr=False)
 
     @classmethod
     def parse(cls, raw: bytes) -> CodeObject:
@@ -139,6 +142,29 @@ class CodeObject:
 
     def disassembled_symbols(self, mcpu: str | None = None) -> list[str]:
         return sorted(self._symbol_lines(mcpu or self.processor))
+
+    @property
+    def code_identity(self) -> str:
+        """A sha256 of everything in the object apart from the target it names: the ELF
+        header without ``e_flags`` (the processor), every section's header and bytes, every
+        note but the metadata's, and the metadata without ``amdhsa.target`` (the kernels'
+        descriptors, arguments and registers included).  Two arches' objects with one
+        code identity hold byte-identical text, kernel descriptors and metadata."""
+        if not self._identity:
+            h = hashlib.sha256(b"code-identity-v1")
+            h.update(self.raw[:48] + self.raw[52:64])  # e_flags: bytes 48-51
+            for sec in self.sections:
+                h.update(repr((sec.name, sec.type, sec.address, sec.size, sec.link,
+                               sec.entsize)).encode())
+                if sec.type not in (elf.SHT_NOTE, elf.SHT_NOBITS):
+                    h.update(self.raw[sec.offset:sec.offset + sec.size])
+            for note in elf.notes(self.raw, self.sections):  # but the metadata's own
+                if (note.name, note.type) != (b"AMDGPU", NT_AMDGPU_METADATA):
+                    h.update(repr((note.name, note.type)).encode() + note.desc)
+            meta = {k: v for k, v in self.metadata.items() if k != "amdhsa.target"}
+            h.update(json.dumps(meta, sort_keys=True, default=repr).encode())
+            self._identity = h.hexdigest()
+        return self._identity
 
 
 _LOADED: dict[str, CodeObject] = {}

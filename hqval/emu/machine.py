@@ -26,8 +26,8 @@ from hqval.emu.fparith import launch_fp
 from hqval.emu.memory import Memory
 from hqval.emu.operands import EXEC, TTMP0, Ctx, WaveState
 
-# launches remembered for replay per machine (oldest dropped first)
-REPLAY_LIMIT = 128
+# launches a replay store remembers (oldest dropped first)
+REPLAY_LIMIT = 512
 
 CLASSES = ("SALU", "VALU", "SMEM", "VMEM", "LDS", "WMMA", "BRANCH", "other")
 
@@ -118,6 +118,7 @@ class Module:
     arch: str
     digest: bytes = b""  # sha256 of the code object's bytes
     _programs: dict[str, Program] = field(default_factory=dict)
+    _keys: dict[tuple[str, int], bytes] = field(default_factory=dict)
 
     def symbols(self) -> list[str]:
         return sorted(self.code_object.kernels)
@@ -126,6 +127,22 @@ class Module:
         """Instructions of ``symbol`` the interpreter has no semantics for (mnemonic,
         address, why).  A launch that reaches one raises UnsupportedInstruction."""
         return list(self.program(symbol).unsupported)
+
+    def execution_key(self, symbol: str, gen: int) -> bytes:
+        """What running ``symbol`` depends on in the code: the object's code identity
+        (``CodeObject.code_identity``: everything but the target it names), the kernel,
+        the instructions as this arch's disassembler decoded them, and the generation
+        whose semantics run them (translations depend on the text, the generation and the
+        wave size only)."""
+        key = self._keys.get((symbol, gen))
+        if key is None:
+            prog = self.program(symbol)
+            h = hashlib.sha256(self.code_object.code_identity.encode())
+            h.update(repr((symbol, gen, prog.info.wavefront_size)).encode())
+            for ins in prog.instructions:
+                h.update(f"{ins.addr}:{ins.text}\n".encode())
+            key = self._keys[(symbol, gen)] = h.digest()
+        return key
 
     def program(self, symbol: str) -> Program:
         if symbol in self._programs:
@@ -223,10 +240,49 @@ def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
                    unsupported=missing)
 
 
+class ReplayStore:
+    """Launches remembered for replay: launch key (``Machine._launch_key``) -> (every live
+    allocation's bytes after the launch, its stats, the arch whose machine ran it).  A
+    launch identical in everything it depends on to an earlier one leaves the same memory,
+    so it is replayed instead of run again: on the machine that ran it, or on any machine
+    sharing the store whose code and generation are the same (another arch's identical
+    code object).  Never with a trace or a memory recorder (the executed audit's): those
+    must see every access.  A machine has a store of its own unless it is given one."""
+
+    def __init__(self, limit: int = REPLAY_LIMIT) -> None:
+        self.limit = limit
+        self._runs: dict[bytes, tuple[list[np.ndarray], LaunchStats, str]] = {}
+
+    def get(self, key: bytes) -> tuple[list[np.ndarray], LaunchStats, str] | None:
+        return self._runs.get(key)
+
+    def put(self, key: bytes, after: list[np.ndarray], stats: LaunchStats, arch: str) -> None:
+        if len(self._runs) >= self.limit:
+            self._runs.pop(next(iter(self._runs)))
+        self._runs[key] = (after, stats, arch)
+
+    def clear(self) -> None:
+        self._runs.clear()
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+
+# the store the emu backend's machines share in a process (``hqval.backends.emu``): a check
+# cell of one arch replays another arch's identical launches (room for the launches of a
+# few cells on every arch)
+SHARED_REPLAY = ReplayStore(limit=2 * REPLAY_LIMIT)
+
+
+def _copy_stats(stats: LaunchStats) -> LaunchStats:
+    return dataclasses.replace(stats, counts=dict(stats.counts), per_wave_counts={
+        k: list(v) for k, v in stats.per_wave_counts.items()})
+
+
 class Machine:
     """A CPU model of one RDNA GPU: memory, loaded modules and launches."""
 
-    def __init__(self, arch: str) -> None:
+    def __init__(self, arch: str, replay: ReplayStore | None = None) -> None:
         if arch not in ARCH_GEN:
             raise UnknownArch(f"unknown arch {arch!r}: the emulator models "
                            f"{', '.join(sorted(ARCH_GEN))}")
@@ -235,11 +291,11 @@ class Machine:
         self.mem = Memory()
         self._modules: dict[str, Module] = {}
         self._launch_allocs: list[int] = []  # kernarg segment, dispatch packet
-        # launch key -> (every live allocation's bytes after the launch, its stats): a
-        # launch identical in everything it depends on (``_launch_key``) to an earlier one
-        # leaves the same memory, so it is replayed instead of run again
-        self._replay: dict[bytes, tuple[list[np.ndarray], LaunchStats]] = {}
-        self.replayed = 0  # launches answered from ``_replay``
+        self.replay = ReplayStore() if replay is None else replay
+        self.replayed = 0  # launches answered from the replay store
+        # the arch whose machine ran each launch of this machine (its own name, or the
+        # arch a replayed launch's identical code was run on), in launch order
+        self.ran_on: list[str] = []
 
     # ---- memory
     def alloc(self, nbytes: int) -> int:
@@ -294,35 +350,48 @@ class Machine:
         import time
 
         key = None
-        if trace is None:
+        if trace is None and self.mem.recorder is None:
             key = self._launch_key(module, symbol, grid, block, args, dynamic_lds, max_steps)
-            hit = self._replay.get(key)
+            hit = self._replayed(key)
             if hit is not None:
-                after, stats = hit
-                for (start, end), data in zip(zip(self.mem.starts, self.mem.ends, strict=True),
-                                              after, strict=True):
-                    self.mem.data[start:end] = data
-                self.replayed += 1
-                return dataclasses.replace(stats, counts=dict(stats.counts),
-                                           per_wave_counts={k: list(v) for k, v in
-                                                            stats.per_wave_counts.items()})
+                return _copy_stats(hit)
         with relaxed_gc():
             stats = self._launch(module, symbol, grid, block, args, dynamic_lds, trace,
                                  max_steps, time.perf_counter)
-        if key is not None:
-            if len(self._replay) >= REPLAY_LIMIT:
-                self._replay.pop(next(iter(self._replay)))
-            self._replay[key] = ([self.mem.data[s:e].copy() for s, e in
-                                  zip(self.mem.starts, self.mem.ends, strict=True)], stats)
+        self._remember(key, stats)
         return stats
+
+    def _replayed(self, key: bytes) -> LaunchStats | None:
+        """The stats of the launch ``key`` names when one was run (on any machine of this
+        process), after writing back every live allocation as that launch left it."""
+        hit = self.replay.get(key)
+        if hit is None:
+            return None
+        after, stats, arch = hit
+        for (start, end), data in zip(zip(self.mem.starts, self.mem.ends, strict=True),
+                                      after, strict=True):
+            self.mem.data[start:end] = data
+        self.replayed += 1
+        self.ran_on.append(arch)
+        return stats
+
+    def _remember(self, key: bytes | None, stats: LaunchStats) -> None:
+        self.ran_on.append(self.arch)
+        if key is not None:
+            self.replay.put(key, [self.mem.data[s:e].copy() for s, e in
+                                  zip(self.mem.starts, self.mem.ends, strict=True)],
+                            stats, self.arch)
 
     def _launch_key(self, module: Module, symbol: str, grid: Sequence[int],
                     block: Sequence[int], args: Sequence[int], dynamic_lds: int,
                     max_steps: int) -> bytes:
-        """Everything a launch's outcome depends on: the code object, kernel, grid, block,
-        arguments and step limit, and the layout, access windows and every byte of every
-        live allocation (the only memory a kernel can reach)."""
-        h = hashlib.sha256(module.digest)
+        """Everything a launch's outcome depends on: the code (``Module.execution_key``:
+        the object apart from its target name, the instructions as decoded, the
+        generation whose semantics run them), kernel, grid, block, arguments and step
+        limit, and the layout, access windows and every byte of every live allocation (the
+        only memory a kernel can reach).  So two arches whose code objects differ only in
+        the target they name, of one generation, share a key: the launch runs once."""
+        h = hashlib.sha256(module.execution_key(symbol, self.gen))
         h.update(repr((symbol, tuple(int(g) for g in grid), tuple(int(b) for b in block),
                        tuple(int(a) for a in args), int(dynamic_lds), int(max_steps),
                        self.mem.starts, self.mem.ends, sorted(self.mem._windows.items()),
@@ -355,29 +424,20 @@ class Machine:
         flat_spans = [(int(a), int(n)) for _, _, _, sp in launches for a, n in sp]
         owners = [k for k, (_, _, _, sp) in enumerate(launches) for _ in sp]
         with self.mem.windows(flat_spans, owners):
-            key = self._launch_key(module, symbol, (len(launches), 0, 0), (0, 0, 0),
-                                   [v for g, b, a, _ in launches
-                                    for v in (*g, -1, *b, -1, *a, -2)], 0, max_steps)
-            hit = self._replay.get(key)
-            if hit is not None:
-                after, stats = hit
-                for (start, end), data in zip(zip(self.mem.starts, self.mem.ends,
-                                                  strict=True), after, strict=True):
-                    self.mem.data[start:end] = data
-                self.replayed += 1
-                return [dataclasses.replace(x, counts=dict(x.counts), per_wave_counts={
-                    k: list(v) for k, v in x.per_wave_counts.items()})
-                        for x in stats.batch]
+            key = None
+            if self.mem.recorder is None:
+                key = self._launch_key(module, symbol, (len(launches), 0, 0), (0, 0, 0),
+                                       [v for g, b, a, _ in launches
+                                        for v in (*g, -1, *b, -1, *a, -2)], 0, max_steps)
+                hit = self._replayed(key)
+                if hit is not None:
+                    return [_copy_stats(x) for x in hit.batch]
             parts = [(g, b, a) for g, b, a, _ in launches]
             with relaxed_gc():
                 out = self._launch_parts(module, symbol, parts, 0, None, max_steps,
                                          time.perf_counter, batch=True)
-            total = LaunchStats(counts={}, waves=0, wave_instructions=0, seconds=0.0,
-                                batch=out)
-            if len(self._replay) >= REPLAY_LIMIT:
-                self._replay.pop(next(iter(self._replay)))
-            self._replay[key] = ([self.mem.data[s:e].copy() for s, e in
-                                  zip(self.mem.starts, self.mem.ends, strict=True)], total)
+            self._remember(key, LaunchStats(counts={}, waves=0, wave_instructions=0,
+                                            seconds=0.0, batch=out))
         return out
 
     def _launch(self, module: Module, symbol: str, grid: Sequence[int], block: Sequence[int],

@@ -139,3 +139,97 @@ def test_check_shapes_follow_k_multiple_and_shapes() -> None:
     assert (shaped.gemv_m, shaped.gemv_k) == (9, 768)
     row = run_cell(ctx, "reference_parity", ctx.kernel("gemv_tree_waived_r1"))
     assert row.status == Status.PASS, row.message
+
+
+# ---- identical code runs once --------------------------------------------------------
+
+
+def _fresh(arch: str, mutants: bool = False) -> CheckContext:
+    from hqval.backends.emu import EmuBackend
+    from hqval.matrix import load_arches
+
+    from .conftest import mutant_manifest, real_manifest
+
+    return CheckContext(backend=EmuBackend(arch), arch=load_arches()[arch],
+                        manifest=mutant_manifest() if mutants else real_manifest())
+
+
+def _as_run_alone(row: Row) -> dict[str, object]:
+    """The row without what says its launches ran on another arch."""
+    d = dataclasses.asdict(row)
+    details = dict(d["details"])
+    same = details.pop("same_code_as", None)
+    details.pop("launches_run_on", None)
+    message = str(d["message"])
+    if same:
+        message = message.removeprefix(f"same code as {same}").removeprefix("; ")
+    return {**d, "details": details, "message": message}
+
+
+@pytest.mark.parametrize(("check", "kernel", "mutants", "status"), [
+    ("prefill_parity", "gemm_mq4g256v2_wmma_gfx12", False, Status.PASS),
+    ("reference_parity", "gemv_mut_halves_swapped_r1", True, Status.FAIL),
+])
+def test_identical_code_on_another_arch_runs_once_and_the_row_says_so(
+        check: str, kernel: str, mutants: bool, status: Status) -> None:
+    """gfx1200 and gfx1201 build these kernels to objects that differ only in the target
+    they name: the gfx1201 cell runs none of its launches (each is gfx1200's, replayed),
+    says "same code as gfx1200", and is, in everything else, the row of a real execution
+    on gfx1201 (the replay store emptied first), a failing mutant's too."""
+    from hqval.codeobject import load
+    from hqval.emu.machine import SHARED_REPLAY
+
+    SHARED_REPLAY.clear()
+    first = _fresh("gfx1200", mutants)
+    run_cell(first, check, first.kernel(kernel))
+    ctx = _fresh("gfx1201", mutants)
+    spec = ctx.kernel(kernel)
+    reused = run_cell(ctx, check, spec)
+    assert ctx.backend.ran_on() and set(ctx.backend.ran_on()) == {"gfx1200"}
+    assert reused.details["same_code_as"] == "gfx1200"
+    assert reused.message.startswith("same code as gfx1200")
+    SHARED_REPLAY.clear()
+    alone = _fresh("gfx1201", mutants)
+    real = run_cell(alone, check, spec)
+    assert alone.backend.ran_on() and set(alone.backend.ran_on()) == {"gfx1201"}
+    assert "same_code_as" not in real.details and "same code" not in real.message
+    assert real.status is status
+    assert _as_run_alone(reused) == _as_run_alone(real)
+    # the row names gfx1201's own object, a different file from gfx1200's: only the
+    # target it names differs
+    a = load(first.program(first.kernel(kernel)).provenance["code_object"])
+    b = load(ctx.program(spec).provenance["code_object"])
+    assert reused.object_sha256 == b.sha256 != a.sha256
+    assert a.code_identity == b.code_identity
+
+
+def test_code_that_differs_between_arches_runs_again() -> None:
+    """gfx1100 and gfx1101 build the gfx11 WMMA GEMM differently (each target's own
+    scheduling): the gfx1101 cell runs every launch itself right after gfx1100's cell on
+    the same inputs, and its row says nothing of gfx1100."""
+    from hqval.codeobject import load
+    from hqval.emu.machine import SHARED_REPLAY
+
+    kernel, check = "gemm_mq4g256v2_wmma_gfx11", "prefill_parity"
+    SHARED_REPLAY.clear()
+    first = _fresh("gfx1100")
+    run_cell(first, check, first.kernel(kernel))
+    ctx = _fresh("gfx1101")
+    row = run_cell(ctx, check, ctx.kernel(kernel))
+    a = load(first.program(first.kernel(kernel)).provenance["code_object"])
+    b = load(ctx.program(ctx.kernel(kernel)).provenance["code_object"])
+    assert a.code_identity != b.code_identity
+    assert ctx.backend.ran_on() and set(ctx.backend.ran_on()) == {"gfx1101"}
+    assert row.status is Status.PASS and "same_code_as" not in row.details
+    assert "launches_run_on" not in row.details and "same code" not in row.message
+
+
+def test_a_row_with_some_launches_run_elsewhere_counts_them() -> None:
+    row = Row("check", "prefill_parity", "k", "gfx1101", "emu", Status.PASS, message="ok")
+    assert cell.same_code(row, ["gfx1101", "gfx1101"]) is row
+    part = cell.same_code(row, ["gfx1151", "gfx1101", "gfx1151"])
+    assert part.details["launches_run_on"] == {"gfx1101": 1, "gfx1151": 2}
+    assert part.message == "ok" and "same_code_as" not in part.details
+    whole = cell.same_code(row, ["gfx1151", "gfx1151"])
+    assert whole.message == "same code as gfx1151; ok"
+    assert whole.details == {"same_code_as": "gfx1151"}

@@ -216,9 +216,11 @@ def test_check_rows_equal_the_sequential_numpy_path(
     from hqval.backends.base import Backend
     from hqval.checks.cell import CheckContext, run_cell
     from hqval.emu import fastfma
+    from hqval.emu.machine import SHARED_REPLAY
     from hqval.matrix import resolve_arch
 
     def row(fast: bool) -> dict[str, object]:
+        SHARED_REPLAY.clear()  # the backends' shared replay store: nothing from the other path
         fastfma.reset()
         monkeypatch.setenv(fastfma.ENV, "auto" if fast else "numpy")
         be = EmuBackend(arch)

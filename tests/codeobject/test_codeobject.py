@@ -155,3 +155,41 @@ def test_another_disassembler_is_another_key(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("HQVAL_OBJDUMP", str(tmp_path / "nope"))
     with pytest.raises(CodeObjectError, match="HQVAL_OBJDUMP"):
         cobj.find_objdump()
+
+
+def _manifest_object(kernel: str, arch: str) -> CodeObject:
+    from hqval.manifest import load_manifest
+    from hqval.toolchain import compile_kernel
+
+    res = compile_kernel(load_manifest(None).by_name(kernel), arch)
+    assert res.ok and res.code_object is not None, res.message
+    return load(res.code_object.read_bytes())
+
+
+def test_code_identity_is_everything_but_the_target() -> None:
+    """gfx1200 and gfx1201 objects of one kernel differ in bytes (the target in e_flags
+    and the metadata) and share a code identity; another generation's build, one changed
+    byte of text, of a kernel descriptor or of the metadata each make another."""
+    a = _manifest_object("gemv_hfq4g256_r1", "gfx1200")
+    b = _manifest_object("gemv_hfq4g256_r1", "gfx1201")
+    assert a.raw != b.raw and a.processor == "gfx1200" and b.processor == "gfx1201"
+    assert a.code_identity == b.code_identity
+    assert _manifest_object("gemv_hfq4g256_r1", "gfx1100").code_identity != a.code_identity
+
+    def flipped(offset: int) -> str:
+        raw = bytearray(a.raw)
+        raw[offset] ^= 1
+        return CodeObject.parse(bytes(raw)).code_identity
+
+    text = next(s for s in a.sections if s.name == ".text")
+    assert flipped(text.offset + 4) != a.code_identity
+    rodata = next(s for s in a.sections if s.name == ".rodata")  # the kernel descriptors
+    assert flipped(rodata.offset + 44) != a.code_identity  # a descriptor's rsrc3
+    meta = dict(a.metadata)
+    meta["amdhsa.kernels"] = [{**k, ".sgpr_count": k[".sgpr_count"] + 1}
+                              for k in meta["amdhsa.kernels"]]
+    changed = CodeObject(raw=a.raw, target=a.target, sections=a.sections, metadata=meta)
+    assert changed.code_identity != a.code_identity
+    renamed = CodeObject(raw=a.raw, target=a.target, sections=a.sections,
+                         metadata={**a.metadata, "amdhsa.target": b.target})
+    assert renamed.code_identity == a.code_identity

@@ -520,3 +520,51 @@ def test_launch_many_needs_one_block_shape(ops: Ops) -> None:
     with pytest.raises(EmuError, match="one block shape"):
         m.launch_many(mod, "copy_off", [((1, 1, 1), (32, 1, 1), [a0, o0, 0], []),
                                         ((1, 1, 1), (64, 1, 1), [a1, o1, 0], [])])
+
+
+def test_identical_code_of_another_arch_is_replayed_through_a_shared_store() -> None:
+    """Machines sharing a replay store: gfx1201 replays gfx1200's launch of the same code
+    (the suite's GEMV, whose objects differ only in the target) on the same bytes, naming
+    gfx1200 as the arch it ran on; with stores of their own, with the executed audit's
+    memory recorder on, or with other code (gfx1100's), every launch runs."""
+    from hqval.emu.machine import ReplayStore
+    from hqval.formats import by_qt
+    from hqval.manifest import load_manifest
+    from hqval.toolchain import compile_kernel
+
+    spec = load_manifest(None).by_name("gemv_hfq4g256_r1")
+    rng = np.random.default_rng(3)
+    w = by_qt(6).encode(rng.standard_normal((2, 256)).astype(np.float32))
+    x = rng.standard_normal(256).astype(np.float32)
+
+    def launch(m: Machine) -> tuple[np.ndarray, object]:
+        res = compile_kernel(spec, m.arch)
+        assert res.ok and res.code_object is not None, res.message
+        mod = m.load(res.code_object.read_bytes())
+        wa, xa = buf(m, w.reshape(-1)), buf(m, x)
+        y = buf(m, np.full(2, -1, np.float32))
+        stats = m.launch(mod, spec.symbol, (2, 1, 1), (32, 1, 1), [wa, xa, y, 2, 256])
+        got = m.read(y, 8).view(np.float32).copy()
+        for a in (y, xa, wa):
+            m.free(a)
+        return got, stats.counts
+
+    store = ReplayStore()
+    first, second = Machine("gfx1200", replay=store), Machine("gfx1201", replay=store)
+    ran, counts = launch(first)
+    again, again_counts = launch(second)
+    assert (first.replayed, second.replayed) == (0, 1)
+    assert first.ran_on == ["gfx1200"] and second.ran_on == ["gfx1200"]
+    np.testing.assert_array_equal(again, ran)
+    assert again_counts == counts and not np.array_equal(ran, [-1, -1])
+    alone = Machine("gfx1201")
+    assert np.array_equal(launch(alone)[0], ran)
+    assert alone.replayed == 0 and alone.ran_on == ["gfx1201"]
+    recorded = Machine("gfx1201", replay=store)
+    seen: list[object] = []
+    recorded.mem.recorder = lambda ins, wave, addr, ok: seen.append(ins)
+    launch(recorded)
+    assert recorded.replayed == 0 and recorded.ran_on == ["gfx1201"] and seen
+    other = Machine("gfx1100", replay=store)
+    launch(other)
+    assert other.replayed == 0 and other.ran_on == ["gfx1100"]
