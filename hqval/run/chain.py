@@ -97,6 +97,42 @@ def changed_inputs(envelope: Mapping[str, object], root: Path) -> str:
     return ""
 
 
+def added_inputs(envelope: Mapping[str, object], specs: Sequence[KernelSpec],
+                 arches: Sequence[Arch], root: Path, cache_dir: str | None = None) -> str:
+    """The first file the compiler reads now for a kernel the run compiled that it did not
+    read then (a header added on the include path that shadows the one the run compiled
+    with: no recorded file changed, yet the build would), or "".  Only where the run
+    recorded what its compiles read (``provenance.files``)."""
+    prov = envelope.get("provenance")
+    files = prov.get("files") if isinstance(prov, Mapping) else None
+    if not isinstance(files, Mapping) or not files:
+        return ""
+    try:
+        compiler = find_compiler()
+    except ToolchainError:
+        return ""  # nothing can compile: the compile rows say so
+    from hqval.containment import ContainmentError
+    from hqval.toolchain import DependencyError, source_closure
+
+    known = set(map(str, files))
+    objects = envelope.get("objects")
+    built = set(objects) if isinstance(objects, Mapping) else set()
+    for arch in arches:
+        for spec in specs:
+            if f"{spec.name}|{arch.name}" not in built:
+                continue  # not compiled by the run (a failed build read what it read)
+            try:
+                now = source_closure(spec, arch.name, compiler, cache_dir)
+            except (ContainmentError, DependencyError, OSError, ValueError):
+                continue  # the compile step reports it
+            for path in provenance.files(now, root):
+                if path not in known:
+                    return (f"{path} is read by the compiler for {spec.name} on {arch.name} "
+                            "now but was not when the run compiled it (a file added on the "
+                            "include path)")
+    return ""
+
+
 def _resume_mismatch(old: Mapping[str, object], new: Mapping[str, object]) -> str:
     diffs = [f"{k}: the run has {old.get(k)!r}, this invocation {new.get(k)!r}"
              for k in RESUME_KEYS if old.get(k) != new.get(k)]
@@ -156,7 +192,9 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             writer.close()
             raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
                               "the same --manifest, --arch and --backend, or start a new --out")
-        changed = changed_inputs(writer.envelope, Path(manifest.path).resolve().parent)
+        changed = changed_inputs(writer.envelope, Path(manifest.path).resolve().parent) \
+            or added_inputs(writer.envelope, specs, arches, Path(manifest.path).resolve().parent,
+                            config.cache_dir)
         if changed:
             writer.close()
             raise RunDirError(f"--resume {config.out}: {changed}: its rows judged the old "

@@ -139,3 +139,29 @@ def test_a_compile_row_saying_skipped_is_damage(
              status="skipped")
     res = hqval("admit", str(run))
     assert res.code == 2 and "never skipped" in res.err
+
+
+def test_resume_after_adding_a_shadowing_header_is_refused(tmp_path: Path) -> None:
+    """A header added beside the source, shadowing the suite's ``hq4_gemv.h`` the run
+    compiled with: no file the run recorded changed, yet the build would (once: --resume
+    went on, the checks judged a new object against the old audit).  The resume names
+    the new file."""
+    import shutil
+
+    from hqval import provenance
+    from hqval.run.chain import added_inputs
+    from hqval.toolchain import compile_kernel
+
+    from .test_cache_more import KERNELS, _spec
+
+    root = tmp_path / "tree"
+    spec = _spec(root, "1.0f")
+    arch = load_arches()["gfx1010"]
+    res = compile_kernel(spec, arch.name, tmp_path / "cache")
+    assert res.ok and res.sha256
+    env: dict[str, Any] = {"provenance": {"files": provenance.files(res.dependencies, root)},
+                           "objects": {f"{spec.name}|{arch.name}": res.sha256}}
+    assert added_inputs(env, [spec], [arch], root, str(tmp_path / "cache")) == ""  # control
+    shutil.copy(KERNELS / "hq4_gemv.h", root / "hq4_gemv.h")
+    why = added_inputs(env, [spec], [arch], root, str(tmp_path / "cache"))
+    assert why.startswith("hq4_gemv.h is read by the compiler for gemv_tweak_r1 on gfx1010")
