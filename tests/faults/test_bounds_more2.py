@@ -61,3 +61,17 @@ def test_a_fifo_where_a_cache_entry_is_read_never_blocks(
         path.parent.mkdir(parents=True)
         os.mkfifo(path)
         assert acache.cached_rows(tmp_path, key) is None
+
+
+@pytest.mark.parametrize("command", ["admit", "compile"])
+def test_a_policy_or_manifest_linked_to_dev_zero_is_refused_unread(
+        golden: Path, tmp_path: Path, hqval: Admit, command: str) -> None:
+    """``--policy`` and ``--manifest`` naming a symbolic link to /dev/zero: the link is
+    followed by ``stat`` only, the character device refused without reading it."""
+    link = tmp_path / "linked.yaml"
+    link.symlink_to("/dev/zero")
+    args = (["admit", str(golden), "--policy", str(link)] if command == "admit" else
+            ["compile", "--arch", "gfx1010", "--manifest", str(link)])
+    res = hqval(*args)
+    assert res.code == 2 and "is a character device, not a regular file" in res.err
+    assert len(res.err.strip().splitlines()) == 1
