@@ -68,6 +68,7 @@ class _State:
 
     rows: list[Row] = field(default_factory=list)
     contexts: dict[tuple[str, str, str, str], CheckContext] = field(default_factory=dict)
+    cache: Any = None  # the --hqval-cache-dir in effect (``toolchain.selected_cache``)
 
 
 _STATE = pytest.StashKey[_State]()
@@ -79,12 +80,27 @@ def _state(config: pytest.Config) -> _State:
     return config.stash[_STATE]
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.cache is not None:
+        state.cache.__exit__(None, None, None)
+        state.cache = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from hqval.checks.cell import CHECKS
     from hqval.matrix import load_arches
 
     state = config.stash[_STATE] = _State()
     config.pluginmanager.register(_Recorder(state), "hqval-checks-rows")
+    cache = config.getoption("--hqval-cache-dir")
+    if cache:
+        # every cache of the session's processes (disassemblies, the emulator's compiled
+        # FMA) follows --hqval-cache-dir, as the code objects do
+        from hqval.toolchain import selected_cache
+
+        state.cache = selected_cache(cache)
+        state.cache.__enter__()
     # a marker per check, arch and backend (strict markers: each is registered)
     arches = dict.fromkeys([*load_arches(), *(config.getoption("--hqval-arch") or [])])
     for name, what in ([(c, "check") for c in CHECKS] + [(a, "arch") for a in arches]
