@@ -148,11 +148,19 @@ def admit_cell(
         reasons.insert(0, _unmet(unmet[0], arch))
         fb_rows = [r for r in qt_rows if r.check in pp.fallback_checks]
         failing = [r.identity for r in fb_rows if _failed(r)]
-        # the fallback runs the decode kernels, so their own failures count too
+        # the fallback runs decode kernels, so their own failures count too: the kernels
+        # its rows name (details.decode_kernel), where every row names one; else every
+        # decode kernel of the qt (a run that did not record them).  An unrelated kernel's
+        # finding (a MoE GEMV of a path the arch does not even have) is not the fallback's.
         own = {r.identity for r in rows}
+        named = {str(r.details["decode_kernel"]) for r in fb_rows
+                 if r.details.get("decode_kernel")}
+        if any(not r.details.get("decode_kernel") for r in fb_rows):
+            named = set()
         decode_fail = [r.identity for r in qt_rows
                        if _failed(r) and r.identity not in own and r.check not in
-                       pp.fallback_checks and r.kind in ("compile", "audit", "check")]
+                       pp.fallback_checks and r.kind in ("compile", "audit", "check")
+                       and (not named or r.kernel in named)]
         if failing or decode_fail:
             reasons.append("fallback evidence failed: " + ", ".join(failing + decode_fail))
             return cell(AdmissionStatus.REJECTED, fb_rows, failing + decode_fail)

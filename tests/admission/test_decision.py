@@ -595,3 +595,23 @@ def test_a_run_with_no_kernel_of_any_admission_path_is_empty_and_exit_2() -> Non
     assert all(not c.kernels for c in adm.cells)
     assert adm.empty and adm.exit_code == 2
     assert "no kernel of any admission path" in "\n".join(problem_lines(adm))
+
+
+def test_a_fallback_owes_the_failures_of_the_decode_kernels_it_runs_only() -> None:
+    """On gfx1010 (no WMMA) qt=44 prefill falls back to the decode kernel its fallback rows
+    name: a failing row of that kernel rejects the cell, a failing row of an unrelated
+    qt=44 kernel (a MoE GEMV, a path gfx1010 does not have) does not."""
+    kernels = {**KERNELS, "moe44": KernelInfo(44, "moe_decode")}
+    rows = [x for x in full_emu("gfx1010") if x.check != "fallback"]
+    rows += [r("check", "fallback", "gemm44", "gfx1010", decode_kernel="gemv44"),
+             r("check", "fallback", "gemm45", "gfx1010", decode_kernel="gemv45"),
+             *compiled("moe44", "gfx1010"),
+             r("audit", "header_scalar", "moe44", "gfx1010", "isa", status=Status.FAIL)]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    assert status(adm, 44, "prefill", "gfx1010") is S.FALLBACK
+    bad = [*rows, r("audit", "no_spill", "gemv44", "gfx1010", "isa", status=Status.FAIL)]
+    adm = admit(bad, POLICY, ARCHES, kernels=kernels)
+    assert status(adm, 44, "prefill", "gfx1010") is S.REJECTED
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "prefill", "gfx1010"))
+    assert "no_spill[gemv44|gfx1010|isa]" in " ".join(cell.reasons)
+    assert "moe44" not in " ".join(cell.reasons)
