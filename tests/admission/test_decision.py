@@ -598,14 +598,18 @@ def test_a_run_with_no_kernel_of_any_admission_path_is_empty_and_exit_2() -> Non
 
 
 def test_a_fallback_owes_the_failures_of_the_decode_kernels_it_runs_only() -> None:
-    """On gfx1010 (no WMMA) qt=44 prefill falls back to the decode kernel its fallback rows
-    name: a failing row of that kernel rejects the cell, a failing row of an unrelated
-    qt=44 kernel (a MoE GEMV, a path gfx1010 does not have) does not."""
-    kernels = {**KERNELS, "moe44": KernelInfo(44, "moe_decode")}
+    """On gfx1010 (no WMMA) qt=44 prefill falls back to the decode kernel its own fallback
+    rows name: a failing row of that kernel rejects the cell; a failing row of an unrelated
+    qt=44 kernel (a MoE GEMV, run by the grouped MoE GEMM's fallback, a path gfx1010 does
+    not have) does not."""
+    kernels = {**KERNELS, "moe44": KernelInfo(44, "moe_decode"),
+               "moeg44": KernelInfo(44, "moe_prefill")}
     rows = [x for x in full_emu("gfx1010") if x.check != "fallback"]
     rows += [r("check", "fallback", "gemm44", "gfx1010", decode_kernel="gemv44"),
              r("check", "fallback", "gemm45", "gfx1010", decode_kernel="gemv45"),
-             *compiled("moe44", "gfx1010"),
+             # the grouped MoE GEMM's fallback runs the MoE GEMV: the MoE prefill path's
+             r("check", "fallback", "moeg44", "gfx1010", decode_kernel="moe44"),
+             *compiled("moe44", "gfx1010"), *compiled("moeg44", "gfx1010"),
              r("audit", "header_scalar", "moe44", "gfx1010", "isa", status=Status.FAIL)]
     adm = admit(rows, POLICY, ARCHES, kernels=kernels)
     assert status(adm, 44, "prefill", "gfx1010") is S.FALLBACK
