@@ -24,7 +24,13 @@ from hqval.result import Row, Status, cell_id
 from hqval.timing import stats
 from hqval.timing.baselines import Baseline, copy_bandwidth, stream_read, torch_mv_bf16
 from hqval.timing.cost import ArchRates, KernelCost, predict_ratio
-from hqval.timing.gate import Gate, Verdict, gate_derivation, measure_until_settled, row_status
+from hqval.timing.gate import (
+    Gate,
+    gate_derivation,
+    measure_until_settled,
+    mutant_status,
+    row_status,
+)
 from hqval.timing.gate import verdict as gate_verdict
 from hqval.timing.gemv import GemvSetup, Shape, effective_gbps, gemv_bytes, setup_gemv
 from hqval.timing.harness import TimingConfig, filler_for, time_pair
@@ -588,14 +594,7 @@ def _mutant_row(
     v = gate_verdict(pair.runs_a, pair.runs_b, gate, tolerance=gate.change_max, seed=plan.seed)
     if untrusted is None and any(pair.queue_drained):
         untrusted = "host outran the queue filler"
-    if untrusted:
-        status, why = Status.ERROR, f"not trusted ({untrusted})"
-    elif v.verdict is Verdict.FAIL:
-        status, why = Status.PASS, "killed: the gate flags it"
-    elif v.verdict is Verdict.PASS:
-        status, why = Status.FAIL, "survived: the gate lets it through"
-    else:
-        status, why = row_status(v.verdict, gate), "noisy: neither flagged nor let through"
+    status, why = mutant_status(v.verdict, gate, untrusted)
     return Row(
         kind="timing", check=f"timing_mutant_{mode}", kernel=_cell_name(m.spec.name, shape),
         arch=plan.arch, backend=backend.name, status=status, measured=v.ratio,

@@ -349,6 +349,19 @@ def rejudge_control(row: Row) -> Row:
                 f"{stats.AA_TOLERANCE:g} of 1.00: {'no' if noisy else 'yes'}{why}")
 
 
+def mutant_status(v: Verdict, gate: Gate, untrusted: str | None) -> tuple[Status, str]:
+    """A timing mutant's row status and why, from the gate's verdict on its slowdown:
+    flagged = killed (PASS), let through = survived (FAIL), inconclusive = the gate's
+    noisy; an untrusted run's mutant is an error, as its candidates are."""
+    if untrusted:
+        return Status.ERROR, f"not trusted ({untrusted})"
+    if v is Verdict.FAIL:
+        return Status.PASS, "killed: the gate flags it"
+    if v is Verdict.PASS:
+        return Status.FAIL, "survived: the gate lets it through"
+    return row_status(v, gate), "noisy: neither flagged nor let through"
+
+
 def rejudge_mutant(row: Row, gate: Gate) -> Row:
     """A timing mutant against its unslowed twin, recomputed from the stored samples on
     ``gate.change_max``: flagged (the whole CI above it) is killed, PASS; let through
@@ -362,14 +375,7 @@ def rejudge_mutant(row: Row, gate: Gate) -> Row:
     drained = row.details.get("queue_drained")
     if not untrusted and isinstance(drained, list) and any(bool(x) for x in drained):
         untrusted = "host outran the queue filler"
-    if untrusted:
-        status, why = Status.ERROR, f"not trusted ({untrusted})"
-    elif v.verdict is Verdict.FAIL:
-        status, why = Status.PASS, "killed: the gate flags it"
-    elif v.verdict is Verdict.PASS:
-        status, why = Status.FAIL, "survived: the gate lets it through"
-    else:
-        status, why = row_status(v.verdict, gate), "noisy: neither flagged nor let through"
+    status, why = mutant_status(v.verdict, gate, untrusted)
     details = {**row.details, "gate": gate.to_dict(), "verdict": v.to_dict(),
                **({"untrusted": untrusted} if untrusted else {})}
     return dataclasses.replace(
