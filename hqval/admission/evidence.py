@@ -438,6 +438,9 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
     objects = envelope.get("objects") or {}
     statuses = [j.status for j in judged] if judged is not None and len(judged) == len(rows) \
         else [r.status for r in rows]
+    # the expected cells are read from the envelope once, not once per row (a matrix run
+    # has ~8000 rows and as many expected cells: rebuilding the sets per row was quadratic)
+    expected = _expected_ids(envelope) if "steps" in envelope else None
     for r, judged_status in zip(rows, statuses, strict=True):
         why = ""
         if r.run_id != run_id:
@@ -478,7 +481,7 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
                 elif r.kind == "audit" and r.details.get("waived"):
                     why = _waiver_damage(r, kernels.get(r.kernel))
             if not why and "steps" in envelope:
-                why = unexpected_row(r, envelope, judged_status)
+                why = unexpected_row(r, envelope, judged_status, expected)
         if why:
             out.append(f"{r.identity}: {why}")
     return out
@@ -513,7 +516,8 @@ def _expected_ids(envelope: Mapping[str, Any]) -> tuple[dict[str, set[str]], set
     return per, set().union(*per.values()) if per else set()
 
 
-def unexpected_row(r: Row, envelope: Mapping[str, Any], status: Status | None = None) -> str:
+def unexpected_row(r: Row, envelope: Mapping[str, Any], status: Status | None = None,
+                   expected: tuple[dict[str, set[str]], set[str]] | None = None) -> str:
     """Why a row of a run that recorded its cells up front is none it expected, or "".
     A step row is vouched for like any other: a step's own note (a gate skipped, nothing
     to do on an arch) is one of that step's expected cells, and says it was skipped by
@@ -522,8 +526,8 @@ def unexpected_row(r: Row, envelope: Mapping[str, Any], status: Status | None = 
     failure nor an error must be an expected cell: a passing or skipping row the run
     never planned (a check the kernel does not get, a timing cell of no bench plan) is
     not its evidence (``status``: the row's status as judged, its samples' verdict for a
-    timing row)."""
-    per, every = _expected_ids(envelope)
+    timing row); ``expected``: ``_expected_ids(envelope)``, when the caller has it."""
+    per, every = expected if expected is not None else _expected_ids(envelope)
     if r.kind == "step":
         steps = envelope.get("steps") or []
         if r.check not in steps:

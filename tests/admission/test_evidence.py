@@ -91,3 +91,19 @@ def test_built_for_decides_where_a_kernel_owes_evidence() -> None:
     assert table["only"].applies_to(ARCHES["gfx1151"]) is False
     assert table["old"].applies_to(ARCHES["gfx1151"]) is True
     assert KernelInfo(44, "decode").applies_to(ARCHES["gfx1151"]) is None
+
+
+def test_an_unexpected_row_among_many_is_named_once_the_expected_cells_are_read_once() -> None:
+    """``binding_damage`` reads the envelope's expected cells once for all rows: a passing
+    row no step expected is still damage, a failing one is not, and the expected rows
+    around them are clean."""
+    ok = [Row("check", "reference_parity", f"k{i}", "gfx1100", "emu", Status.PASS,
+              measured=1e-7, tolerance=1e-4) for i in range(50)]
+    kernels = {f"k{i}": {"qt": 44, "kind": "gemv"} for i in range(51)}
+    run = bound_run(ok, kernels, ["gfx1100"])
+    assert binding_damage(run.envelope, run.rows, 3) == []
+    stray = Row("check", "bit_identity", "k7", "gfx1100", "emu", Status.PASS, run_id=RUN_ID)
+    failed = dataclasses.replace(stray, kernel="k8", status=Status.FAIL)
+    out = binding_damage(run.envelope, [*run.rows, stray, failed], 3)
+    assert out == ["bit_identity[k7|gfx1100|emu]: a cell the run never expected (it is none "
+                   "of the envelope's expected cells)"]
