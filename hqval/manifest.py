@@ -35,6 +35,8 @@ from hqval.signature import Signature, parse_signatures
 from hqval.signature import builtin as builtin_signatures
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from hqval.matrix import Arch
 
 KERNELS_DIR = suite_dir("kernels")
@@ -737,3 +739,43 @@ def load_specs(manifest: str | Path | None, mutants: bool = False) -> list[Kerne
     if mutants:
         specs += load_mutants().kernels
     return specs
+
+
+def kernel_table(specs: Sequence[KernelSpec],
+                 self_test: frozenset[str] = frozenset(),
+                 arches: Sequence[Arch] | None = None) -> dict[str, dict[str, object]]:
+    """What the envelope records per kernel, so admission works offline from the run.
+    ``self_test``: the suite's own mutants run on an external tree (a suite self-test);
+    ``arches``: the run's, recorded per kernel as those it is built for (``built_for``,
+    from ``KernelSpec.applies_to``: a kernel limited to gfx1100 expects no evidence on
+    gfx1151)."""
+    return {s.name: {"qt": s.qt, "kind": s.kind, "path": s.path, "requires": s.requires,
+                     **({"built_for": [a.name for a in arches if s.applies_to(a)]}
+                        if arches is not None else {}),
+                     "baseline": s.baseline, "rows_per_block": s.rows_per_block,
+                     "batch_tile": s.batch_tile, "residual": s.residual,
+                     "mutant_of": s.mutant_of, "source": str(s.source),
+                     **({"self_test": True} if s.name in self_test else {}),
+                     # manifest schema 2 (engine trees)
+                     "block": s.block, "arches": list(s.arches),
+                     "variants": {tag: str(p) for tag, p in s.variants},
+                     "preinclude": [str(p) for p in s.preinclude], "flags": list(s.flags),
+                     "extra_args": list(s.extra_args), "production": s.production,
+                     "dims": dict(s.dims),
+                     "audit_waive": [{"rule": r, "reason": why} for r, why in s.audit_waive]}
+            for s in specs}
+
+
+def run_mutants(manifest: Manifest, external: bool, enabled: bool = True
+                ) -> tuple[Manifest | None, frozenset[str]]:
+    """The mutants ``hqval run`` runs with ``manifest`` and the names of those that are a
+    suite self-test: the tree's own mutants (``mutants:``), else the suite's
+    (kernels/mutants/mutants.yaml), which on an external tree (``--manifest``) break the
+    suite's kernels, not the tree's; None with ``--no-mutants``."""
+    if enabled and manifest.mutants is not None:
+        return load_mutants(manifest.mutants), frozenset()  # the tree's own mutants
+    if enabled and Path(DEFAULT_MUTANTS).is_file():
+        mutants = load_mutants(DEFAULT_MUTANTS)
+        return mutants, (frozenset(k.name for k in mutants.kernels) if external
+                         else frozenset())
+    return None, frozenset()

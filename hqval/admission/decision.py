@@ -301,6 +301,9 @@ class Admission:
     # rows the run's envelope does not vouch for (another run, arch, backend or code
     # object) or whose own fields contradict their status: the run is damaged, exit 2
     damage: tuple[str, ...] = ()
+    # runs whose kernel table nothing confirms (their manifest gone or changed): one line
+    # each, saying so (``hqval.admission.table``)
+    unconfirmed: tuple[str, ...] = ()
 
     @property
     def incomplete(self) -> bool:
@@ -348,6 +351,7 @@ class Admission:
             "empty": self.empty,
             "not_gating": list(self.not_gating),
             "damage": list(self.damage),
+            "unconfirmed": list(self.unconfirmed),
             "incomplete": self.incomplete,
             "exit_code": self.exit_code,
         }
@@ -484,6 +488,7 @@ def problem_lines(adm: Admission) -> list[str]:
         lines.append(f"suite self-test: {len(adm.self_test)} verdict(s) of the suite's own "
                      "mutants (they break the suite's kernels, not this tree's: not evidence "
                      "about its cells)")
+    lines += [f"unconfirmed: {u}" for u in adm.unconfirmed]
     lines += [f"not gating (production: false): {s}" for s in adm.not_gating
               if not s.endswith((": pass", ": unsupported", ": skipped"))]
     return lines
@@ -544,4 +549,5 @@ def combine(admissions: Sequence[Admission], sources: Sequence[str]) -> Admissio
         regressions=tuple(dict.fromkeys(every("regressions"))), outside=every("outside"),
         findings=every("findings"), missing=every("missing"), self_test=every("self_test"),
         skipped_gates=every("skipped_gates"), empty=all(a.empty for a in admissions),
-        not_gating=every("not_gating"), damage=every("damage"))
+        not_gating=every("not_gating"), damage=every("damage"),
+        unconfirmed=every("unconfirmed"))

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from hqval.admission.decision import Admission, admit, combine
 from hqval.admission.evidence import (
+    BOUND_SCHEMA,
     KernelInfo,
     binding_damage,
     gate_for_row,
@@ -24,6 +25,7 @@ from hqval.admission.evidence import (
     missing_cells,
 )
 from hqval.admission.policy import Policy, arch_caps_from_matrix, load_policy
+from hqval.admission.table import confirm_table
 from hqval.matrix import Arch
 from hqval.result import Row
 from hqval.timing.gate import Gate, rejudge_rows
@@ -54,6 +56,8 @@ class JudgedRun:
     # rows the envelope does not vouch for, rows contradicting themselves, gating keys
     # missing (``hqval.admission.evidence.binding_damage``): the run is damaged, exit 2
     damage: tuple[str, ...] = ()
+    # what of its kernel table nothing confirms (``hqval.admission.table``), or ""
+    unconfirmed: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,22 @@ def judge_run(run: RunLike, policy: Policy) -> JudgedRun:
     schema = int(getattr(run, "written_schema", 0))
     rows = tuple(rejudge_rows(run.rows, gate_for_row(policy, kernels)))
     damage = tuple(binding_damage(run.envelope, run.rows, schema, rows))
-    return JudgedRun(Path(run.path), run.envelope, rows, kernels, schema, damage)
+    note = ""
+    if schema >= BOUND_SCHEMA and not damage:
+        # the table the judge reads, confirmed by the run's manifest or its rows
+        table = confirm_table(run.envelope, run.rows, rows,
+                              missing_cells([_Missing(run.path, run.envelope, run.rows,
+                                                      schema)]))
+        damage, note = table.damage, table.note
+    return JudgedRun(Path(run.path), run.envelope, rows, kernels, schema, damage, note)
+
+
+@dataclass(frozen=True)
+class _Missing:
+    path: Path
+    envelope: Mapping[str, Any]
+    rows: Sequence[Row]
+    written_schema: int
 
 
 def applied_gate(row: Row) -> Gate | None:
@@ -143,6 +162,8 @@ def _admit_one(run: JudgedRun, policy: Policy, arches: Mapping[str, Arch],
                 only_arches=only_arches, missing=missing_cells([run]))
     if run.damage:
         adm = dataclasses.replace(adm, damage=tuple(f"{run.path}: {d}" for d in run.damage))
+    if run.unconfirmed:
+        adm = dataclasses.replace(adm, unconfirmed=(f"{run.path}: {run.unconfirmed}",))
     return adm
 
 

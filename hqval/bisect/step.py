@@ -31,9 +31,9 @@ from hqval import provenance, toolchain
 from hqval.bisect.cells import Target
 from hqval.bisect.git import Commit, Worktree
 from hqval.checks.cell import Cell
+from hqval.manifest import kernel_table
 from hqval.result import Row, Status
 from hqval.results.store import RunWriter, make_envelope
-from hqval.run.chain import kernel_table
 from hqval.schema import SchemaError
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from pathlib import Path
 from hqval import provenance
 from hqval.admission import Admission, judge, load_policy, problem_lines
 from hqval.backends import open_for
-from hqval.manifest import DEFAULT_MUTANTS, KernelSpec, Manifest, load_manifest, load_mutants
+from hqval.manifest import KernelSpec, kernel_table, load_manifest, run_mutants
 from hqval.matrix import Arch, resolve_arches
 from hqval.result import Row, Status
 from hqval.results.store import RunDirError, RunWriter, git_commit, load, make_envelope
@@ -36,31 +36,6 @@ from hqval.toolchain import ToolchainError, file_sha256, find_compiler
 MAX_PROBLEM_LINES = 20
 # what a resumed run must share with the run it continues
 RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit")
-
-
-def kernel_table(specs: Sequence[KernelSpec],
-                 self_test: frozenset[str] = frozenset(),
-                 arches: Sequence[Arch] | None = None) -> dict[str, dict[str, object]]:
-    """What the envelope records per kernel, so admission works offline from the run.
-    ``self_test``: the suite's own mutants run on an external tree (a suite self-test);
-    ``arches``: the run's, recorded per kernel as those it is built for (``built_for``,
-    from ``KernelSpec.applies_to``: a kernel limited to gfx1100 expects no evidence on
-    gfx1151)."""
-    return {s.name: {"qt": s.qt, "kind": s.kind, "path": s.path, "requires": s.requires,
-                     **({"built_for": [a.name for a in arches if s.applies_to(a)]}
-                        if arches is not None else {}),
-                     "baseline": s.baseline, "rows_per_block": s.rows_per_block,
-                     "batch_tile": s.batch_tile, "residual": s.residual,
-                     "mutant_of": s.mutant_of, "source": str(s.source),
-                     **({"self_test": True} if s.name in self_test else {}),
-                     # manifest schema 2 (engine trees)
-                     "block": s.block, "arches": list(s.arches),
-                     "variants": {tag: str(p) for tag, p in s.variants},
-                     "preinclude": [str(p) for p in s.preinclude], "flags": list(s.flags),
-                     "extra_args": list(s.extra_args), "production": s.production,
-                     "dims": dict(s.dims),
-                     "audit_waive": [{"rule": r, "reason": why} for r, why in s.audit_waive]}
-            for s in specs}
 
 
 def _sha256(path: Path) -> str:
@@ -150,16 +125,8 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
     except UnicodeDecodeError as exc:
         raise ValueError(f"{config.manifest or 'the manifest'}: not UTF-8 ({exc.reason} at "
                          f"byte {exc.start}); save it as UTF-8") from None
-    mutants: Manifest | None = None
-    self_test: frozenset[str] = frozenset()
-    if config.mutants and manifest.mutants is not None:
-        mutants = load_mutants(manifest.mutants)  # the tree's own mutants
-    elif config.mutants and Path(DEFAULT_MUTANTS).is_file():
-        mutants = load_mutants(DEFAULT_MUTANTS)
-        if config.manifest is not None:
-            # an external tree without mutants: the suite's own run as a suite self-test,
-            # never as evidence about the tree's kernels
-            self_test = frozenset(m.name for m in mutants.kernels)
+    # the tree's own mutants, else the suite's (a suite self-test on an external tree)
+    mutants, self_test = run_mutants(manifest, config.manifest is not None, config.mutants)
     opened = open_for(config.backend, [a.name for a in arches], config.cache_dir)
     policy = load_policy(config.policy)  # parsed once: the run's context carries it
     specs = [*manifest.kernels, *(mutants.kernels if mutants else [])]
@@ -183,6 +150,10 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         argv=config.argv, kernels=kernel_table(specs, self_test, arches),
         extra={"manifest": str(Path(manifest.path).resolve()), "seed": config.seed,
                "provenance": provenance.tree(manifest.path),
+               # the mutant manifest the kernel table's mutants came from (None: no
+               # mutants), so admission can re-derive the table (hqval.admission.table)
+               "mutants_manifest": str(Path(mutants.path).resolve()) if mutants else None,
+               "mutants_sha256": _sha256(mutants.path) if mutants else None,
                "sources": source_hashes(specs, Path(manifest.path).resolve().parent),
                "steps": [name for name, _ in STEPS], **identity})
     writer = RunWriter.create(config.out, envelope, resume=config.resume)

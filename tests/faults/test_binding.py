@@ -106,10 +106,12 @@ def test_a_second_run_never_excuses_the_first(copy_of: Callable[[], Path],
                                               hqval: Admit) -> None:
     """Run A fails; run B's manifest marks the same kernel names ``production: false``.
     Each run is judged with its own kernel table, so ``admit A B`` still fails (once: B's
-    table excused A's failure, exit 0)."""
+    table excused A's failure, exit 0).  (B's manifest is moved away first, as if B were
+    made from another one: a table its own manifest contradicts is damage.)"""
     a, b = copy_of(), copy_of()
     _fail(a)
-    _envelope(b, lambda e: [k.update(production=False) for k in e["kernels"].values()])
+    _envelope(b, lambda e: [e.update(manifest=str(b / "moved-away.yaml")),
+                            *(k.update(production=False) for k in e["kernels"].values())])
     assert hqval("admit", str(a)).code == 1
     for order in ((a, b), (b, a)):
         res = hqval("admit", *map(str, order), "--json", str(a.parent / "adm.json"))

@@ -165,9 +165,12 @@ def test_a_duplicate_row_of_the_same_verdict_changes_nothing(copy_of: Callable[[
 
 def test_failing_row_of_a_qt_no_policy_names(copy_of: Callable[[], Path],
                                              hqval: Admit) -> None:
-    """qt=999 is in no policy cell: its failing row is a kernel-level finding, exit 1."""
+    """qt=999 is in no policy cell: its failing row is a kernel-level finding, exit 1.  (The
+    table is edited here, so the run's manifest, which holds no such kernel, is moved
+    away first: a table its manifest contradicts is damage, ``test_kernel_table.py``.)"""
     run = copy_of()
     env = json.loads((run / "envelope.json").read_text())
+    env["manifest"] = str(run / "moved-away.yaml")
     env["kernels"]["gemv_q999"] = {"qt": 999, "kind": "gemv", "requires": "any"}
     (run / "envelope.json").write_text(json.dumps(env))
     append_rows(run, {"kind": "check", "check": "bit_identity", "kernel": "gemv_q999",
