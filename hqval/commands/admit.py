@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from hqval import options
@@ -53,6 +54,20 @@ def missing_arches(expected: Sequence[str], envelopes: Iterable[Mapping[str, Any
     return [a for a in expected if a not in ran]
 
 
+def bisect_step(envelope: Mapping[str, Any]) -> str:
+    """Why a directory ``hqval bisect`` made for one step is not a run to admit, or "": it
+    ran one cell at one commit (``bisect`` in its envelope), so it has none of a run's
+    steps, expected cells or code objects and admits nothing."""
+    step = envelope.get("bisect")
+    if not isinstance(step, Mapping):
+        return ""
+    commit = str(step.get("commit") or "?")[:12]
+    return (f"a bisect step (commit {commit} of {step.get('repository') or 'the tree'}, cell "
+            f"{step.get('cell') or '?'}), not a run: it ran only that cell and admits "
+            "nothing; to admit that commit, check it out and run hqval run --manifest "
+            "KERNELS.yaml --out DIR, then hqval admit DIR (hqval report shows the steps)")
+
+
 def run(args: argparse.Namespace) -> int:
     from hqval.admission import dumps, judge, load_policy, problem_lines, to_markdown
     from hqval.cli import UsageError
@@ -63,8 +78,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         expected = ([a.name for a in resolve_arches(args.expect_arch)]
                     if args.expect_arch else [])
-        judged = judge(load_runs(args.runs), load_policy(args.policy),
-                       baseline=load_runs(args.baseline, "--baseline"))
+        for path in [*args.runs, *(args.baseline or [])]:
+            here = Path(path)
+            if (here / "bisect.json").is_file() and not (here / "envelope.json").exists():
+                raise UsageError(f"{path}: the output of hqval bisect (bisect.json), not a run: "
+                                 "each step in it ran one cell at one commit and admits "
+                                 "nothing; to admit a commit, check it out and run hqval run "
+                                 "--manifest KERNELS.yaml --out DIR, then hqval admit DIR")
+        runs = load_runs(args.runs)
+        baseline = load_runs(args.baseline, "--baseline")
+        for run in [*runs, *baseline]:
+            step = bisect_step(run.envelope)
+            if step:
+                raise UsageError(f"{run.path}: {step}")
+        judged = judge(runs, load_policy(args.policy), baseline=baseline)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     missing = missing_arches(expected, (run.envelope for run in judged.runs))
