@@ -73,7 +73,9 @@ def kernel_statuses(kernels: Sequence[str], checks: Sequence[str],
     for k in kernels:
         mine = [r for r in rows if r.kernel == k and r.kind in ("compile", "audit", "check",
                                                                  "timing")]
-        bad = sorted(r.check for r in mine if _failed(r))
+        bad = sorted(r.check + (f" (its baseline {r.details.get('baseline')} failed)"
+                                if _baseline_failed(r) else "")
+                     for r in mine if _failed(r))
         gaps = sorted({f"{emulator_gap(r)} ({r.check})" for r in mine if emulator_gap(r)})
         lacking = [c for c in checks if not any(r.check == c and r.kind == "check"
                                                 and r.status is Status.PASS for r in mine)]
@@ -86,6 +88,12 @@ def kernel_statuses(kernels: Sequence[str], checks: Sequence[str],
         else:
             out.append((k, "passed", "every required check passed"))
     return tuple(out)
+
+
+def _baseline_failed(row: Row) -> bool:
+    """An error row of a comparison whose baseline failed its own launch (bit identity
+    against a v1 kernel that trapped): no verdict about the row's kernel."""
+    return row.status is Status.ERROR and isinstance(row.details.get("baseline_fails"), dict)
 
 
 def _unmet(need: Need, arch: Arch) -> str:
@@ -200,6 +208,9 @@ def admit_cell(
     if failing:
         reasons.append(f"{len(failing)} failing cell(s): " + ", ".join(sorted(failing)[:8])
                        + (" ..." if len(failing) > 8 else ""))
+        reasons += sorted({f"{r.identity} reached no verdict: its baseline "
+                           f"{r.details.get('baseline')} failed on its own launch"
+                           for r in gates if _failed(r) and _baseline_failed(r)})
         return cell(AdmissionStatus.REJECTED, [r for r in gates if _failed(r)], failing)
     if not evidence.kernels and evidence.elsewhere:
         reasons.insert(0, f"no kernel of this path is built for {arch.name} (the tree limits "

@@ -122,7 +122,13 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                        derivation=DERIVATION, details={"misread_misses": misses})
 
     got = _run(ctx, spec, blob, K, ctx.seed).raw
-    want = _run(ctx, base, blobs[base.qt], K, ctx.seed).raw
+    try:
+        want = _run(ctx, base, blobs[base.qt], K, ctx.seed).raw
+    except Exception as exc:
+        failed = baseline_failed(ctx, spec, base, exc)
+        if failed is None:
+            raise
+        return failed
     differ = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
     details = {"baseline": base.name, "M": M, "K": K, "differing_words": int(differ.size),
                "misread_misses": misses}
@@ -144,6 +150,26 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                        tolerance=TOLERANCE, derivation=DERIVATION, details=details)
     return ctx.row(NAME, spec, Status.PASS, f"{got.size} output words bit-identical to {base.name}",
                    measured=0.0, tolerance=TOLERANCE, derivation=DERIVATION, details=details)
+
+
+def baseline_failed(ctx: CheckContext, spec: KernelSpec, base: KernelSpec,
+                    exc: BaseException) -> Row | None:
+    """The row of ``spec``'s bit identity when its baseline's own launch failed (it
+    trapped or faulted: the baseline's behaviour, never ``spec``'s), or None for any
+    other exception.  No verdict about ``spec``: an error naming the baseline, its own
+    rows carry its failure, and a mutant is never counted killed by it."""
+    from hqval.checks.cell import kernel_fault
+
+    fault = kernel_fault(exc)
+    if not fault:
+        return None
+    return ctx.row(NAME, spec, Status.ERROR,
+                   f"no verdict: the baseline {base.name} failed on its own launch "
+                   f"({fault}: {exc}); {spec.name}'s output was never compared with it",
+                   tolerance=TOLERANCE, derivation=DERIVATION,
+                   details={"baseline": base.name,
+                            "baseline_fails": {"check": NAME, "status": str(Status.FAIL),
+                                               "message": f"{fault}: {exc}"}})
 
 
 def _baseline_own_check(ctx: CheckContext, base: KernelSpec) -> Row | None:

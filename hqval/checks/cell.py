@@ -159,6 +159,18 @@ def _emu_errors() -> tuple[type[BaseException], type[BaseException],
     return OutOfBounds, UnsupportedInstruction, KernelTrap
 
 
+def kernel_fault(exc: BaseException) -> str:
+    """"trap" or "memory fault" when ``exc`` is a kernel's own behaviour on the emulator
+    (it executed ``s_trap``/``s_sethalt``, or accessed memory outside every allocation),
+    else ""."""
+    emu_errors = _emu_errors()
+    if emu_errors is None:
+        return ""
+    if isinstance(exc, emu_errors[2]):
+        return "trap"
+    return "memory fault" if isinstance(exc, emu_errors[0]) else ""
+
+
 def unknown_checks(names: list[str] | None) -> str:
     """'' when every name is a registered check, else the message naming the choices."""
     unknown = [n for n in names or [] if n not in CHECKS]

@@ -296,7 +296,13 @@ def bit_identity(ctx: CheckContext, spec: KernelSpec, bi: ModuleType) -> Row:
     if len(cases) > 1:
         details["one_hot_ranks"] = len(cases)
     gots = [_run(ctx, spec, c) for c in cases]
-    wants = [_run(ctx, base, c) for c in base_cases]
+    try:
+        wants = [_run(ctx, base, c) for c in base_cases]
+    except Exception as exc:
+        failed: Row | None = bi.baseline_failed(ctx, spec, base, exc)
+        if failed is None:
+            raise
+        return failed
     got = gots[0]
     g = np.concatenate([np.asarray(o[n]).reshape(-1).view(np.uint32)
                         for o in gots for n in sorted(o)])
