@@ -135,7 +135,7 @@ def confirm_table(envelope: Mapping[str, Any], rows: Sequence[Row],
     if not isinstance(recorded, Mapping):
         return TableCheck()  # envelope_damage names it
     entries = {str(n): k for n, k in recorded.items() if isinstance(k, Mapping)}
-    damage: list[str] = []
+    damage = [f"{r.identity}: {why}" for r in rows if (why := row_table_damage(r, entries))]
     for name, k in entries.items():
         if k.get("self_test") and not k.get("mutant_of"):
             damage.append(f"envelope.json kernels[{name!r}] is a suite self-test but no "
@@ -172,6 +172,45 @@ def confirm_table(envelope: Mapping[str, Any], rows: Sequence[Row],
     return TableCheck(tuple(damage), f"{what} unconfirmed: {why}; checked against the "
                       "rows' own evidence only (a kernel removed with every row and cell of "
                       "it cannot be told)")
+
+
+# the row kinds whose kernel is a table entry by name (a timing cell names its kernel as
+# ``kernel@MxK``, a timing mutant as ``kernel+mutation@MxK``)
+_TABLE_KINDS = ("compile", "audit", "check", "mutant", "timing")
+
+
+def row_table_damage(row: Row, entries: Mapping[str, Mapping[str, Any]]) -> str:
+    """Why a row's own say of what it is evidence for contradicts its kernel's entry in
+    the run's table, or "".  The judge reads ``details`` qt, path and kind before the table
+    (to place a row in a cell, to pick a timing gate), ``mutant_of`` (a mutant's checks are
+    kills) and ``self_test`` (set aside): a row saying otherwise than its kernel's entry
+    would move or hide its verdict."""
+    if row.kind not in _TABLE_KINDS:
+        return ""
+    d = row.details
+    name = row.kernel.split("@", 1)[0]
+    timing = row.kind == "timing"
+    entry = entries.get(name.split("+", 1)[0] if timing else name)
+    if entry is None:
+        return ""  # a kernel of no entry: binding_damage names its rows
+    from hqval.admission.policy import PATH_OF_KIND
+
+    if "qt" in d and d["qt"] != entry.get("qt"):
+        return (f"says qt {d['qt']!r}, but its kernel's entry in the run's kernel table is "
+                f"qt {entry.get('qt')!r}")
+    path = entry.get("path") or PATH_OF_KIND.get(str(entry.get("kind")))
+    said = d.get("path") or (PATH_OF_KIND.get(str(d["kind"])) if "kind" in d else None)
+    if said is not None and said != path:
+        return (f"says path {said!r}, but its kernel's entry in the run's kernel table is "
+                f"path {path!r}")
+    if timing:
+        return ""  # a timing mutant names its unslowed twin in mutant_of
+    for key, want in (("mutant_of", entry.get("mutant_of")),
+                      ("self_test", bool(entry.get("self_test")))):
+        if key in d and (bool(d[key]) if key == "self_test" else d[key]) != want:
+            return (f"says {key} {d[key]!r}, but its kernel's entry in the run's kernel table "
+                    f"is {want!r}")
+    return ""
 
 
 def _kernel_of(row_kernel: str) -> str:
