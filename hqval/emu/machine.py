@@ -119,6 +119,7 @@ class Module:
     digest: bytes = b""  # sha256 of the code object's bytes
     _programs: dict[str, Program] = field(default_factory=dict)
     _keys: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    _code: dict[str, list[Instruction]] = field(default_factory=dict)
 
     def symbols(self) -> list[str]:
         return sorted(self.code_object.kernels)
@@ -133,13 +134,15 @@ class Module:
         (``CodeObject.code_identity``: everything but the target it names), the kernel,
         the instructions as this arch's disassembler decoded them, and the generation
         whose semantics run them (translations depend on the text, the generation and the
-        wave size only)."""
+        wave size only).  The key needs the decoded instructions, not their translation:
+        a launch that is replayed never translates its kernel."""
         key = self._keys.get((symbol, gen))
         if key is None:
-            prog = self.program(symbol)
+            code = self.code(symbol)
             h = hashlib.sha256(self.code_object.code_identity.encode())
-            h.update(repr((symbol, gen, prog.info.wavefront_size)).encode())
-            for ins in prog.instructions:
+            h.update(repr((symbol, gen,
+                           self.code_object.kernels[symbol].wavefront_size)).encode())
+            for ins in code:
                 h.update(f"{ins.addr}:{ins.text}\n".encode())
             key = self._keys[(symbol, gen)] = h.digest()
         return key
@@ -152,14 +155,14 @@ class Module:
         freeze_translations()
         return prog
 
-    def _translate_program(self, symbol: str) -> Program:
-        if symbol not in self._programs:
+    def code(self, symbol: str) -> list[Instruction]:
+        """The instructions ``symbol`` runs, as this arch's disassembler decodes them: the
+        kernel first (entry = index 0), then the device functions it may call
+        (hqval.codeobject decodes the whole object once per content and disassembler)."""
+        if symbol not in self._code:
             if symbol not in self.code_object.kernels:
                 raise EmuError(f"kernel {symbol!r} not in module "
                                f"(has: {', '.join(self.symbols())})")
-            info = self.code_object.kernels[symbol]
-            # the kernel first (entry = index 0), then the device functions it may call;
-            # hqval.codeobject decodes the whole object once (per content and disassembler)
             callees = [f for f in self.code_object.functions
                        if f != symbol and f not in self.code_object.kernels]
             co = self.code_object
@@ -171,6 +174,13 @@ class Module:
                         code.extend(co.disassembly(f, self.arch))
             except CodeObjectError as exc:
                 raise EmuError(str(exc)) from exc
+            self._code[symbol] = code
+        return self._code[symbol]
+
+    def _translate_program(self, symbol: str) -> Program:
+        if symbol not in self._programs:
+            code = self.code(symbol)
+            info = self.code_object.kernels[symbol]
             self._programs[symbol] = translate_kernel(info, code, self.arch,
                                                       info.wavefront_size)
         return self._programs[symbol]

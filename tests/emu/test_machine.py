@@ -538,10 +538,12 @@ def test_identical_code_of_another_arch_is_replayed_through_a_shared_store() -> 
     w = by_qt(6).encode(rng.standard_normal((2, 256)).astype(np.float32))
     x = rng.standard_normal(256).astype(np.float32)
 
+    modules: dict[int, Module] = {}
+
     def launch(m: Machine) -> tuple[np.ndarray, object]:
         res = compile_kernel(spec, m.arch)
         assert res.ok and res.code_object is not None, res.message
-        mod = m.load(res.code_object.read_bytes())
+        mod = modules[id(m)] = m.load(res.code_object.read_bytes())
         wa, xa = buf(m, w.reshape(-1)), buf(m, x)
         y = buf(m, np.full(2, -1, np.float32))
         stats = m.launch(mod, spec.symbol, (2, 1, 1), (32, 1, 1), [wa, xa, y, 2, 256])
@@ -556,6 +558,10 @@ def test_identical_code_of_another_arch_is_replayed_through_a_shared_store() -> 
     again, again_counts = launch(second)
     assert (first.replayed, second.replayed) == (0, 1)
     assert first.ran_on == ["gfx1200"] and second.ran_on == ["gfx1200"]
+    # the replayed launch's key is made from the decoded code: its kernel is never
+    # translated (the launch that ran was)
+    assert spec.symbol in modules[id(first)]._programs
+    assert modules[id(second)]._programs == {}
     np.testing.assert_array_equal(again, ran)
     assert again_counts == counts and not np.array_equal(ran, [-1, -1])
     alone = Machine("gfx1201")
@@ -569,3 +575,4 @@ def test_identical_code_of_another_arch_is_replayed_through_a_shared_store() -> 
     other = Machine("gfx1100", replay=store)
     launch(other)
     assert other.replayed == 0 and other.ran_on == ["gfx1100"]
+    assert spec.symbol in modules[id(other)]._programs
