@@ -14,8 +14,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hqval import suite_dir
-from hqval.schema import Problem, SchemaError, Spec, YamlDoc, check, load_yaml, problem
+from hqval import safeio, suite_dir
+from hqval.schema import (
+    MAX_YAML_BYTES,
+    Problem,
+    SchemaError,
+    Spec,
+    YamlDoc,
+    check,
+    load_yaml,
+    problem,
+)
 
 if TYPE_CHECKING:
     from hqval.manifest import Manifest
@@ -306,13 +315,29 @@ def _checked(path: Path, spec: Spec) -> YamlDoc:
     return doc
 
 
+# The arches a file of a given content holds, by path: every check cell resolves its arch,
+# and parsing and checking arches.yaml each time cost a check session ~1.5 s.  The file is
+# still read on every call; a changed file is parsed and checked again.
+_ARCHES_READ: dict[str, tuple[str, dict[str, Arch]]] = {}
+
+
 def load_arches(path: str | Path | None = None) -> dict[str, Arch]:
     p = _path(path, "arches.yaml")
-    doc = _checked(p, ARCHES_SPEC)
+    try:
+        text: str | None = safeio.read_text(p, limit=MAX_YAML_BYTES)
+    except safeio.SafeIOError:
+        text = None  # load_yaml reads it again and names the problem
+    seen = _ARCHES_READ.get(str(p))
+    if text is not None and seen is not None and seen[0] == text:
+        return dict(seen[1])
+    doc = check(load_yaml(p, text), ARCHES_SPEC)
     extra = _arch_consistency(doc)
     if extra:
         raise SchemaError(extra)
-    return {name: Arch(name=name, **fields) for name, fields in doc.data["arches"].items()}
+    arches = {name: Arch(name=name, **fields) for name, fields in doc.data["arches"].items()}
+    if text is not None:
+        _ARCHES_READ[str(p)] = (text, arches)
+    return dict(arches)
 
 
 def load_latencies(path: str | Path | None = None) -> dict[str, Latencies]:

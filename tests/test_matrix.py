@@ -205,3 +205,19 @@ def test_latencies_are_llvm_mca_figures(arch: str, tmp_path: Path) -> None:
     table = out[out.index("[6]    Instructions:"):]  # the instruction-info table
     got = [int(line.split()[1]) for line in table.splitlines()[1:len(MCA_PROBE) + 1]]
     assert got == [getattr(lat, c) for c in MCA_PROBE]
+
+
+def test_an_edited_arches_file_is_read_again(tmp_path: Path) -> None:
+    """load_arches keeps what a file of a given content holds: the same file gives equal
+    arches (a dict of its own), an edit is read and checked again, a bad edit is refused."""
+    p, _ = _edit(tmp_path, "cu_count: 96", "cu_count: 95")
+    first = matrix.load_arches(p)
+    again = matrix.load_arches(p)
+    assert first == again and first is not again and first["gfx1100"].cu_count == 95
+    again.pop("gfx1100")
+    assert "gfx1100" in matrix.load_arches(p)
+    p.write_text(p.read_text().replace("cu_count: 95", "cu_count: 94", 1))
+    assert matrix.load_arches(p)["gfx1100"].cu_count == 94
+    p.write_text(p.read_text().replace("wmma: gfx11", "wmma: gfx13", 1))
+    with pytest.raises(SchemaError, match="wmma: 'gfx13' is not one of"):
+        matrix.load_arches(p)
