@@ -206,6 +206,21 @@ def parse_text(text: str, addr: int = 0, words: list[int] | None = None) -> Inst
         first.second = parse_text(b, addr, words)
         first.text = text
         return first
+    mnemonic, ops, mods = _fields(text)
+    target = None
+    if words and mnemonic.startswith(("s_branch", "s_cbranch")):
+        simm = words[0] & 0xFFFF  # SOPP: the word offset after this instruction
+        target = addr + 4 + 4 * (simm - 0x10000 if simm >> 15 else simm)
+    return Instruction(addr=addr, words=list(words or []), text=text, mnemonic=mnemonic,
+                       operands=list(ops), modifiers=dict(mods), target=target)
+
+
+# An instruction's mnemonic, operands and modifiers are a function of its text alone (the
+# address and encoding words give only a branch's target), and a kernel's few thousand
+# lines repeat a few hundred texts: each text is split once per process.  Every
+# Instruction still gets its own operand list and modifier dict.
+@functools.lru_cache(maxsize=1 << 16)
+def _fields(text: str) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
     parts = text.split(None, 1)
     mnemonic = parts[0]
     rest = parts[1] if len(parts) > 1 else ""
@@ -224,12 +239,7 @@ def parse_text(text: str, addr: int = 0, words: list[int] | None = None) -> Inst
         if ":" in operands[-1] and not operands[-1].startswith(("s[", "v[", "ttmp[")):
             key, _, val = operands.pop().partition(":")
             modifiers[key] = val
-    target = None
-    if words and mnemonic.startswith(("s_branch", "s_cbranch")):
-        simm = words[0] & 0xFFFF  # SOPP: the word offset after this instruction
-        target = addr + 4 + 4 * (simm - 0x10000 if simm >> 15 else simm)
-    return Instruction(addr=addr, words=list(words or []), text=text, mnemonic=mnemonic,
-                       operands=operands, modifiers=modifiers, target=target)
+    return mnemonic, tuple(operands), tuple(modifiers.items())
 
 
 def symbol_lines(text: str) -> dict[str, list[str]]:

@@ -57,3 +57,20 @@ def test_one_instruction_class_for_the_audit_and_the_emulator() -> None:
     assert g.imm_offset == 136 and g.operand_text == "v1, v[2:3], off offset:136"
     back = parse_text("s_branch 65533", 0x100, [0xBFA0FFFD])  # -3 words after 0x104
     assert back.is_branch and back.target == 0x100 + 4 - 12
+
+
+def test_one_text_at_two_addresses_parses_to_independent_instructions() -> None:
+    """The fields of a text are split once; each instruction still has its own operand
+    list and modifier dict, and a branch's target follows its own address and words."""
+    a = parse_text("global_load_b32 v1, v[2:3], off offset:4", 0x100, [1, 2])
+    b = parse_text("global_load_b32 v1, v[2:3], off offset:4", 0x200, [1, 2])
+    assert (a.operands, a.modifiers) == (b.operands, b.modifiers)
+    a.operands.append("x")
+    a.modifiers["offset"] = "8"
+    assert b.operands == ["v1", "v[2:3]", "off"] and b.modifiers == {"offset": "4"}
+    again = parse_text("global_load_b32 v1, v[2:3], off offset:4", 0x300, [1, 2])
+    assert again.operands == ["v1", "v[2:3]", "off"] and again.modifiers == {"offset": "4"}
+    near = parse_text("s_cbranch_scc1 3", 0x100, [0xBF850003])
+    far = parse_text("s_cbranch_scc1 3", 0x200, [0xBF850003])
+    back = parse_text("s_cbranch_scc1 65535", 0x200, [0xBF85FFFF])
+    assert (near.target, far.target, back.target) == (0x110, 0x210, 0x200)
