@@ -80,50 +80,42 @@ def test_check_session_collecting_nothing_is_a_step_error(tree: Path, tmp_path: 
     assert admission(out) == CLEAN
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
-
-
-def _is_worker(pid: int) -> bool:
-    """An execnet-spawned pytest-xdist worker: python reading its bootstrap from stdin."""
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"python" in cmd and (b"sys.stdin" in cmd or b"execnet" in cmd or b"xdist" in cmd)
+HOLD_PLUGIN = "tests.faults.hold_cell"
+HELD = f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"
 
 
 @pytest.mark.slow
 def test_crashed_xdist_worker_is_a_step_error(tree: Path, tmp_path: Path) -> None:
-    """kill -9 one pytest-xdist worker while it runs cells: the cell it held has no row,
-    so the step is not done (exit 2), and --resume runs that cell."""
-    out = tmp_path / "run"
+    """kill -9 the pytest-xdist worker that holds a cell (the test's plugin,
+    ``hold_cell.py``, stops that cell in its worker and names the worker's pid): the cell
+    has no row, so the step is not done (exit 2), and --resume runs that cell."""
+    out, marker = tmp_path / "run", tmp_path / "held.pid"
     args = [*run_args(tree, out)[:-2], "--workers", "2", "--no-mutants"]
-    proc = subprocess.Popen([sys.executable, "-m", "hqval", *args], env=_env(),
+    env = {**_env(), "PYTEST_PLUGINS": HOLD_PLUGIN, "HQVAL_TEST_HOLD_CELL": HELD,
+           "HQVAL_TEST_HOLD_MARKER": str(marker)}
+    proc = subprocess.Popen([sys.executable, "-m", "hqval", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    victim = None
-    deadline = time.monotonic() + 300
-    while victim is None and proc.poll() is None and time.monotonic() < deadline:
-        have = [r for r in rows(out) if r["kind"] == "check"] if (out / "rows.jsonl").exists() \
-            else []
-        workers = [c for c in _children(proc.pid) if _is_worker(c)] if have else []
-        if workers:
-            victim = workers[0]
-            os.kill(victim, signal.SIGKILL)
-        time.sleep(0.02)
-    _, err = proc.communicate(timeout=600)
-    assert victim is not None, "the checks finished before a worker could be killed"
+    try:
+        # no clock decides anything: the held cell waits until it is killed; the loop
+        # ends when the marker appears or the run ends without ever holding it
+        while not marker.exists() and proc.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), "the run ended without running " + HELD
+        victim = int(marker.read_text())
+        os.kill(victim, signal.SIGKILL)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 2, err[-2000:]
-    marks = {str(r["identity"]): r for r in rows(out) if r["kind"] == "step"}
-    assert marks[f"checks[-|{ARCH}|step]"]["status"] == "error"
+    got = {str(r["identity"]): r for r in rows(out)}
+    assert HELD not in got  # the killed worker's cell has no row
+    mark = got[f"checks[-|{ARCH}|step]"]
+    assert mark["status"] == "error" and HELD in str(mark["message"]), mark
     assert hqval_process([*args, "--resume"]).code == 0
     assert admission(out) == CLEAN
+    assert HELD in {str(r["identity"]) for r in rows(out)}
 
 
 @pytest.mark.slow
