@@ -78,19 +78,15 @@ def test_external_manifest_gets_the_same_checks(tmp_path: Path) -> None:
 
 def test_k_without_a_match_is_exit_2_at_once_naming_close_matches(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
     from hqval.checks import session
 
     def no_workers(*a: object, **k: object) -> None:
         raise AssertionError("cells started although -k matches nothing")
 
     monkeypatch.setattr(session, "run_cells", no_workers)
-    t0 = time.perf_counter()
     code = main(["check", "--arch", "gfx1100", "--backend", "emu", "-k", "bit_identiy"])
     err = capsys.readouterr().err
-    assert code == 2
-    assert time.perf_counter() - t0 < 10
+    assert code == 2  # refused before any cell started (no_workers above)
     assert err.count("\n") == 1  # one line
     assert "-k 'bit_identiy' matches none of the" in err
     assert "close matches: bit_identity" in err

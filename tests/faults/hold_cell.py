@@ -1,9 +1,12 @@
 """A pytest plugin for the check sessions of a run under test, loaded through
 ``PYTEST_PLUGINS`` (pytest reads it in the controller and in every xdist worker): the
-cell named by ``HQVAL_TEST_HOLD_CELL``, when an xdist worker runs it, writes that worker's
-pid to the file ``HQVAL_TEST_HOLD_MARKER`` names and waits there.  A test then kills
-exactly the worker that holds a cell, however fast the other cells run.  Once the marker
-exists the cell is never held again (the replacement worker xdist starts runs on)."""
+cell named by ``HQVAL_TEST_HOLD_CELL``, in the process that runs it (an xdist worker, or
+hqval's own without workers), writes that process's pid to the file
+``HQVAL_TEST_HOLD_MARKER`` names and waits there: until the file
+``HQVAL_TEST_HOLD_RELEASE`` names exists, when one is named, else until it is killed.  A
+test then acts on a run that is exactly there (kills the worker holding the cell, starts a
+second writer while the first holds its run directory), however fast the other cells run.
+Once the marker exists the cell is never held again (a replacement worker runs on)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ HOLD_S = 600  # the test kills the holder long before; the test's own timeout en
 def pytest_runtest_call(item: pytest.Item) -> None:
     cell = os.environ.get("HQVAL_TEST_HOLD_CELL")
     marker = os.environ.get("HQVAL_TEST_HOLD_MARKER")
-    if not cell or not marker or item.name != cell or not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not cell or not marker or item.name != cell:
         return
     path = Path(marker)
     if path.exists():
@@ -28,4 +31,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(str(os.getpid()))
     os.replace(tmp, path)  # the test reads a whole pid or nothing
-    time.sleep(HOLD_S)
+    release = os.environ.get("HQVAL_TEST_HOLD_RELEASE")
+    until = time.monotonic() + HOLD_S
+    while time.monotonic() < until and not (release and Path(release).exists()):
+        time.sleep(0.05)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CLEAN, Result, _env, admission, hqval_process, rows, run_args
+from .conftest import ARCH, CLEAN, Result, _env, admission, hqval_process, rows, run_args
 
 Hq = Callable[..., Result]
 
@@ -103,20 +103,35 @@ def test_damaged_baseline_is_exit_2(copy_of: Callable[[], Path], hqval: Hq) -> N
 
 
 def test_second_writer_is_refused_at_once(tree: Path, tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    first = subprocess.Popen([sys.executable, "-m", "hqval", *run_args(tree, out)],
-                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    out, held, release = tmp_path / "run", tmp_path / "held.pid", tmp_path / "release"
+    # the first writer stops inside a check cell (tests/faults/hold_cell.py) until the
+    # test releases it: the second writers meet a run directory that is being written,
+    # whatever the host's load; one that waited for the lock instead of refusing would
+    # wait for ever, which the subprocess timeout reports
+    env = {**_env(), "PYTEST_PLUGINS": "tests.faults.hold_cell",
+           "HQVAL_TEST_HOLD_CELL": f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]",
+           "HQVAL_TEST_HOLD_MARKER": str(held), "HQVAL_TEST_HOLD_RELEASE": str(release)}
+    first = subprocess.Popen([sys.executable, "-m", "hqval", *run_args(tree, out,
+                                                                         "--no-mutants")],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-    deadline = time.monotonic() + 120
-    while not (out / "envelope.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for extra in ((), ("--resume",)):
-        t0 = time.monotonic()
-        second = hqval_process(run_args(tree, out, *extra))
-        assert second.code == 2
-        assert time.monotonic() - t0 < 15  # interpreter start, then refused at once
-        _one_line(second, "another hqval process (pid", "is writing this run directory")
-    _, err = first.communicate(timeout=600)
+    try:
+        for _ in range(6000):  # the first run reaches the cell in seconds; 300 s is a hang
+            if held.exists() or first.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert held.exists(), "the first writer ended before its held cell"
+        for extra in ((), ("--resume",)):
+            second = hqval_process(run_args(tree, out, "--no-mutants", *extra), timeout=300)
+            assert second.code == 2
+            _one_line(second, "another hqval process (pid", "is writing this run directory")
+        assert first.poll() is None  # still held: refused while the first one writes
+        release.touch()
+        _, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
     assert first.returncode == 0, err[-2000:]
     assert admission(out) == CLEAN
 

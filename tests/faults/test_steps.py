@@ -96,9 +96,10 @@ def test_crashed_xdist_worker_is_a_step_error(tree: Path, tmp_path: Path) -> Non
     proc = subprocess.Popen([sys.executable, "-m", "hqval", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # no clock decides anything: the held cell waits until it is killed; the loop
-        # ends when the marker appears or the run ends without ever holding it
-        while not marker.exists() and proc.poll() is None:
+        # no clock decides anything: the held cell waits until it is killed
+        for _ in range(6000):  # the run reaches the cell in seconds; 300 s is a hang
+            if marker.exists() or proc.poll() is not None:
+                break
             time.sleep(0.05)
         assert marker.exists(), "the run ended without running " + HELD
         victim = int(marker.read_text())
