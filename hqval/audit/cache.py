@@ -243,13 +243,23 @@ def _workers(wanted: int | None, tasks: int) -> int:
 
 
 def _groups(misses: list[_Job]) -> list[list[_Job]]:
-    """The misses in groups for the workers, one per (arch, code object): each group's
-    rows are reported as soon as it is done, so the display follows cell by cell (a
-    baseline several groups share is disassembled once: the disassembly is cached by its
-    object's hash)."""
-    by: dict[tuple[str, str], list[_Job]] = {}
+    """The misses in groups for the workers, one per code identity
+    (``CodeObject.code_identity``: the objects of arches that differ only in the target
+    they name are one group, so one worker computes what they share once: the address
+    flow of each instruction stream, the executed facts of each execution identity); each
+    group's rows are reported as soon as it is done, so the display follows cell by cell
+    (a baseline several groups share is disassembled once: the disassembly is cached by
+    its object's hash).  An object that cannot be read is a group of its own (its audit
+    reports the error)."""
+    from hqval.codeobject import load
+
+    by: dict[str, list[_Job]] = {}
     for j in misses:
-        by.setdefault((str(getattr(j.arch, "name", j.arch)), str(j.code_object)), []).append(j)
+        try:
+            ident = "code:" + load(j.code_object).code_identity
+        except (IsaError, OSError, ValueError, KeyError):
+            ident = "path:" + str(j.code_object)
+        by.setdefault(ident, []).append(j)
     return list(by.values())
 
 

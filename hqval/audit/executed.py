@@ -300,19 +300,42 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
     return facts
 
 
-_FACTS: dict[tuple[str, str, str, tuple[int, int, int]], Facts] = {}
+_FACTS: dict[tuple[str, ...], Facts] = {}
+
+
+def execution_identity(spec: KernelSpec, arch: str, code_object: bytes) -> str:
+    """What a launch's executed facts depend on in the code and the arch: the object's code
+    identity (``CodeObject.code_identity``: everything but the target it names), the
+    generation whose semantics run it (``hqval.emu.machine.ARCH_GEN``), the kernel, and
+    every instruction of the object as this arch's disassembler decoded it.  Two arches
+    of one generation whose objects differ only in the target they name share it (the
+    emulator's launch replay rests on the same fact: ``Module.execution_key``)."""
+    from hqval.codeobject import load
+    from hqval.emu.machine import ARCH_GEN
+
+    co = load(code_object)
+    h = hashlib.sha256(co.code_identity.encode())
+    h.update(repr((spec.name, spec.symbol, spec.qt, ARCH_GEN.get(arch))).encode())
+    for sym in co.disassembled_symbols(arch):
+        h.update(f"\0{sym}\0".encode())
+        for ins in co.disassembly(sym, arch):
+            h.update(f"{ins.addr}:{ins.text}\n".encode())
+    return h.hexdigest()
 
 
 def facts_for(spec: KernelSpec, arch: str, code_object: bytes,
               problem: tuple[int, int, int]) -> Facts:
-    """``run_facts``, once per (code object, kernel, problem) in this process."""
-    key = (hashlib.sha256(code_object).hexdigest(), spec.symbol, arch, problem)
-    got = _FACTS.get(key)
+    """``run_facts``, once per (execution identity, problem) in this process: the facts
+    of a launch are reused for another arch's code object of the same execution identity
+    (``execution_identity``), except a launch that raised, whose message names the arch
+    it ran on."""
+    key = (execution_identity(spec, arch, code_object), repr(problem))
+    got = _FACTS.get(key) or _FACTS.get((*key, arch))
     if got is None:
         got = run_facts(spec, arch, code_object, problem)
         if len(_FACTS) > 256:
             _FACTS.clear()
-        _FACTS[key] = got
+        _FACTS[(*key, arch) if got.error else key] = got
     return got
 
 

@@ -274,9 +274,19 @@ class KernelCode:
     _flow: Any = field(default=None, repr=False, compare=False)
 
     def address_flow(self) -> AddressFlow:
-        """The kernel's AddressFlow, computed once (several rules read it)."""
+        """The kernel's AddressFlow, computed once (several rules read it) per instruction
+        stream in this process: the flow is a function of the instructions alone (their
+        addresses, encodings and text; not the arch, name or metadata), so another arch's
+        object decoding to the same instructions shares it."""
         if self._flow is None:
-            self._flow = AddressFlow(self)
+            key = tuple((i.addr, i.text, tuple(i.words)) for i in self.instructions)
+            flow = _FLOWS.get(key)
+            if flow is None:
+                flow = AddressFlow(self)
+                if len(_FLOWS) >= _ANALYZED_LIMIT:
+                    _FLOWS.pop(next(iter(_FLOWS)))
+                _FLOWS[key] = flow
+            self._flow = flow
         return self._flow  # type: ignore[no-any-return]
 
     def loops(self) -> list[tuple[int, int]]:
@@ -325,6 +335,8 @@ class KernelCode:
 
 _ANALYZED: dict[tuple[str, str], dict[str, KernelCode]] = {}
 _ANALYZED_LIMIT = 256
+# AddressFlow by instruction stream ((address, text, encoding words) of every instruction)
+_FLOWS: dict[tuple[tuple[int, str, tuple[int, ...]], ...], AddressFlow] = {}
 
 
 def analyze(code_object: Path | bytes, arch: str) -> dict[str, KernelCode]:

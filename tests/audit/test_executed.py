@@ -205,3 +205,43 @@ def test_a_k_specialised_build_runs_on_a_k_it_accepts() -> None:
     assert problem_for(plain)[1] == K_DEFAULT
     shaped = dataclasses.replace(plain, shapes=((64, 512), (16, 512)))
     assert problem_for(shaped, REAL.by_name("ew_gemv_hfq4g256"))[1] == 512
+
+
+def test_facts_are_reused_only_for_the_same_execution_identity(cache: Path) -> None:
+    """gfx1200 and gfx1201 build the v2 kernel to objects that differ only in the target
+    they name: one execution identity, so the second arch's audit reuses the first's
+    launch and its rows are the first's with the arch's name.  A broken copy whose code
+    differs has another identity and is still run and rejected after the good kernel's
+    facts are cached; so is the same object on an arch of another generation."""
+    from hqval.audit import executed
+    from hqval.codeobject import load
+
+    good, bad = _spec("ew_gemv_mq4g256v2"), _spec("ew_mut_gemv_lane_header")
+    objs = {}
+    for spec in (good, bad):
+        for arch in ("gfx1200", "gfx1201"):
+            res = compile_kernel(spec, arch, cache)
+            assert res.code_object is not None, res.message
+            objs[(spec.name, arch)] = res.code_object.read_bytes()
+    g0, g1 = objs[(good.name, "gfx1200")], objs[(good.name, "gfx1201")]
+    assert g0 != g1 and load(g0).code_identity == load(g1).code_identity
+    ident = executed.execution_identity
+    assert ident(good, "gfx1200", g0) == ident(good, "gfx1201", g1)
+    assert ident(bad, "gfx1201", objs[(bad.name, "gfx1201")]) != ident(good, "gfx1201", g1)
+    # the same bytes on an arch of another generation run other semantics: not shared
+    assert ident(good, "gfx1200", g0) != ident(good, "gfx1100", g0)
+
+    executed._FACTS.clear()
+    first = audit(good.name, "gfx1200", cache)
+    ran = dict(executed._FACTS)
+    second = audit(good.name, "gfx1201", cache)
+    assert executed._FACTS.keys() == ran.keys()  # no new launch: the facts were reused
+    for rule in RULES:
+        a, b = first[rule].to_dict(), second[rule].to_dict()
+        assert b.pop("arch") == "gfx1201" and a.pop("arch") == "gfx1200"
+        a.pop("identity"), b.pop("identity")
+        assert a == b and first[rule].status is Status.PASS
+    broken = audit(bad.name, "gfx1201", cache)["header_scalar"]
+    assert len(executed._FACTS) > len(ran)  # its own launch
+    assert broken.status is Status.FAIL and broken.details["decided_by"] == "executed"
+    assert "lane-dependent addresses" in broken.message

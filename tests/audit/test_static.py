@@ -748,3 +748,26 @@ def test_unlike_nests_compare_with_their_inner_loops_multiplied_out(tmp_path: Pa
     bad = _trip_rows("ew_mut_gemv_quad_extra_work", tmp_path)["v2_valu_delta"]
     assert bad.details["static"]["status"] == "fail", bad.details["static"]
     assert bad.status is Status.FAIL, bad.message
+
+
+def test_the_address_flow_is_shared_only_by_the_same_instructions() -> None:
+    """The flow depends on the instructions alone: another arch's or name's kernel decoding
+    to the same instructions shares it; one instruction more is another flow, and its
+    verdict is its own (a per-lane header read still fails after the good flow is cached)."""
+    from dataclasses import replace as dc_replace
+
+    good = _code(_GEMV.replace("EXTRA", ""))
+    other_arch = dc_replace(_code(_GEMV.replace("EXTRA", "")), arch="gfx1201", name="k2")
+    assert good.address_flow() is other_arch.address_flow()
+    lane = _code(_GEMV.replace("EXTRA", "v_add_co_u32 v8, vcc_lo, s2, v1\n"
+                               "v_add_co_ci_u32_e32 v9, vcc_lo, s3, 0, vcc_lo\n"
+                               "global_load_b32 v5, v[8:9], off"))
+    assert lane.address_flow() is not good.address_flow()
+    spec = KernelSpec(name="k", source=Path("k.hip"), symbol="k", qt=44, kind="gemv",
+                      baseline="b")
+    rows = {r.check.removeprefix("audit_"): r
+            for r in audit_kernel(spec, ARCHES["gfx1100"], lane, good)}
+    assert rows["header_scalar"].status is Status.FAIL
+    rows = {r.check.removeprefix("audit_"): r
+            for r in audit_kernel(spec, ARCHES["gfx1100"], other_arch, good)}
+    assert rows["header_scalar"].status is Status.PASS
