@@ -105,7 +105,22 @@ def _derived(envelope: Mapping[str, Any]
         mpath, msha = envelope["mutants_manifest"], envelope.get("mutants_sha256")
         runs = str(Path(manifest.mutants or DEFAULT_MUTANTS).resolve())
         mnow, why = _digest(str(mpath))
-        if mpath != runs:
+        if mpath != runs and manifest.mutants is None:
+            # a manifest naming no mutants runs the suite's own, from the hqval that ran
+            # it: another installation's copy (a runner's checkout, admitted by a merge
+            # job) is that run's mutant manifest when it is there as the run recorded it:
+            # confirmed with this one's content, unconfirmed with another's (another hqval)
+            here, _ = _digest(runs)
+            if not why and mnow == msha:
+                if mnow == here:
+                    runs = mpath
+                else:
+                    unconfirmed = (f"its mutant manifest {mpath} is the suite's own of "
+                                   "another hqval installation, not this one's")
+                    mpath = None
+        if mpath is None:
+            pass
+        elif mpath != runs:
             damage.append(f"envelope.json mutants_manifest is {mpath!r}, but the run's "
                           f"manifest {path} runs the mutants of {runs} (damaged)")
             unconfirmed = "its mutant manifest is not the one its manifest runs"

@@ -161,6 +161,34 @@ def test_an_edited_mutant_manifest_is_damage(copy_of: Callable[[], Path],
            "manifest" in res.err
 
 
+def test_the_suite_mutants_of_another_installation(copy_of: Callable[[], Path], hqval: Admit,
+                                                  tmp_path: Path) -> None:
+    """A manifest naming no mutants runs the suite's own from the hqval that ran it (a
+    runner's checkout, admitted by a merge job's hqval): confirmed when that copy is there
+    as recorded with this hqval's content; with other content, unconfirmed in one line
+    and the mutants' entries are left to the rows, so a failure still fails."""
+    from hqval.toolchain import file_sha256
+
+    run = copy_of()
+    env = json.loads((run / "envelope.json").read_text())
+    recorded = Path(env["mutants_manifest"])  # its paths are relative: copy the tree
+    shutil.copytree(recorded.parent.parent, tmp_path / "elsewhere")
+    other = tmp_path / "elsewhere" / recorded.parent.name / recorded.name
+    _envelope(run, lambda e: e.__setitem__("mutants_manifest", str(other)))
+    res = hqval("admit", str(run))
+    assert res.code == 0, res.err
+    assert "unconfirmed" not in res.err and "damaged" not in res.err
+    other.write_text(other.read_text() + "# another hqval's copy\n")
+    _envelope(run, lambda e: e.update(mutants_manifest=str(other),
+                                      mutants_sha256=file_sha256(other)))
+    res = hqval("admit", str(run))
+    assert res.code == 0, res.err
+    lines = [x for x in res.err.splitlines() if "unconfirmed:" in x]
+    assert len(lines) == 1 and "of another hqval installation" in lines[0], res.err
+    _fail(run)
+    assert hqval("admit", str(run)).code == 1
+
+
 def test_a_manifest_production_false_kernel_still_sets_aside(tree: Path, tmp_path: Path,
                                                              hqval: Admit) -> None:
     """The control: a manifest that marks the kernel ``production: false`` really sets its
