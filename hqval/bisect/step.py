@@ -171,7 +171,7 @@ def _needed(manifest: Manifest, spec: KernelSpec, arch: Arch, target: Target
     """The kernels the cell runs: its own, its baseline (which the audit and bit identity
     compare with), the qt=6 arm of a timing cell and the decode GEMV a prefill or fallback
     check compares with."""
-    from hqval.checks.dispatch import NoRoute, decode_kernel
+    from hqval.checks.dispatch import NoRoute, per_token_reference, prefill_route
     from hqval.timing import bench
 
     out = [spec]
@@ -183,9 +183,12 @@ def _needed(manifest: Manifest, spec: KernelSpec, arch: Arch, target: Target
         v1 = bench.find_kernels(manifest, HFQ4G256_QT, spec.rows_per_block)
         if v1 is not None:
             out.append(v1)
-    if target.check in ("prefill_parity", "fallback") and spec.kind == "gemm":
+    if target.check == "prefill_parity" and spec.kind == "gemm":
         with contextlib.suppress(NoRoute):  # the check says so in its own row
-            out.append(decode_kernel(manifest, spec.qt, arch))
+            out.append(per_token_reference(manifest, spec, arch)[0])
+    if target.check == "fallback" and spec.kind == "gemm":
+        with contextlib.suppress(NoRoute):
+            out.append(prefill_route(manifest, spec.qt, arch, residual=spec.residual).kernel)
     seen: dict[str, KernelSpec] = {}
     for s in out:
         seen.setdefault(s.name, s)

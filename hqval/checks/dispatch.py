@@ -49,33 +49,57 @@ def _real(manifest: Manifest) -> list[KernelSpec]:
     return [k for k in manifest.kernels if not k.is_mutant]
 
 
-def decode_kernel(manifest: Manifest, qt: int, arch: Arch) -> KernelSpec:
-    """The per-token decode GEMV for ``qt`` on ``arch``: non-residual, plain GEMV, with the
-    arch's ``gemv_rows_default`` rows per block when built, else the fewest rows."""
+def decode_kernel(manifest: Manifest, qt: int, arch: Arch, *, residual: bool = False
+                  ) -> KernelSpec:
+    """The per-token decode GEMV for ``qt`` on ``arch``: a plain GEMV whose ``residual``
+    (``y +=``) is the one asked for, with the arch's ``gemv_rows_default`` rows per block
+    when built, else the fewest rows.  A residual projection's decode is the residual
+    GEMV, never the plain one: the two are different kernels and can fail apart (one can
+    spill where the other fits, or overwrite ``y`` instead of adding)."""
     cands = [k for k in _real(manifest)
-             if k.kind == "gemv" and k.qt == qt and not k.residual and k.applies_to(arch)]
+             if k.kind == "gemv" and k.qt == qt and k.residual == residual
+             and k.applies_to(arch)]
     if not cands:
-        raise NoRoute(f"no decode GEMV for qt={qt} on {arch.name} in the manifest")
+        what = "residual (y +=) decode GEMV" if residual else "decode GEMV"
+        raise NoRoute(f"no {what} for qt={qt} on {arch.name} in the manifest")
     rows = getattr(arch, "gemv_rows_default", None)  # absent on toolchain's fallback table
     default = [k for k in cands if k.rows_per_block == rows]
     return (default or sorted(cands, key=lambda k: k.rows_per_block))[0]
 
 
+def per_token_reference(manifest: Manifest, spec: KernelSpec, arch: Arch
+                        ) -> tuple[KernelSpec, bool]:
+    """The decode GEMV that prefill parity compares the GEMM ``spec`` with, and whether it
+    adds the residual itself.  A residual GEMM is compared with the residual GEMV where the
+    manifest has one; else with the plain GEMV, the residual added on the host (a
+    reference, not a path: the fallback check never does that)."""
+    if spec.residual:
+        try:
+            return decode_kernel(manifest, spec.qt, arch, residual=True), True
+        except NoRoute:
+            pass
+    return decode_kernel(manifest, spec.qt, arch), False
+
+
 def prefill_route(
-    manifest: Manifest, qt: int, arch: Arch, batch_tile: int | None = None,
+    manifest: Manifest, qt: int, arch: Arch, batch_tile: int | None = None, *,
+    residual: bool = False,
 ) -> Route:
-    """How a batch of tokens is prefilled for ``qt`` on ``arch``."""
+    """How a batch of tokens is prefilled for ``qt`` on ``arch``, for a projection that
+    writes ``y`` (``residual=False``) or adds to it (``residual=True``)."""
     if wmma_prefill_allowed(qt, arch):
         gemms = [k for k in _real(manifest)
-                 if k.kind == "gemm" and k.qt == qt and not k.residual and k.applies_to(arch)
+                 if k.kind == "gemm" and k.qt == qt and k.residual == residual
+                 and k.applies_to(arch)
                  and (batch_tile is None or k.batch_tile == batch_tile)]
         # Prefer the kernel written for this exact generation over a generic one.
         gemms.sort(key=lambda k: (k.requires != f"wmma_{arch.wmma}", k.batch_tile))
         if gemms:
             return Route("gemm", gemms[0], f"{arch.name} has {arch.wmma} WMMA for qt={qt}")
-        reason = f"no qt={qt} GEMM built for {arch.name}"
+        reason = f"no qt={qt} {'residual ' if residual else ''}GEMM built for {arch.name}"
     else:
         have = ", ".join(sorted(PREFILL_WMMA.get(qt, frozenset()))) or "no arch"
         reason = (f"qt={qt} batched prefill needs WMMA {have}; {arch.name} has "
                   f"{arch.wmma if arch.wmma != 'none' else 'no WMMA'}")
-    return Route("per_token_gemv", decode_kernel(manifest, qt, arch), reason)
+    return Route("per_token_gemv", decode_kernel(manifest, qt, arch, residual=residual),
+                 reason)

@@ -61,7 +61,7 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                        f"the manifest admits {spec.name} (requires {spec.requires}) on "
                        f"{arch.name}, which lacks the WMMA generation qt={spec.qt} needs")
     try:
-        route = prefill_route(ctx.manifest, spec.qt, arch)
+        route = prefill_route(ctx.manifest, spec.qt, arch, residual=spec.residual)
     except NoRoute as exc:
         return ctx.row(NAME, spec, Status.ERROR, f"no per-token decode to fall back to: {exc}")
     if route.path != "per_token_gemv":
@@ -75,16 +75,23 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
     except inputs.FixtureError as exc:
         return ctx.row(NAME, spec, Status.ERROR, str(exc))
     X = inputs.token_batch(TOKENS, K, ctx.seed).astype(np.float32)
-    ref = inputs.oracle(fmt, blob, K, X, None)
-    misses = inputs.misread_misses(fmt, blob, K, X, None, ref)
+    # A residual GEMM's fallback is the residual GEMV, adding each token's own residual:
+    # one that overwrites y, or the plain GEMV in its place, misses by the residual's share.
+    residual = (inputs.residual_for(inputs.oracle(fmt, blob, K, X, None), ctx.seed)
+                if spec.residual else None)
+    ref = inputs.oracle(fmt, blob, K, X, residual)
+    misses = inputs.misread_misses(fmt, blob, K, X, residual, ref)
+    if residual is not None:
+        misses["residual_dropped"] = inputs.worst_rel(ref - residual, ref)
     try:
         inputs.require_discriminating(misses, DISCRIMINATION_FLOOR, "fallback fixture")
     except inputs.FixtureError as exc:
         return ctx.row(NAME, spec, Status.ERROR, str(exc), tolerance=TOLERANCE,
                        derivation=DERIVATION, details={"misread_misses": misses})
     program = ctx.program(route.kernel)
-    Y = np.stack([o.values for o in decode_many(ctx.backend, program, route.kernel, blob,
-                                                 [X[n] for n in range(TOKENS)])])
+    Y = np.stack([o.values for o in decode_many(
+        ctx.backend, program, route.kernel, blob, [X[n] for n in range(TOKENS)],
+        None if residual is None else [residual[n] for n in range(TOKENS)])])
     err = inputs.worst_rel(Y, ref)
     status = Status.PASS if err <= TOLERANCE else Status.FAIL
     return ctx.row(NAME, spec, status,

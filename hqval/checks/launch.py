@@ -486,8 +486,12 @@ def decode(
 
 def decode_many(backend: Backend, program: Program, spec: KernelSpec,
                 blob: npt.NDArray[np.uint8], xs: Sequence[F32],
-                residual: F32 | None = None) -> list[Outcome]:
+                residuals: Sequence[F32] | None = None) -> list[Outcome]:
     """``decode`` for each token ``xs[n]`` (the per-token references), as one batch
-    (``launch_guarded_many``): the outcomes, or the first token's exception."""
-    return launch_guarded_many(backend, program,
-                               [decode_plan(spec, blob, x, residual) for x in xs])
+    (``launch_guarded_many``), token ``n`` adding to ``residuals[n]`` where given: the
+    outcomes, or the first token's exception."""
+    if residuals is not None and len(residuals) != len(xs):
+        raise ValueError(f"{len(residuals)} residuals for {len(xs)} tokens")
+    return launch_guarded_many(backend, program, [
+        decode_plan(spec, blob, x, None if residuals is None else residuals[n])
+        for n, x in enumerate(xs)])

@@ -29,7 +29,7 @@ from hqval.checks.bounds import U16 as U16
 from hqval.checks.bounds import U32 as U32
 from hqval.checks.bounds import error_bound, mapping_misses
 from hqval.checks.cell import CheckContext
-from hqval.checks.dispatch import NoRoute, decode_kernel
+from hqval.checks.dispatch import NoRoute, per_token_reference
 from hqval.checks.launch import decode_many, gemm_many
 from hqval.formats import by_qt
 from hqval.result import Row, Status
@@ -72,7 +72,7 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
     if why:
         return ctx.row(NAME, spec, Status.UNSUPPORTED, why)
     try:
-        token_kernel = decode_kernel(ctx.manifest, spec.qt, ctx.arch)
+        token_kernel, adds_residual = per_token_reference(ctx.manifest, spec, ctx.arch)
     except NoRoute as exc:
         return ctx.row(NAME, spec, Status.ERROR, f"no per-token reference: {exc}")
     fmt = by_qt(spec.qt)
@@ -111,12 +111,15 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
 
     token_program = ctx.program(token_kernel)
     # the per-token launches are independent: one batch (launch_many on the emulator)
+    token_res = [residual[n] for n in range(n_max)] if adds_residual and residual is not None \
+        else None
     per_token = np.stack([
         o.values for o in decode_many(ctx.backend, token_program, token_kernel, blob,
-                                      [X[n].astype(np.float32) for n in range(n_max)])
+                                      [X[n].astype(np.float32) for n in range(n_max)],
+                                      token_res)
     ]).astype(np.float64)
-    if residual is not None:
-        per_token = per_token + residual
+    if residual is not None and not adds_residual:
+        per_token = per_token + residual  # the plain GEMV: the residual added on the host
     program = ctx.program(spec)
     by_n: dict[str, dict[str, Any]] = {}
     worst = 0.0
@@ -135,5 +138,7 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
            + (f"; over tolerance at N={bad}" if bad else ""))
     return ctx.row(NAME, spec, status, msg, measured=worst, tolerance=TOLERANCE,
                    derivation=DERIVATION,
-                   details={"by_n": by_n, "per_token_kernel": token_kernel.name, "M": M, "K": K,
+                   details={"by_n": by_n, "per_token_kernel": token_kernel.name,
+                            "per_token_residual": ("kernel" if adds_residual else "host")
+                            if spec.residual else None, "M": M, "K": K,
                             "misread_misses": misses, "bounds": bounds})

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hqval.checks.dispatch import PREFILL_WMMA, prefill_route, wmma_prefill_allowed
-from hqval.manifest import load_manifest
+from hqval.checks.dispatch import (
+    PREFILL_WMMA,
+    NoRoute,
+    decode_kernel,
+    per_token_reference,
+    prefill_route,
+    wmma_prefill_allowed,
+)
+from hqval.manifest import Manifest, load_manifest
 from hqval.matrix import load_arches
 
 ARCHES = load_arches()
@@ -44,3 +51,33 @@ def test_qt45_is_never_claimed_on_gfx11() -> None:
 def test_batch_tile_request_selects_that_tile() -> None:
     route = prefill_route(MANIFEST, 44, ARCHES["gfx1100"], batch_tile=4)
     assert route.path == "gemm" and route.kernel.batch_tile == 4
+
+
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1030"])
+@pytest.mark.parametrize("qt", [6, 44, 45])
+def test_a_residual_projection_routes_to_the_residual_decode(qt: int, arch: str) -> None:
+    plain = prefill_route(MANIFEST, qt, ARCHES[arch])
+    residual = prefill_route(MANIFEST, qt, ARCHES[arch], residual=True)
+    assert plain.path == residual.path == "per_token_gemv"
+    assert not plain.kernel.residual and residual.kernel.residual
+    assert residual.kernel.kind == "gemv" and residual.kernel.qt == qt
+    assert decode_kernel(MANIFEST, qt, ARCHES[arch], residual=True) == residual.kernel
+
+
+def test_a_residual_gemm_is_routed_to_a_residual_gemm() -> None:
+    assert prefill_route(MANIFEST, 44, ARCHES["gfx1100"], residual=True).kernel.residual
+    assert not prefill_route(MANIFEST, 44, ARCHES["gfx1100"]).kernel.residual
+
+
+def test_prefill_parity_compares_a_residual_gemm_with_the_residual_decode() -> None:
+    arch = ARCHES["gfx1201"]
+    gemm = next(k for k in MANIFEST.kernels if k.name == "gemm_mq4g256v2_wmma_gfx12_residual")
+    kernel, adds = per_token_reference(MANIFEST, gemm, arch)
+    assert kernel.residual and adds
+    # a tree without residual GEMVs: the plain GEMV, the residual added on the host
+    bare = Manifest(path=MANIFEST.path,
+                    kernels=[k for k in MANIFEST.kernels if not (k.kind == "gemv" and k.residual)])
+    kernel, adds = per_token_reference(bare, gemm, arch)
+    assert not kernel.residual and not adds
+    with pytest.raises(NoRoute, match="residual"):
+        decode_kernel(bare, 44, arch, residual=True)

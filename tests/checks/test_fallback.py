@@ -11,7 +11,7 @@ import pytest
 
 from hqval.checks import fallback
 from hqval.checks.cell import CheckContext, run_cell
-from hqval.manifest import Manifest
+from hqval.manifest import KernelSpec, Manifest
 from hqval.result import Status
 
 Ctx = Callable[..., CheckContext]
@@ -67,3 +67,49 @@ def test_non_discriminating_fixture_is_an_error(
     ctx = emu_ctx("gfx1010")
     row = run_cell(ctx, "fallback", ctx.kernel("gemm_mq4g256v2_wmma_gfx11"))
     assert row.status == Status.ERROR and "does not discriminate" in row.message
+
+
+def test_a_residual_gemm_falls_back_to_the_residual_decode(emu_ctx: Ctx) -> None:
+    ctx = emu_ctx("gfx1030")
+    row = run_cell(ctx, "fallback", ctx.kernel("gemm_mq4g256v2_wmma_gfx11_residual"))
+    assert row.status == Status.PASS, row.message
+    decode = ctx.kernel(row.details["decode_kernel"])
+    assert decode.residual and decode.qt == 44 and decode.kind == "gemv"
+    assert row.details["misread_misses"]["residual_dropped"] >= fallback.DISCRIMINATION_FLOOR
+
+
+def _residual_gemvs_replaced(ctx: CheckContext, make: Callable[[KernelSpec], KernelSpec]
+                             ) -> CheckContext:
+    kernels = [make(k) if k.kind == "gemv" and k.residual else k for k in ctx.manifest.kernels]
+    return CheckContext(backend=ctx.backend, arch=ctx.arch,
+                        manifest=Manifest(path=ctx.manifest.path, kernels=kernels))
+
+
+def test_a_residual_decode_that_overwrites_y_fails_the_residual_gemms_fallback(
+    emu_ctx: Ctx,
+) -> None:
+    # Every residual GEMV entry replaced by its plain sibling's code (same ABI, writes y
+    # without reading it): the plain GEMV still matches its own oracle, so a fallback that
+    # ran the plain GEMV for the residual GEMM (and added nothing) would pass.
+    base = emu_ctx("gfx1030")
+    plain = {(k.qt, k.rows_per_block): k for k in base.manifest.kernels
+             if k.kind == "gemv" and not k.residual and not k.is_mutant}
+    ctx = _residual_gemvs_replaced(base, lambda k: dataclasses.replace(
+        plain[(k.qt, k.rows_per_block)], name=k.name, residual=True,
+        baseline=k.baseline, mutant_of=k.mutant_of))
+    row = run_cell(ctx, "fallback", ctx.kernel("gemm_mq4g256v2_wmma_gfx11_residual"))
+    assert row.status == Status.FAIL, row.message
+    assert ctx.kernel(row.details["decode_kernel"]).residual
+    assert row.measured is not None and row.measured >= fallback.DISCRIMINATION_FLOOR
+    # the plain GEMM's fallback is untouched: it runs the plain GEMV and passes
+    plain_row = run_cell(ctx, "fallback", ctx.kernel("gemm_mq4g256v2_wmma_gfx11"))
+    assert plain_row.status == Status.PASS, plain_row.message
+
+
+def test_no_residual_decode_to_fall_back_to_is_an_error(emu_ctx: Ctx) -> None:
+    base = emu_ctx("gfx1030")
+    ctx = CheckContext(backend=base.backend, arch=base.arch, manifest=Manifest(
+        path=base.manifest.path,
+        kernels=[k for k in base.manifest.kernels if not (k.kind == "gemv" and k.residual)]))
+    row = run_cell(ctx, "fallback", ctx.kernel("gemm_mq4g256v2_wmma_gfx11_residual"))
+    assert row.status == Status.ERROR and "no residual (y +=) decode GEMV" in row.message

@@ -31,6 +31,10 @@ def test_real_gemms_pass_for_every_n(emu_ctx: Ctx, arch: str, kernel: str) -> No
     for errs in by_n.values():
         assert errs["oracle"] <= prefill_parity.TOLERANCE
         assert errs["per_token"] <= prefill_parity.TOLERANCE
+    # a residual GEMM is compared with the residual decode GEMV, run with the residual
+    token = ctx.kernel(row.details["per_token_kernel"])
+    assert token.residual == ctx.kernel(kernel).residual
+    assert row.details["per_token_residual"] == ("kernel" if token.residual else None)
 
 
 def test_gemv_and_missing_wmma_are_unsupported(emu_ctx: Ctx) -> None:
