@@ -21,9 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hqval.result import Row, Status
+
+if TYPE_CHECKING:
+    from hqval.manifest import Manifest
 
 # the fields of a kernel table entry the judge reads (hqval.admission.evidence.kernel_table
 # and _waiver_damage): each is compared with the manifest's
@@ -67,18 +70,46 @@ def _digest(path: str) -> tuple[str, str]:
         return "", f"{path}: {getattr(exc, 'strerror', None) or exc}"
 
 
+def _mutants_to_load(envelope: Mapping[str, Any], manifest: Manifest
+                     ) -> tuple[str | None, str, list[str]]:
+    """The mutant manifest whose kernels join the re-derived table (None: none), why the
+    mutants are unconfirmed ("": they are not), and damage in the name the envelope
+    records."""
+    from hqval.manifest import DEFAULT_MUTANTS
+
+    if "mutants_manifest" not in envelope:
+        return None, "the run recorded no mutant manifest (mutants_manifest)", []
+    mpath = envelope["mutants_manifest"]
+    if mpath is None:
+        return None, "", []
+    runs = str(Path(manifest.mutants or DEFAULT_MUTANTS).resolve())
+    now, why = _digest(str(mpath))
+    as_recorded = not why and now == envelope.get("mutants_sha256")
+    if mpath != runs and manifest.mutants is None and as_recorded:
+        # a manifest naming no mutants runs the suite's own, from the hqval that ran it:
+        # another installation's copy (a runner's checkout, admitted by a merge job) is
+        # that run's mutant manifest when it is there as the run recorded it: confirmed
+        # with this one's content, unconfirmed with another's (another hqval)
+        if now != _digest(runs)[0]:
+            return None, (f"its mutant manifest {mpath} is the suite's own of another hqval "
+                          "installation, not this one's"), []
+        runs = mpath
+    if mpath != runs:
+        return None, "its mutant manifest is not the one its manifest runs", [
+            f"envelope.json mutants_manifest is {mpath!r}, but the run's manifest "
+            f"{envelope.get('manifest')} runs the mutants of {runs} (damaged)"]
+    if not as_recorded:
+        return None, (f"its mutant manifest {why}" if why else
+                      f"its mutant manifest {mpath} changed since the run"), []
+    return str(mpath), "", []
+
+
 def _derived(envelope: Mapping[str, Any]
              ) -> tuple[dict[str, dict[str, object]] | None, str, list[str]]:
     """The table re-derived from the run's manifest (None where it cannot be), why part
     of it is unconfirmed ("": none; with a table: its mutants, which it then leaves out),
     and damage in the names of the manifests the envelope records."""
-    from hqval.manifest import (
-        DEFAULT_MUTANTS,
-        ManifestError,
-        kernel_table,
-        load_manifest,
-        load_mutants,
-    )
+    from hqval.manifest import ManifestError, kernel_table, load_manifest, load_mutants
     from hqval.matrix import resolve_arches
 
     path, sha = envelope.get("manifest"), envelope.get("manifest_sha256")
@@ -98,45 +129,17 @@ def _derived(envelope: Mapping[str, Any]
         return None, f"its manifest {path} no longer loads ({first})", []
     specs = list(manifest.kernels)
     self_test: frozenset[str] = frozenset()
-    unconfirmed, damage = "", []
-    if "mutants_manifest" not in envelope:
-        unconfirmed = "the run recorded no mutant manifest (mutants_manifest)"
-    elif envelope["mutants_manifest"] is not None:
-        mpath, msha = envelope["mutants_manifest"], envelope.get("mutants_sha256")
-        runs = str(Path(manifest.mutants or DEFAULT_MUTANTS).resolve())
-        mnow, why = _digest(str(mpath))
-        if mpath != runs and manifest.mutants is None:
-            # a manifest naming no mutants runs the suite's own, from the hqval that ran
-            # it: another installation's copy (a runner's checkout, admitted by a merge
-            # job) is that run's mutant manifest when it is there as the run recorded it:
-            # confirmed with this one's content, unconfirmed with another's (another hqval)
-            here, _ = _digest(runs)
-            if not why and mnow == msha:
-                if mnow == here:
-                    runs = mpath
-                else:
-                    unconfirmed = (f"its mutant manifest {mpath} is the suite's own of "
-                                   "another hqval installation, not this one's")
-                    mpath = None
-        if mpath is None:
-            pass
-        elif mpath != runs:
-            damage.append(f"envelope.json mutants_manifest is {mpath!r}, but the run's "
-                          f"manifest {path} runs the mutants of {runs} (damaged)")
-            unconfirmed = "its mutant manifest is not the one its manifest runs"
-        elif why or mnow != msha:
-            unconfirmed = (f"its mutant manifest {why}" if why else
-                           f"its mutant manifest {mpath} changed since the run")
+    mpath, unconfirmed, damage = _mutants_to_load(envelope, manifest)
+    if mpath is not None:
+        try:
+            mutants = load_mutants(mpath)
+        except (ManifestError, OSError, ValueError) as exc:
+            first = (str(exc).splitlines() or [""])[0]
+            unconfirmed = f"its mutant manifest {mpath} no longer loads ({first})"
         else:
-            try:
-                mutants = load_mutants(mpath)
-            except (ManifestError, OSError, ValueError) as exc:
-                first = (str(exc).splitlines() or [""])[0]
-                unconfirmed = f"its mutant manifest {mpath} no longer loads ({first})"
-            else:
-                specs += mutants.kernels
-                if manifest.mutants is None and envelope.get("kernel_tree") is not None:
-                    self_test = frozenset(m.name for m in mutants.kernels)
+            specs += mutants.kernels
+            if manifest.mutants is None and envelope.get("kernel_tree") is not None:
+                self_test = frozenset(m.name for m in mutants.kernels)
     return kernel_table(specs, self_test, arches), unconfirmed, damage
 
 
