@@ -154,12 +154,16 @@ def admit_cell(
     unmet = [n for n in pp.needs if arch.cap(n.cap) not in n.allowed]
     if unmet:  # only fallback needs remain unmet
         reasons.insert(0, _unmet(unmet[0], arch))
-        # this path's own fallback rows (they are keyed on its GEMMs); a qt-wide set only
-        # where none are (rows keyed on the decode kernels): a grouped MoE GEMM's fallback
-        # is the MoE prefill path's evidence, never the dense prefill's
-        fb_all = [r for r in qt_rows if r.check in pp.fallback_checks]
+        # this path's own fallback rows (every fallback check keys its cell on the prefill
+        # kernel it stands in for): a grouped MoE GEMM's fallback is the MoE prefill path's
+        # evidence, never the dense or fused prefill's, and a path with no kernel of its own
+        # has no fallback evidence at all
         mine = set(evidence.kernels) | {r.kernel for r in rows}
-        fb_rows = [r for r in fb_all if r.kernel in mine] or fb_all
+        if not mine:
+            reasons.append("no kernel of this path in the runs, so no fallback evidence of its "
+                           "own (the fallback rows of other paths are theirs)")
+            return cell(AdmissionStatus.UNTESTED)
+        fb_rows = [r for r in qt_rows if r.check in pp.fallback_checks and r.kernel in mine]
         failing = [r.identity for r in fb_rows if _failed(r)]
         # the fallback runs decode kernels, so their own failures count too: the kernels
         # its rows name (details.decode_kernel), where every row names one; else every

@@ -619,3 +619,33 @@ def test_a_fallback_owes_the_failures_of_the_decode_kernels_it_runs_only() -> No
     cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "prefill", "gfx1010"))
     assert "no_spill[gemv44|gfx1010|isa]" in " ".join(cell.reasons)
     assert "moe44" not in " ".join(cell.reasons)
+
+
+def test_a_prefill_path_with_no_kernel_of_its_own_has_no_fallback_evidence() -> None:
+    """A tree of MoE and fused decode kernels only (no dense or multi-matrix GEMM): on
+    gfx1030 (no WMMA) the dense and fused prefill cells have no kernel, so no fallback
+    evidence; the grouped MoE GEMM's failing fallback row (it runs the MoE GEMV) and the
+    MoE GEMV's failing audit row are the MoE paths', never theirs: untested, not rejected.
+    A dense GEMM of the tree with that failing fallback row is rejected."""
+    kernels = {"gemv44": KernelInfo(44, "decode"), "qkv44": KernelInfo(44, "fused_decode"),
+               "moe44": KernelInfo(44, "moe_decode"), "moeg44": KernelInfo(44, "moe_prefill")}
+    rows = [*compiled("gemv44", "gfx1030"), *compiled("qkv44", "gfx1030"),
+            *compiled("moe44", "gfx1030"), *compiled("moeg44", "gfx1030"),
+            r("check", "reference_parity", "gemv44", "gfx1030"),
+            r("check", "bit_identity", "gemv44", "gfx1030"),
+            r("check", "fallback", "moeg44", "gfx1030", status=Status.ERROR,
+              decode_kernel="moe44"),
+            r("audit", "header_scalar", "moe44", "gfx1030", "isa", status=Status.FAIL)]
+    adm = admit(rows, POLICY, ARCHES, kernels=kernels)
+    for path in ("prefill", "fused_prefill"):
+        assert status(adm, 44, path, "gfx1030") is S.UNTESTED
+        cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, path, "gfx1030"))
+        assert not cell.evidence and not cell.failing
+        assert "no kernel of this path" in " ".join(cell.reasons)
+    # must say no: the same failing fallback row on a GEMM of the dense prefill path
+    kernels["gemm44"] = KernelInfo(44, "prefill")
+    bad = [*rows, r("check", "fallback", "gemm44", "gfx1030", status=Status.FAIL,
+                    decode_kernel="gemv44")]
+    adm = admit(bad, POLICY, ARCHES, kernels=kernels)
+    assert status(adm, 44, "prefill", "gfx1030") is S.REJECTED
+    assert status(adm, 44, "fused_prefill", "gfx1030") is S.UNTESTED

@@ -36,10 +36,11 @@ KEEP = ("gemv_hfq4g256_r1", "gemv_mq4g256v2_r1", "gemv_mq4c_r1",
 # the statuses a clean run of the small tree gets on gfx1010 (no WMMA: prefill falls back)
 CLEAN = {(44, "decode"): "emulated", (45, "decode"): "emulated",
          (44, "prefill"): "fallback", (45, "prefill"): "fallback",
-         # the small tree has no fused or MoE kernels: no evidence for their decode paths,
-         # prefill falls back on this arch, MoE is not claimed for it (design note)
+         # the small tree has no fused or MoE kernels: no evidence for their paths (the
+         # dense GEMMs' fallback rows are the dense prefill's), MoE is not claimed for
+         # this arch (design note)
          (44, "fused_decode"): "untested", (45, "fused_decode"): "untested",
-         (44, "fused_prefill"): "fallback", (45, "fused_prefill"): "fallback",
+         (44, "fused_prefill"): "untested", (45, "fused_prefill"): "untested",
          (44, "moe_decode"): "unsupported", (44, "moe_prefill"): "unsupported"}
 
 
