@@ -132,6 +132,16 @@ def toolchain_gap(row: Row) -> str | None:
     return str(gap) if gap and row.status is Status.SKIPPED else None
 
 
+def _compiler_gap(row: Row) -> bool:
+    """A skipped compile row is the toolchain's gap (``hqval.toolchain``'s compile row):
+    its ``toolchain_gap`` is the builtin the compiler's own error, quoted in its message,
+    says the compiler lacks."""
+    from hqval.toolchain import missing_builtin
+
+    gap = toolchain_gap(row)
+    return gap is not None and missing_builtin(row.message) == gap
+
+
 def _gaps(rows: Iterable[Row]) -> list[str]:
     return sorted({f"{r.kernel} ({r.check}): the emulator lacks {emulator_gap(r)}"
                    for r in rows if emulator_gap(r)}
@@ -583,9 +593,10 @@ def self_contradiction(row: Row) -> str:
         return f"a timing row whose samples are no event times ({why})"
     if t is not None and t < 0:
         return f"has a negative tolerance {t:g} (no measured value can lie within it)"
-    if row.kind == "compile" and row.status is Status.SKIPPED:
+    if row.kind == "compile" and row.status is Status.SKIPPED and not _compiler_gap(row):
         return ("a compile is built (pass), failed, an error or not built here (unsupported), "
-                "never skipped")
+                "never skipped (but for a target builtin the compiler lacks, named by its "
+                "own error)")
     if row.status is not Status.PASS:
         return ""
     if row.kind in ("check", "audit") and t is not None and m is None:

@@ -107,3 +107,26 @@ def test_an_unexpected_row_among_many_is_named_once_the_expected_cells_are_read_
     out = binding_damage(run.envelope, [*run.rows, stray, failed], 3)
     assert out == ["bit_identity[k7|gfx1100|emu]: a cell the run never expected (it is none "
                    "of the envelope's expected cells)"]
+
+
+def test_a_skipped_compile_row_is_damage_unless_it_is_the_compilers_gap() -> None:
+    """The compile row hqval writes where clang lacks a target builtin the source calls
+    (skipped, naming the builtin its own error quotes) is consistent; a skipped compile
+    row without that gap, or whose gap its compiler error does not name, is damage."""
+    from hqval.manifest import load_manifest
+    from hqval.toolchain import CompileCell, CompileResult
+
+    spec = load_manifest().kernels[0]
+    error = ("k.hip:110:5: error: use of undeclared identifier "
+             "'__builtin_amdgcn_s_prefetch_data'")
+    gap = CompileCell(spec, "gfx1201", CompileResult(False, None, error, False, 0.1)).row()
+    assert gap.status is Status.SKIPPED and self_contradiction(gap) == ""
+    own = CompileCell(spec, "gfx1201", CompileResult(
+        False, None, "k.hip:3:1: error: use of undeclared identifier 'ew_next'", False,
+        0.1)).row()
+    assert own.status is Status.FAIL  # the kernel's own failure, never a gap
+    for forged in (dataclasses.replace(own, status=Status.SKIPPED),
+                   dataclasses.replace(gap, message="untested: trust me"),
+                   dataclasses.replace(gap, details={**gap.details,
+                                                     "toolchain_gap": "__builtin_other"})):
+        assert "never skipped" in self_contradiction(forged)
