@@ -282,12 +282,22 @@ def evaluate(sig: Signature, fmt: Format, case: Case, decoded: Mapping[str, list
             k_top = idx.shape[-1]
             flat = idx.reshape(-1, k_top)
             rows = []
+            # the activation the op reads for (token t, rank r): one row per routed slot
+            # (x shaped as the index, plus K: [k_top, K], [N, k_top, K]), one row per
+            # token ([N, K]) or one for every slot ([K])
+            per_slot = x.ndim >= 2 and x.shape[:-1] == idx.shape
+            per_token_x = not per_slot and x.ndim == 2 and bool(lead) \
+                and x.shape[0] == flat.shape[0]
+            if not (per_slot or per_token_x or x.ndim == 1):
+                raise inputs.FixtureError(
+                    f"{sig.name}.{op.x} is {list(x.shape)}: neither one row per routed slot "
+                    f"({list(idx.shape)} + [K]), one per token nor one for all")
+            slot_x = x.reshape(-1, k_top, x.shape[-1]) if per_slot else None
             for t, ranks in enumerate(flat):
                 per = []
                 for r, e in enumerate(ranks):
                     w = mats[int(e)]
-                    xv = x[r] if x.ndim == 2 and x.shape[0] == k_top and not lead else \
-                        (x[t] if x.ndim == 2 else x)
+                    xv = slot_x[t, r] if slot_x is not None else (x[t] if per_token_x else x)
                     v = (np.full(w.shape[0] if w is not None else 1, np.nan) if w is None
                          else w[lo:hi] @ xv)
                     if op.scale is not None:

@@ -87,3 +87,20 @@ def test_bit_identity_of_a_rank_sum_is_order_free() -> None:
         first = ((r + a * v0) + b * v1).view(np.uint32)
         second = ((r + b * v1) + a * v0).view(np.uint32)
         assert np.array_equal(first, second)
+
+
+def test_an_activation_row_per_routed_slot() -> None:
+    """An MoE down GEMV reading one activation row per (token, rank) slot, [N][k_top][K],
+    writing one output row per slot (a tree signature, tests/data/engine_tree/
+    moe_expanded.yaml): the oracle gives slot (t, r) the product of its expert with row
+    (t, r); the kernel passes and matches its v1 sibling bit for bit, and its copy that
+    reads rank 0's row for every rank fails."""
+    tree = Path(__file__).resolve().parents[1] / "data" / "engine_tree" / "moe_expanded.yaml"
+    manifest = load_manifest(tree)
+    ctx = CheckContext(EmuBackend("gfx1100"), load_arches()["gfx1100"], manifest)
+    for check in ("reference_parity", "bit_identity"):
+        row = run_cell(ctx, check, ctx.kernel("ew_moe_down_expanded_mq4g256v2"))
+        assert row.status is Status.PASS, row.message
+    assert row.details["dims"]["N"] > 1  # several tokens: grid.z and the token's rows
+    bad = run_cell(ctx, "reference_parity", ctx.kernel("ew_mut_moe_down_expanded_rank0_x"))
+    assert bad.status is Status.FAIL and "expert_outputs" in bad.message, bad.message
