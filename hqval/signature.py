@@ -134,6 +134,26 @@ class Signature:
     where: str = ""  # file:line of its definition
     builtin: bool = field(default=False, compare=False)
 
+    def abi(self) -> tuple[object, ...]:
+        """What the kernel's launch and outputs depend on: the path, the dims, the
+        arguments, the grid and the block, expressions compared parsed (not as text).  Two
+        signatures of one ABI under two names (a tree's copy of the suite's) are equal."""
+        def ex(e: Expr | None) -> object:
+            return None if e is None else e.tree
+
+        def op(o: Op | None) -> object:
+            if o is None:
+                return None
+            return (o.kind, o.weight, o.x, None if o.rows is None else tuple(map(ex, o.rows)),
+                    o.experts, o.scale, o.reduce, o.tiles, o.slots, ex(o.x_row_div))
+
+        return (self.path,
+                tuple((d.name, d.role, ex(d.value), d.multiple) for d in self.dims),
+                tuple((a.name, a.role, a.dtype, tuple(map(ex, a.shape)), ex(a.rows),
+                       ex(a.count), a.of, ex(a.value), op(a.op), a.residual)
+                      for a in self.args),
+                tuple(map(ex, self.grid)), tuple(map(ex, self.block)))
+
     def arg(self, name: str) -> Arg:
         for a in self.args:
             if a.name == name:

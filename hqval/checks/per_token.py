@@ -41,6 +41,7 @@ from hqval.checks.launch import (
     launch_guarded_many,
     signature_plan,
 )
+from hqval.signature import builtin
 
 if TYPE_CHECKING:
     from hqval.checks.cell import CheckContext
@@ -62,12 +63,18 @@ class Reference:
 
 
 def candidates(ctx: CheckContext, spec: KernelSpec) -> list[KernelSpec]:
-    """Decode kernels that can serve ``spec`` token by token on this arch: the signature's
-    ``per_token`` kind, same format, not residual, built here; fewest rows per block first."""
+    """Decode kernels that can serve ``spec`` token by token on this arch: of the
+    signature's ``per_token`` ABI (that kind, or a kind of the tree's own declaring the same
+    ABI under another name), same format, not residual, built here; fewest rows per block
+    first."""
     want = spec.signature.per_token
+    known = next((k.signature for k in ctx.manifest.kernels if k.kind == want), None)
+    want_sig = known or (builtin().get(want) if want else None)
+    abi = want_sig.abi() if want_sig is not None else None
     cands = [k for k in ctx.manifest.kernels
-             if not k.is_mutant and k.kind == want and k.qt == spec.qt and not k.residual
-             and k.applies_to(ctx.arch)]
+             if not k.is_mutant and k.qt == spec.qt and not k.residual
+             and k.applies_to(ctx.arch)
+             and (k.kind == want or (abi is not None and k.signature.abi() == abi))]
     return sorted(cands, key=lambda k: k.rows_per_block)
 
 

@@ -80,3 +80,39 @@ def test_without_a_decode_kernel_the_check_says_oracle_only() -> None:
     assert row.status is Status.PASS, row.message
     assert "oracle only, no per-token reference: no gemv_qkv kernel for qt=6" in row.message
     assert row.details["per_token_kernel"] is None
+
+
+def test_a_decode_kernel_of_the_same_abi_under_a_tree_name_serves_per_token() -> None:
+    """A tree declaring the suite's fused gate/up decode ABI under a name of its own
+    (docs/engine-tree.md's ew_gate_up): the gate/up GEMM's per-token reference finds that
+    kernel by its ABI, not by the kind's name; a signature of another ABI (another grid) is
+    no match (oracle only, saying why), and a broken copy under the renamed ABI fails the
+    GEMM's parity though the oracle agrees with the GEMM."""
+    from hqval.signature import builtin
+
+    full = mutant_manifest()
+    sig = builtin()["gemv_gate_up"]
+    renamed = dataclasses.replace(sig, name="ew_gate_up", where="tree:1")
+    other = dataclasses.replace(sig, name="ew_gate_up_one_block", where="tree:2",
+                                grid=(sig.grid[1], sig.grid[1], sig.grid[2]))
+
+    def context(decode: str, tree_sig: object) -> CheckContext:
+        dec = next(k for k in full.kernels if k.name == decode)
+        fake = dataclasses.replace(dec, kind=tree_sig.name, sig=tree_sig,  # type: ignore[attr-defined]
+                                   mutant_of=None, name=f"{decode}_tree")
+        kept = [k for k in full.kernels if not k.is_mutant
+                and not (k.kind == "gemv_gate_up" and k.qt == 44)]
+        return CheckContext(EmuBackend("gfx1100"), load_arches()["gfx1100"],
+                            Manifest(path=full.path, kernels=[*kept, fake]))
+
+    gemm = "gemm_mq4g256v2_gate_up_wmma_gfx11"
+    ctx = context("gemv_mq4g256v2_gate_up_r1", renamed)
+    row = run_cell(ctx, "prefill_parity", ctx.kernel(gemm))
+    assert row.status is Status.PASS, row.message
+    assert row.details["per_token_kernel"] == "gemv_mq4g256v2_gate_up_r1_tree"
+    ctx = context("gemv_mq4g256v2_gate_up_r1", other)
+    row = run_cell(ctx, "prefill_parity", ctx.kernel(gemm))
+    assert row.details["per_token_kernel"] is None and "oracle only" in row.message
+    ctx = context("gemv_mut_gate_up_swapped_r1", renamed)
+    row = run_cell(ctx, "prefill_parity", ctx.kernel(gemm))
+    assert row.status is Status.FAIL and "per-token reference" in row.message, row.message
