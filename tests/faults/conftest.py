@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -188,3 +189,30 @@ def rewrite_rows(run: Path, keep: Callable[[dict[str, object]], bool]) -> int:
     kept = [r for r in all_rows if keep(r)]
     (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
     return len(all_rows) - len(kept)
+
+
+def rewrite_each(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite the run's rows.jsonl with ``change`` applied to every row (in place)."""
+    data = rows(run)
+    for r in data:
+        change(r)
+    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+
+
+def edit_envelope(run: Path, change: Callable[[dict[str, Any]], Any]) -> None:
+    """Rewrite the run's envelope.json with ``change`` applied to it (in place)."""
+    env = json.loads((run / "envelope.json").read_text())
+    change(env)
+    (run / "envelope.json").write_text(json.dumps(env))
+
+
+BIT_IDENTITY = f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"
+
+
+def fail_bit_identity(run: Path) -> None:
+    """The qt=44 decode kernel's bit_identity cell fails, as a broken kernel's would (its
+    measured count above 0)."""
+    def change(r: dict[str, Any]) -> None:
+        if r["identity"] == BIT_IDENTITY:
+            r["status"], r["measured"], r["message"] = "fail", 7.0, "wrong half"
+    rewrite_each(run, change)

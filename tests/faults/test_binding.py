@@ -14,35 +14,25 @@ from typing import Any
 
 import pytest
 
-from .conftest import ARCH, Result, append_rows, hqval_process, rows, run_args
+from .conftest import (
+    ARCH,
+    BIT_IDENTITY,
+    Result,
+    append_rows,
+    edit_envelope,
+    fail_bit_identity,
+    hqval_process,
+    rewrite_each,
+    rows,
+    run_args,
+)
 
 Admit = Callable[..., Result]
-IDENT = f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"
+IDENT = BIT_IDENTITY  # the cell fail_bit_identity fails
 
 
 def _row(run: Path, ident: str) -> dict[str, Any]:
     return dict(next(r for r in rows(run) if r["identity"] == ident))
-
-
-def _rewrite(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    data = rows(run)
-    for r in data:
-        change(r)
-    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
-
-
-def _envelope(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    env = json.loads((run / "envelope.json").read_text())
-    change(env)
-    (run / "envelope.json").write_text(json.dumps(env))
-
-
-def _fail(run: Path) -> None:
-    """The qt=44 decode kernel's bit_identity cell fails (its measured count above 0)."""
-    def change(r: dict[str, Any]) -> None:
-        if r["identity"] == IDENT:
-            r["status"], r["measured"], r["message"] = "fail", 7.0, "wrong half"
-    _rewrite(run, change)
 
 
 @pytest.mark.parametrize("field,value,named", [
@@ -68,8 +58,8 @@ def test_rows_of_another_run_are_damage(copy_of: Callable[[], Path], hqval: Admi
     """Every row of one kernel replaced by another run's (its run id): damage, naming the
     rows and both ids."""
     run = copy_of()
-    _rewrite(run, lambda r: r.update(run_id="0" * 32) if r["kernel"] == "gemv_mq4c_r1"
-             else None)
+    rewrite_each(run, lambda r: r.update(run_id="0" * 32) if r["kernel"] == "gemv_mq4c_r1"
+                 else None)
     res = hqval("admit", str(run))
     assert res.code == 2
     assert f"padded_offset[gemv_mq4c_r1|{ARCH}|emu]: written by run {'0' * 32}" in res.err
@@ -86,8 +76,8 @@ def test_a_row_judging_another_code_object_is_damage(
     arch) (once: a swapped object admitted a broken tree)."""
     run = copy_of()
     assert _row(run, ident)["object_sha256"], kind
-    _rewrite(run, lambda r: r.update(object_sha256="f" * 64) if r["identity"] == ident
-             else None)
+    rewrite_each(run, lambda r: r.update(object_sha256="f" * 64) if r["identity"] == ident
+                 else None)
     res = hqval("admit", str(run))
     assert res.code == 2
     assert f"{ident}: judged code object ffffffffffff, not the one the run compiled" in res.err
@@ -97,7 +87,7 @@ def test_a_passing_audit_row_without_its_object_is_damage(copy_of: Callable[[], 
                                                           hqval: Admit) -> None:
     run = copy_of()
     ident = f"audit_no_spill[gemv_mq4c_r1|{ARCH}|isa]"
-    _rewrite(run, lambda r: r.update(object_sha256=None) if r["identity"] == ident else None)
+    rewrite_each(run, lambda r: r.update(object_sha256=None) if r["identity"] == ident else None)
     res = hqval("admit", str(run))
     assert res.code == 2 and f"{ident}: passes without naming the code object" in res.err
 
@@ -109,8 +99,8 @@ def test_a_second_run_never_excuses_the_first(copy_of: Callable[[], Path],
     table excused A's failure, exit 0).  (B's manifest is moved away first, as if B were
     made from another one: a table its own manifest contradicts is damage.)"""
     a, b = copy_of(), copy_of()
-    _fail(a)
-    _envelope(b, lambda e: [e.update(manifest=str(b / "moved-away.yaml")),
+    fail_bit_identity(a)
+    edit_envelope(b, lambda e: [e.update(manifest=str(b / "moved-away.yaml")),
                             *(k.update(production=False) for k in e["kernels"].values())])
     assert hqval("admit", str(a)).code == 1
     for order in ((a, b), (b, a)):
@@ -138,7 +128,7 @@ def test_an_envelope_without_a_gating_key_is_damage(
     ``schema_version`` to 1 or true switched the expected-cells check off, and a removed
     row went unnoticed)."""
     run = copy_of()
-    _envelope(run, damage)
+    edit_envelope(run, damage)
     res = hqval("admit", str(run))
     assert res.code == 2
     assert named in res.err

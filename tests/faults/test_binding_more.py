@@ -12,16 +12,10 @@ from typing import Any
 
 import pytest
 
-from .conftest import ARCH, Result, rows
+from .conftest import ARCH, Result, edit_envelope, rows
 
 Admit = Callable[..., Result]
 IDENT = f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"
-
-
-def _envelope(run: Path, change: Callable[[dict[str, Any]], Any]) -> None:
-    env = json.loads((run / "envelope.json").read_text())
-    change(env)
-    (run / "envelope.json").write_text(json.dumps(env))
 
 
 def _hip_twin(run: Path) -> None:
@@ -51,7 +45,7 @@ def test_envelope_backends_damaged_with_a_hip_row_is_exit_2(
     ``backend``; with neither the run is damaged (before: the backend check was skipped
     without ``backends``, and a hip row appended to the emu run admitted, exit 0)."""
     run = copy_of()
-    _envelope(run, damage)
+    edit_envelope(run, damage)
     _hip_twin(run)
     res = hqval("admit", str(run))
     assert res.code == 2
@@ -63,7 +57,7 @@ def test_envelope_without_expected_counts_is_exit_2(copy_of: Callable[[], Path],
     """``expected`` (each step's count of expected cells) deleted: the cross-check of the
     expected cells against their count was skipped (before: exit 0)."""
     run = copy_of()
-    _envelope(run, lambda e: e.pop("expected"))
+    edit_envelope(run, lambda e: e.pop("expected"))
     res = hqval("admit", str(run))
     assert res.code == 2 and "envelope.json has no expected" in res.err
 
@@ -80,7 +74,7 @@ def test_a_kernel_table_entry_admission_cannot_read_is_exit_2(
     """An entry the kernel table reader skipped took its kernel out of every policy cell
     (before: the qt=44 entry set to null or its qt to "44" admitted, exit 0)."""
     run = copy_of()
-    _envelope(run, lambda e: e["kernels"].update(gemv_mq4g256v2_r1=entry))
+    edit_envelope(run, lambda e: e["kernels"].update(gemv_mq4g256v2_r1=entry))
     res = hqval("admit", str(run))
     assert res.code == 2
     assert f"envelope.json kernels['gemv_mq4g256v2_r1']: {named}" in res.err

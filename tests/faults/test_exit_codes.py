@@ -6,23 +6,15 @@ its rows (exit 1), naming the instruction and its address."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .conftest import ARCH, Result, admission, hqval_process, rows, run_args
+from .conftest import ARCH, Result, admission, hqval_process, rewrite_each, rows, run_args
 
 Admit = Callable[..., Result]
-
-
-def _rewrite(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    data = rows(run)
-    for r in data:
-        change(r)
-    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
 
 
 def test_an_untested_cell_is_exit_2(copy_of: Callable[[], Path], hqval: Admit) -> None:
@@ -36,7 +28,7 @@ def test_an_untested_cell_is_exit_2(copy_of: Callable[[], Path], hqval: Admit) -
             r["status"], r["measured"], r["tolerance"] = "skipped", None, None
             r["message"] = "untested: the emulator lacks s_trap"
             r["details"] = {**r["details"], "emulator_gap": "s_trap"}
-    _rewrite(run, gap)
+    rewrite_each(run, gap)
     res = hqval("admit", str(run))
     assert res.code == 2
     assert f"not admitted: admit[qt44:decode|{ARCH}] is untested" in res.err
@@ -51,7 +43,7 @@ def test_a_cell_only_compiled_is_exit_2(copy_of: Callable[[], Path], hqval: Admi
     def skip(r: dict[str, Any]) -> None:
         if r["kind"] == "check" and r["kernel"] == "gemv_mq4g256v2_r1":
             r["status"], r["measured"], r["tolerance"] = "skipped", None, None
-    _rewrite(run, skip)
+    rewrite_each(run, skip)
     res = hqval("admit", str(run))
     assert res.code == 2
     assert f"not admitted: admit[qt44:decode|{ARCH}] is compiled" in res.err

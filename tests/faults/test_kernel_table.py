@@ -17,32 +17,19 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import ARCH, Result, hqval_process, rows, run_args
+from .conftest import (
+    BIT_IDENTITY,
+    Result,
+    edit_envelope,
+    fail_bit_identity,
+    hqval_process,
+    rows,
+    run_args,
+)
 
 Admit = Callable[..., Result]
 KERNEL = "gemv_mq4g256v2_r1"
-IDENT = f"bit_identity[{KERNEL}|{ARCH}|emu]"
-
-
-def _rewrite(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    data = rows(run)
-    for r in data:
-        change(r)
-    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
-
-
-def _envelope(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    env = json.loads((run / "envelope.json").read_text())
-    change(env)
-    (run / "envelope.json").write_text(json.dumps(env))
-
-
-def _fail(run: Path) -> None:
-    """The qt=44 decode kernel's bit_identity cell fails, as a broken kernel's would."""
-    def change(r: dict[str, Any]) -> None:
-        if r["identity"] == IDENT:
-            r["status"], r["measured"], r["message"] = "fail", 7.0, "wrong half"
-    _rewrite(run, change)
+IDENT = BIT_IDENTITY  # the cell fail_bit_identity fails
 
 
 def _set(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -63,8 +50,8 @@ def test_an_edited_kernel_table_entry_is_damage(copy_of: Callable[[], Path], hqv
     (once: ``production: false`` admitted it, exit 0; the others came out exit 1 with the
     row in another cell, or not at all)."""
     run = copy_of()
-    _fail(run)
-    _envelope(run, _set(field, value))
+    fail_bit_identity(run)
+    edit_envelope(run, _set(field, value))
     res = hqval("admit", str(run))
     assert res.code == 2, res.err
     assert f"damaged: {run}: envelope.json kernels['{KERNEL}'] {field} is " in res.err
@@ -77,7 +64,7 @@ def test_a_kernel_removed_with_every_row_and_cell_is_damage(copy_of: Callable[[]
     and object of it: nothing in the run directory contradicts that, the manifest does
     (once: exit 0, the path admitted on the other kernels' evidence)."""
     run = copy_of()
-    _fail(run)
+    fail_bit_identity(run)
     data = [r for r in rows(run) if r["kernel"] != KERNEL]
     (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
 
@@ -88,7 +75,7 @@ def test_a_kernel_removed_with_every_row_and_cell_is_damage(copy_of: Callable[[]
             env["expected"][step] = len(env["expected_cells"][step])
         env["objects"] = {k: v for k, v in env["objects"].items()
                           if not k.startswith(f"{KERNEL}|")}
-    _envelope(run, drop)
+    edit_envelope(run, drop)
     res = hqval("admit", str(run))
     assert res.code == 2, res.err
     assert f"envelope.json kernels lacks '{KERNEL}', a kernel of the run's manifest" in res.err
@@ -98,7 +85,7 @@ def test_a_kernel_table_entry_of_no_manifest_kernel_is_damage(copy_of: Callable[
                                                               hqval: Admit) -> None:
     """An entry the manifest has no kernel for (its rows would be judged by it)."""
     run = copy_of()
-    _envelope(run, lambda env: env["kernels"].__setitem__(
+    edit_envelope(run, lambda env: env["kernels"].__setitem__(
         "invented_r1", dict(env["kernels"][KERNEL])))
     res = hqval("admit", str(run))
     assert res.code == 2, res.err
@@ -121,8 +108,8 @@ def test_an_unconfirmed_table_never_sets_aside_a_failure(
     flag): the flag would set the failing kernel's row aside and nothing confirms it
     (once: ``production: false`` gave exit 0 wherever the manifest was)."""
     run = copy_of()
-    _fail(run)
-    _envelope(run, lambda env: (_gone(env), _set(flag, value)(env)))
+    fail_bit_identity(run)
+    edit_envelope(run, lambda env: (_gone(env), _set(flag, value)(env)))
     res = hqval("admit", str(run))
     assert res.code == 2, res.err
     assert f"envelope.json kernels['{KERNEL}'] {said}" in res.err
@@ -136,17 +123,17 @@ def test_an_unconfirmed_table_is_said_in_one_line(copy_of: Callable[[], Path], h
     (exit 0; a failing row exit 1), with one line saying its table is unconfirmed."""
     run = copy_of()
     if how == "moved":
-        _envelope(run, _gone)
+        edit_envelope(run, _gone)
     else:
         other = tmp_path / "kernels.yaml"
         other.write_text("# another manifest\n")
-        _envelope(run, lambda env: env.__setitem__("manifest", str(other)))
+        edit_envelope(run, lambda env: env.__setitem__("manifest", str(other)))
     res = hqval("admit", str(run))
     assert res.code == 0, res.err
     lines = [x for x in res.err.splitlines() if "unconfirmed:" in x]
     assert len(lines) == 1 and "the kernel table is unconfirmed: its manifest" in lines[0]
     assert ("is not there" if how == "moved" else "changed since the run") in lines[0]
-    _fail(run)
+    fail_bit_identity(run)
     assert hqval("admit", str(run)).code == 1
 
 
@@ -154,7 +141,7 @@ def test_an_edited_mutant_manifest_is_damage(copy_of: Callable[[], Path],
                                              hqval: Admit) -> None:
     """The envelope names a mutant manifest other than the one its manifest runs."""
     run = copy_of()
-    _envelope(run, lambda env: env.__setitem__("mutants_manifest", "/nowhere/mutants.yaml"))
+    edit_envelope(run, lambda env: env.__setitem__("mutants_manifest", "/nowhere/mutants.yaml"))
     res = hqval("admit", str(run))
     assert res.code == 2, res.err
     assert "envelope.json mutants_manifest is '/nowhere/mutants.yaml', but the run's " \
@@ -174,18 +161,18 @@ def test_the_suite_mutants_of_another_installation(copy_of: Callable[[], Path], 
     recorded = Path(env["mutants_manifest"])  # its paths are relative: copy the tree
     shutil.copytree(recorded.parent.parent, tmp_path / "elsewhere")
     other = tmp_path / "elsewhere" / recorded.parent.name / recorded.name
-    _envelope(run, lambda e: e.__setitem__("mutants_manifest", str(other)))
+    edit_envelope(run, lambda e: e.__setitem__("mutants_manifest", str(other)))
     res = hqval("admit", str(run))
     assert res.code == 0, res.err
     assert "unconfirmed" not in res.err and "damaged" not in res.err
     other.write_text(other.read_text() + "# another hqval's copy\n")
-    _envelope(run, lambda e: e.update(mutants_manifest=str(other),
+    edit_envelope(run, lambda e: e.update(mutants_manifest=str(other),
                                       mutants_sha256=file_sha256(other)))
     res = hqval("admit", str(run))
     assert res.code == 0, res.err
     lines = [x for x in res.err.splitlines() if "unconfirmed:" in x]
     assert len(lines) == 1 and "of another hqval installation" in lines[0], res.err
-    _fail(run)
+    fail_bit_identity(run)
     assert hqval("admit", str(run)).code == 1
 
 
@@ -205,7 +192,7 @@ def test_a_manifest_production_false_kernel_still_sets_aside(tree: Path, tmp_pat
     out = tmp_path / "run"
     made = hqval_process(run_args(dest / "kernels.yaml", out, "--no-mutants"))
     assert made.code == 0, made.err[-2000:]
-    _fail(out)
+    fail_bit_identity(out)
     res = hqval("admit", str(out))
     assert res.code == 0, res.err
     assert f"not gating (production: false): {IDENT}: fail" in res.err
