@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 from hqval.cli import BISECT_SKIP, bisect_exit, main
 
 SUITE = Path(__file__).resolve().parents[2]
+HOLD_BISECT = Path(__file__).with_name("hold_bisect.py")
 CELL = "reference_parity[tree_gemv_r1|gfx1100|emu]"
 GOOD_SRC = '#include "hq4_gemv.h"\nHQ_GEMV(tree_gemv_r1, HdrMq4v2, 1, false)\n'
 V1_SRC = '#include "hq4_gemv.h"\nHQ_GEMV(tree_gemv_v1_r1, HdrHfq4v1, 1, false)\n'
@@ -207,25 +209,29 @@ def test_audit_cell_names_the_commit_its_rule_fails_at(
 def test_a_killed_bisect_leaves_the_checkout_and_the_next_one_removes_its_worktree(
         tree: Tree, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """SIGKILL gives bisect no chance to remove its worktree: the checkout is still as it
-    was, and the next bisect of the repository removes the dead one's worktree."""
+    was, and the next bisect of the repository removes the dead one's worktree.  The
+    bisect is held after its first step (``hold_bisect.py``), so it is killed mid-way
+    however fast its steps run."""
     import signal
-    import time
+
+    from tests.guards import no_hang
 
     before = _untouched(tree)
-    out = tmp_path / "k"
+    out, marker = tmp_path / "k", tmp_path / "held.pid"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hqval", "bisect", "--tree", str(tree.root), "--manifest",
-         "kernels.yaml", "--cell", CELL, "--good", tree.commits["c6 unrelated"],
+        [sys.executable, str(HOLD_BISECT), str(marker), "bisect", "--tree", str(tree.root),
+         "--manifest", "kernels.yaml", "--cell", CELL, "--good", tree.commits["c6 unrelated"],
          "--bad", tree.commits["c8 unrelated"], "--out", str(out),
          "--cache-dir", str(tree.cache)],
         env=dict(os.environ, PYTHONPATH=str(SUITE)), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 240
-        while not (out / "bisect.json").exists() and proc.poll() is None \
-                and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None, "bisect ended before it could be killed"
+        with no_hang():  # no clock decides anything: the held bisect waits to be killed
+            while not marker.exists() and proc.poll() is None:
+                time.sleep(0.05)
+        assert marker.exists(), "bisect ended before its first step was held"
+        assert proc.poll() is None and int(marker.read_text()) == proc.pid
+        assert not json.loads((out / "bisect.json").read_text())["done"]
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
