@@ -43,6 +43,31 @@ def _dist_named(config: pytest.Config) -> bool:
     args = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
     return any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in args)
 
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A directory of this test run that every xdist worker shares: beside the workers' own
+    basetemps (``popen-gwN``, in the run's own directory), or in the basetemp without
+    xdist.  ``mkdir(exist_ok=True)`` makes it once whichever worker comes first."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        base = base.parent
+    path = base / f"shared-{name}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def code_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One hqval cache (code objects, dependency lists, disassemblies, audit rows) for the
+    tests of this test run that build or audit kernels and are not about the cache itself:
+    each (kernel, arch) is compiled once per run instead of once per module and worker.
+    hqval's cache is made for concurrent processes (a run's xdist workers share one):
+    an entry is built in a private directory and renamed into place, and validated (its
+    key, digest and tag) when read, so a test finds no entry or a whole one.  Fresh for
+    every test run, so no test depends on what an earlier run left."""
+    return shared_dir(tmp_path_factory, "code-cache")
+
+
 KERNELS = {
     "mut_halves_swapped": {"qt": 44, "kind": "gemv", "mutant_of": "gemv_mq4g256v2_r1",
                            "requires": "any"},

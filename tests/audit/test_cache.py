@@ -27,8 +27,9 @@ MUTANTS = load_mutants()
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("isa-cache")
+def cache(code_cache: Path) -> Path:
+    """The test run's shared code-object cache (tests/conftest.py)."""
+    return code_cache
 
 
 LANE_MUTANT = "HQ_GEMV(gemv_mut_lane_header_address_r1, MutLaneHeaderAddress, 1, false)"

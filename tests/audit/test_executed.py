@@ -27,8 +27,9 @@ RULES = ("header_scalar", "payload_offset", "v2_valu_delta")
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("executed-cache")
+def cache(code_cache: Path) -> Path:
+    """The test run's shared code-object cache (tests/conftest.py)."""
+    return code_cache
 
 
 def _spec(name: str) -> KernelSpec:

@@ -30,8 +30,9 @@ MACHINES: dict[str, Machine] = {}
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("kernel-cache")
+def cache(code_cache: Path) -> Path:
+    """The test run's shared code-object cache (tests/conftest.py)."""
+    return code_cache
 
 
 def launch(spec: KernelSpec, arch: str, cache: Path, grid: tuple[int, int, int],

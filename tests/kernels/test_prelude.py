@@ -126,7 +126,8 @@ def test_compat_headers_build_the_same_machine_code_as_rocms(arch: str, tmp_path
 
 @pytest.mark.skipif(CLANG is None, reason="needs clang-19")
 @pytest.mark.parametrize("arch", ALL_ARCHES)
-def test_engine_style_sources_build_unmodified_for_every_target(arch: str, tmp_path: Path) -> None:
+def test_engine_style_sources_build_unmodified_for_every_target(arch: str,
+                                                                code_cache: Path) -> None:
     """The engine-style tree (HIP headers, __launch_bounds__(32, 16), a pre-included .inc)
     builds through the suite's toolchain with no adapter; the launch bounds keep ROCm's
     meaning (the most threads a block is launched with)."""
@@ -142,7 +143,7 @@ def test_engine_style_sources_build_unmodified_for_every_target(arch: str, tmp_p
             continue
         if spec.requires == "wmma_gfx12" and not arch.startswith("gfx12"):
             continue
-        res = compile_kernel(spec, arch, tmp_path)
+        res = compile_kernel(spec, arch, code_cache)  # the run's shared cache
         assert res.ok and res.code_object is not None, f"{spec.name}: {res.message}"
         notes = analyze(res.code_object, arch)[spec.symbol].notes
         assert notes[".max_flat_workgroup_size"] == spec.block, spec.name
