@@ -103,6 +103,20 @@ def _shared(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     return tmp_path_factory.getbasetemp().parent / f"shared-{name}"
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+               make: Callable[[Path], None]) -> Path:
+    """The directory ``name`` of this test run, filled by ``make(path)`` once for all its
+    xdist workers (``made_once``: the first worker makes it under the lock, the others
+    wait for it and find it made; a failed ``make`` leaves no marker, so the next worker
+    tries again and fails the same way).  For a fixture whose run is expensive and whose
+    tests only read what it made (a test that damages it takes a copy)."""
+    with made_once(tmp_path_factory, name) as path:
+        if path is not None:
+            make(path)
+            return path
+    return _shared(tmp_path_factory, name)
+
+
 @pytest.fixture(scope="session")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The small tree, one for the session (the xdist workers share it: the golden run

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ARCH, Result, hqval_process
+from .conftest import ARCH, Result, built_once, hqval_process
 
 Admit = Callable[..., Result]
 CELL = f"reference_parity[gemv_mq4g256v2_r1|{ARCH}|emu]"
@@ -28,28 +28,31 @@ def _git(root: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def bisected(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bisect of the small tree over two commits: the tree, then its qt=44 header load
-    trapping on every launch (a real ``s_trap``, so the cell fails)."""
-    base = tmp_path_factory.mktemp("bisect-steps")
-    repo = base / "repo"
-    shutil.copytree(tree.parent, repo)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "good")
-    header = repo / "include" / "hq4_header.h"
-    old = ("        return Hq4Raw{hq_load_u32(gp), hq_load_u32(gp + 4)};"
-           "  // addresses lane-invariant")
-    text = header.read_text()
-    assert old in text
-    header.write_text(text.replace(old, (
-        "        const Hq4Raw r{hq_load_u32(gp), hq_load_u32(gp + 4)};\n"
-        "        if (r.a != 0x7fc00001u) __builtin_trap();\n"
-        "        return r;"), 1))
-    _git(repo, "commit", "-qam", "bad")
-    out = base / "out"
-    res = hqval_process(["bisect", "--tree", str(repo), "--manifest", str(repo / "kernels.yaml"),
-                         "--cell", CELL, "--good", "HEAD~1", "--bad", "HEAD", "--out", str(out)])
-    assert res.code == 0, res.out[-2000:] + res.err[-2000:]
-    return out
+    trapping on every launch (a real ``s_trap``, so the cell fails); made once for the
+    test run's xdist workers (the tests only read it)."""
+    def make(base: Path) -> None:
+        repo = base / "repo"
+        shutil.copytree(tree.parent, repo)
+        _git(repo, "init", "-q")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", "good")
+        header = repo / "include" / "hq4_header.h"
+        old = ("        return Hq4Raw{hq_load_u32(gp), hq_load_u32(gp + 4)};"
+               "  // addresses lane-invariant")
+        text = header.read_text()
+        assert old in text
+        header.write_text(text.replace(old, (
+            "        const Hq4Raw r{hq_load_u32(gp), hq_load_u32(gp + 4)};\n"
+            "        if (r.a != 0x7fc00001u) __builtin_trap();\n"
+            "        return r;"), 1))
+        _git(repo, "commit", "-qam", "bad")
+        out = base / "out"
+        res = hqval_process(["bisect", "--tree", str(repo), "--manifest",
+                             str(repo / "kernels.yaml"), "--cell", CELL, "--good", "HEAD~1",
+                             "--bad", "HEAD", "--out", str(out)])
+        assert res.code == 0, res.out[-2000:] + res.err[-2000:]
+
+    return built_once(tmp_path_factory, "bisect-steps", make) / "out"
 
 
 def _one_line(res: Result) -> str:

@@ -19,7 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CLEAN, Result, admission, hqval_process, rewrite_rows, rows, run_args
+from .conftest import (
+    CLEAN,
+    Result,
+    admission,
+    built_once,
+    hqval_process,
+    rewrite_rows,
+    rows,
+    run_args,
+)
 
 LAUNCH = str(Path(__file__).with_name("launch.py"))
 # the clean statuses, with the decode paths timed on the stand-in device
@@ -38,11 +47,13 @@ def _timed(tree: Path, out: Path, *extra: str, mode: str = "none", step: str = "
 
 @pytest.fixture(scope="session")
 def timed(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One complete, clean timed run of the small tree on the stand-in device."""
-    out = tmp_path_factory.mktemp("timed") / "run"
-    res = _timed(tree, out)
-    assert res.code == 0, res.out[-2000:] + res.err[-2000:]
-    return out
+    """One complete, clean timed run of the small tree on the stand-in device (made once
+    for the test run's xdist workers; a test that damages it takes a copy)."""
+    def make(base: Path) -> None:
+        res = _timed(tree, base / "run")
+        assert res.code == 0, res.out[-2000:] + res.err[-2000:]
+
+    return built_once(tmp_path_factory, "timed", make) / "run"
 
 
 def _timing_ids(run: Path) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import ARCH, hqval_process, rows, run_args
+from .conftest import ARCH, built_once, hqval_process, rows, run_args
 
 REAL = "gemv_mq4g256v2_r1"
 BASE = "gemv_hfq4g256_r1"
@@ -72,16 +72,23 @@ def _tree(manifest: Path, dest: Path, baseline_traps: bool) -> Path:
     return dest / "kernels.yaml"
 
 
+CASES = (("mutant", False), ("baseline", True))
+
+
 @pytest.fixture(scope="module")
 def runs(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, Path]]:
-    """Two runs of the small tree with its own mutants: the baseline sound, or trapping."""
-    base = tmp_path_factory.mktemp("traps")
-    out: dict[str, tuple[int, Path]] = {}
-    for name, traps in (("mutant", False), ("baseline", True)):
-        manifest = _tree(tree, base / f"tree-{name}", traps)
-        res = hqval_process(run_args(manifest, base / f"run-{name}"))
-        out[name] = (res.code, base / f"run-{name}")
-    return out
+    """Two runs of the small tree with its own mutants: the baseline sound, or trapping
+    (made once for the test run's xdist workers; the tests only read them)."""
+    def make(base: Path) -> None:
+        codes = {}
+        for name, traps in CASES:
+            manifest = _tree(tree, base / f"tree-{name}", traps)
+            codes[name] = hqval_process(run_args(manifest, base / f"run-{name}")).code
+        (base / "codes.json").write_text(json.dumps(codes))
+
+    base = built_once(tmp_path_factory, "traps", make)
+    codes = json.loads((base / "codes.json").read_text())
+    return {name: (int(codes[name]), base / f"run-{name}") for name, _ in CASES}
 
 
 def _row(run: Path, ident: str) -> dict[str, Any]:
@@ -110,7 +117,7 @@ def test_a_trapping_mutant_is_killed_by_the_checks_that_saw_its_trap(
 
 
 def test_a_trapping_baseline_is_the_baseline_s_failure(
-        runs: dict[str, tuple[int, Path]]) -> None:
+        runs: dict[str, tuple[int, Path]], tmp_path: Path) -> None:
     """The v1 baseline traps: the v2 kernel's bit_identity row is an error saying the
     baseline failed (no verdict about v2; once: a failure of v2 naming the baseline's
     trap only in its message), v2's own parity still passes, and the run is not exit 0
@@ -124,9 +131,9 @@ def test_a_trapping_baseline_is_the_baseline_s_failure(
     assert row["details"]["baseline_fails"]["status"] == "fail"
     assert _row(run, f"reference_parity[{REAL}|{ARCH}|emu]")["status"] == "pass"
     assert _row(run, f"reference_parity[{BASE}|{ARCH}|emu]")["status"] == "fail"
-    adm = hqval_process(["admit", str(run), "--json", str(run.parent / "adm.json")])
+    adm = hqval_process(["admit", str(run), "--json", str(tmp_path / "adm.json")])
     assert adm.code == 1
-    cell = next(c for c in json.loads((run.parent / "adm.json").read_text())["cells"]
+    cell = next(c for c in json.loads((tmp_path / "adm.json").read_text())["cells"]
                 if (c["qt"], c["path"]) == (44, "decode"))
     assert f"bit_identity[{REAL}|{ARCH}|emu] reached no verdict: its baseline {BASE} failed " \
            "on its own launch" in cell["reasons"]
