@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hqval.admission.policy import PATH_OF_KIND, PathPolicy, Policy
+from hqval.checks.cell import CHECKS, stated_tolerances
 from hqval.matrix import Arch
 from hqval.result import Row, Status
 from hqval.signature import PATHS
@@ -446,6 +447,7 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
     backends = envelope.get("backends")
     kernels = envelope.get("kernels") or {}
     objects = envelope.get("objects") or {}
+    seed = envelope.get("seed")
     statuses = [j.status for j in judged] if judged is not None and len(judged) == len(rows) \
         else [r.status for r in rows]
     # the expected cells are read from the envelope once, not once per row (a matrix run
@@ -474,6 +476,16 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
                 why = f"backend {r.backend} is not the run's ({want}) on {r.arch}"
             elif r.kind in RUN_STEP_KINDS and r.kernel not in kernels:
                 why = f"kernel {r.kernel} is not in the run's manifest (its kernel table)"
+            elif r.kind == "check" and r.check in CHECKS and r.tolerance is not None \
+                    and r.tolerance not in stated_tolerances(r.check):
+                why = (f"states tolerance {r.tolerance:g}, which {r.check} never compares "
+                       "with (its tolerances: "
+                       f"{', '.join(f'{t:g}' for t in sorted(stated_tolerances(r.check)))})")
+            elif r.kind == "check" and isinstance(seed, int) and not isinstance(seed, bool) \
+                    and r.seed is not None and r.seed != seed:
+                # a check's fixtures are drawn from the run's seed: a row stating another
+                # was made in another context
+                why = f"ran with seed {r.seed}, not the run's ({seed})"
             elif r.kind in RUN_STEP_KINDS:
                 obj = objects.get(f"{r.kernel}|{r.arch}")
                 if r.object_sha256 is not None and r.object_sha256 != obj:

@@ -181,6 +181,7 @@ def confirm_table(envelope: Mapping[str, Any], rows: Sequence[Row],
                     damage.append(f"envelope.json kernels[{name!r}] {field} is "
                                   f"{got[field]!r}, but the run's manifest {path} makes it "
                                   f"{want[field]!r} (damaged)")
+        damage += expected_against_table(envelope, table)
         if not why:
             return TableCheck(tuple(damage))
     # the rows' own evidence: what the table would set aside or call a mutant
@@ -190,6 +191,43 @@ def confirm_table(envelope: Mapping[str, Any], rows: Sequence[Row],
     return TableCheck(tuple(damage), f"{what} unconfirmed: {why}; checked against the "
                       "rows' own evidence only (a kernel removed with every row and cell of "
                       "it cannot be told)")
+
+
+def expected_against_table(envelope: Mapping[str, Any],
+                           table: Mapping[str, Mapping[str, object]]) -> list[str]:
+    """Damage where the expected cells the envelope lists leave out a compile or audit cell
+    its confirmed kernel table implies: every kernel is compiled for every AMD arch of the
+    run, and audited by every rule of this hqval on each arch it is built for.  A row
+    removed together with its expected cell would otherwise go unnoticed wherever no check
+    requires it (a single audit rule of one kernel)."""
+    from hqval.audit import RULES
+    from hqval.matrix import resolve_arches
+    from hqval.result import cell_id
+
+    cells = envelope.get("expected_cells")
+    if not isinstance(cells, Mapping):
+        return []  # envelope damage names it
+    try:
+        arches = [a.name for a in resolve_arches([str(a) for a in envelope.get("arch") or []])
+                  if a.is_amd]
+    except ValueError:
+        return []  # the table was derived from these arches: they resolved there
+    listed = {step: {i for i in cells.get(step) or [] if isinstance(i, str)}
+              for step in ("compile", "audit")}
+    lacking: list[str] = []
+    for name, entry in table.items():
+        built = entry.get("built_for")
+        built_for = set(built) if isinstance(built, list) else set()
+        for a in arches:
+            want = [("compile", cell_id("compile", name, a, "toolchain"))]
+            if a in built_for:
+                want += [("audit", cell_id(f"audit_{rule}", name, a, "isa")) for rule in RULES]
+            lacking += [i for step, i in want if i not in listed[step]]
+    if not lacking:
+        return []
+    return [f"envelope.json expected_cells lacks {len(lacking)} cell(s) its manifest's "
+            f"kernels imply ({', '.join(lacking[:4])}{' ...' if len(lacking) > 4 else ''}): "
+            "expected cells removed (damaged)"]
 
 
 # the row kinds whose kernel is a table entry by name (a timing cell names its kernel as

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 NAME = "bit_identity"
 TOLERANCE = 0.0
+# every tolerance a row of this check states (the judge refuses any other)
+TOLERANCES = (TOLERANCE,)
 DERIVATION = (
     "equal half headers make qt=44/45 the same numbers as v1 on the same nibbles and the "
     "kernels the same instruction sequence on them: any differing output bit is a defect"

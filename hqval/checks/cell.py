@@ -140,6 +140,12 @@ class CheckContext:
         )
 
 
+def stated_tolerances(name: str) -> frozenset[float]:
+    """The tolerances a row of check ``name`` may state: its module's ``TOLERANCES``."""
+    module = importlib.import_module(CHECKS[name].split(":", 1)[0])
+    return frozenset(float(t) for t in module.TOLERANCES)
+
+
 def check_function(name: str) -> CheckFn:
     try:
         target = CHECKS[name]

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 NAME = "fallback"
 TOLERANCE = 1e-4
+# every tolerance a row of this check states (the judge refuses any other)
+TOLERANCES = (TOLERANCE,)
 DERIVATION = (
     "per-token decode is the f32 GEMV: error ~ sqrt(K)*2^-24*max|y| (<1e-5), so 1e-4 "
     "leaves 10x margin while a misrouted or misread decode misses by >0.5"

@@ -150,3 +150,46 @@ def test_resume_after_editing_a_header_is_refused(tree: Path, golden: Path,
     assert res.code == 2
     assert f"{header} changed since the run compiled it" in res.err
     assert (run / "rows.jsonl").read_bytes() == before
+
+
+PARITY = f"reference_parity[gemv_mq4g256v2_r1|{ARCH}|emu]"
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("tolerance", 1e9, f"{PARITY}: states tolerance 1e+09, which reference_parity never "
+     "compares with (its tolerances: 0.0001)"),
+    ("tolerance", 1e-3, f"{PARITY}: states tolerance 0.001, which reference_parity never "
+     "compares with"),
+    ("seed", 1, f"{PARITY}: ran with seed 1, not the run's (0)"),
+])
+def test_a_row_stating_another_tolerance_or_seed_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit, field: str, value: object, named: str
+) -> None:
+    """A passing row with its tolerance raised (still above its measured value, so the row
+    agrees with itself) or its fixture seed changed: the row is not what this run's check
+    wrote, whose tolerance is the check's own and whose seed is the run's."""
+    run = copy_of()
+    _rewrite(run, lambda r: r.update({field: value}) if r["identity"] == PARITY else None)
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert named in res.err
+
+
+def test_an_expected_audit_cell_removed_with_its_row_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit) -> None:
+    """One audit rule's cell of one kernel removed from the envelope's expected cells (and
+    its count) together with its row: no check requires that row, so only the kernel table
+    the manifest confirms can tell that the run owed it."""
+    run = copy_of()
+    victim = f"audit_payload_offset[gemv_mq4g256v2_r1|{ARCH}|isa]"
+
+    def drop(env: dict[str, Any]) -> None:
+        env["expected_cells"]["audit"].remove(victim)
+        env["expected"]["audit"] -= 1
+    _envelope(run, drop)
+    kept = [r for r in rows(run) if r["identity"] != victim]
+    (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert (f"envelope.json expected_cells lacks 1 cell(s) its manifest's kernels imply "
+            f"({victim})") in res.err
