@@ -169,7 +169,7 @@ def test_a_row_stating_another_tolerance_or_seed_is_damage(
     agrees with itself) or its fixture seed changed: the row is not what this run's check
     wrote, whose tolerance is the check's own and whose seed is the run's."""
     run = copy_of()
-    _rewrite(run, lambda r: r.update({field: value}) if r["identity"] == PARITY else None)
+    rewrite_each(run, lambda r: r.update({field: value}) if r["identity"] == PARITY else None)
     res = hqval("admit", str(run))
     assert res.code == 2
     assert named in res.err
@@ -186,7 +186,7 @@ def test_an_expected_audit_cell_removed_with_its_row_is_damage(
     def drop(env: dict[str, Any]) -> None:
         env["expected_cells"]["audit"].remove(victim)
         env["expected"]["audit"] -= 1
-    _envelope(run, drop)
+    edit_envelope(run, drop)
     kept = [r for r in rows(run) if r["identity"] != victim]
     (run / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
     res = hqval("admit", str(run))
