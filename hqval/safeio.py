@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -451,6 +452,30 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def check_targets(files: Iterable[tuple[PathLike, str]],
+                  dirs: Iterable[tuple[PathLike, str]] = ()) -> None:
+    """Refuse, before anything is written, every (path, what) ``make_dir`` (``dirs``) or
+    ``write_atomic`` (``files``) would refuse: a command that writes several files checks
+    them all first, so a refused one leaves none of the others written."""
+    for d, what in dirs:
+        target = Path(d)
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise _os_error(what, target, exc, "create it") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise _fail(_label(what, target), "is a symbolic link; hqval does not write "
+                        "through links", "remove the link or choose another path",
+                        path=target)
+        if not stat.S_ISDIR(st.st_mode):
+            raise _fail(_label(what, target), f"is {kind_of(st.st_mode)}, not a directory",
+                        "choose another path", path=target)
+    for f, what in files:
+        _refuse_target(Path(f), what)
 
 
 def make_dir(path: PathLike, *, what: str = "") -> Path:

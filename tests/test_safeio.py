@@ -176,3 +176,16 @@ def test_infrastructure_errors_are_told_apart() -> None:
         assert is_infrastructure(outer)
         assert infrastructure_details(exc)["infrastructure"] is True
     assert not is_infrastructure(ValueError("kernel"))
+
+
+def test_check_targets_refuses_before_anything_is_written(tmp_path: Path) -> None:
+    check_targets = safeio.check_targets
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "file").write_text("x")
+    check_targets([(tmp_path / "new", "a"), (tmp_path / "file", "b")], [(tmp_path, "dir")])
+    with pytest.raises(SafeIOError, match="symbolic link"):
+        check_targets([(tmp_path / "file", "b"), (tmp_path / "link", "c")])
+    with pytest.raises(SafeIOError, match="not a directory"):
+        check_targets([], [(tmp_path / "file", "d")])
+    with pytest.raises(SafeIOError, match="symbolic link"):
+        check_targets([], [(tmp_path / "link", "e")])

@@ -338,15 +338,26 @@ def write_report(data: ReportData, out_dir: str | Path) -> dict[str, Path]:
     """Write report.html, checkpoint.md, admission.json and the plots (plots/*.svg, linked
     from checkpoint.md) into ``out_dir``."""
     from hqval.admission import dumps
-    from hqval.safeio import make_dir, write_atomic
+    from hqval.safeio import check_targets, make_dir, write_atomic
 
     # every file through the one safe writer: never through a link (the directory, plots/
-    # or a file being one is refused), a temporary renamed into place, nothing half written
-    out = make_dir(out_dir, what="report directory")
+    # or a file being one is refused), a temporary renamed into place, nothing half written;
+    # every target is checked before the first is written, so a refused one leaves the
+    # directory as it was
+    out = Path(out_dir)
     paths = {"html": out / "report.html", "markdown": out / "checkpoint.md",
              "admission": out / "admission.json"}
     plot_dir = out / "plots"
     all_plots = plots(data)
+    whats = {"html": "report", "markdown": "checkpoint", "admission": "admission"}
+    # rendered before anything is written: a rendering error leaves nothing behind
+    texts = {"html": render_html(data), "markdown": render_checkpoint(data),
+             "admission": dumps(data.admission)}
+    check_targets([(paths[k], whats[k]) for k in paths]
+                  + [(plot_dir / f"{p.name}.svg", "report plot") for p in all_plots],
+                  [(out, "report directory")]
+                  + ([(plot_dir, "report plots directory")] if all_plots else []))
+    out = make_dir(out, what="report directory")
     if all_plots:
         make_dir(plot_dir, what="report plots directory")
         for p in all_plots:
@@ -354,7 +365,6 @@ def write_report(data: ReportData, out_dir: str | Path) -> dict[str, Path]:
                          '<?xml version="1.0" encoding="utf-8"?>\n' + p.svg + "\n",
                          what="report plot")
         paths["plots"] = plot_dir
-    write_atomic(paths["html"], render_html(data), what="report")
-    write_atomic(paths["markdown"], render_checkpoint(data), what="checkpoint")
-    write_atomic(paths["admission"], dumps(data.admission), what="admission")
+    for key in ("html", "markdown", "admission"):
+        write_atomic(paths[key], texts[key], what=whats[key])
     return paths

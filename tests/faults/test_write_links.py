@@ -49,6 +49,9 @@ def test_report_o_through_a_link_is_refused(golden: Path, tmp_path: Path, what: 
     r = hqval("report", str(golden), "-o", str(out))
     assert r.code == 2 and "symbolic link" in r.err
     assert victim.read_text() == "keep me" and sorted(os.listdir(elsewhere)) == ["victim"]
+    # every target is checked before the first is written: the refusal leaves the
+    # directory as it was (once: the plots were written before report.html was refused)
+    assert sorted(os.listdir(out)) == [what]
 
 
 def test_a_non_empty_out_that_is_no_run_is_refused(tree: Path, tmp_path: Path,
