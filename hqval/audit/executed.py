@@ -105,10 +105,11 @@ class _Recorder:
     """The memory recorder of one launch: W matrices as (base, rows, row_bytes)."""
 
     def __init__(self, facts: Facts, mats: list[tuple[int, int, int]], header_bytes: int,
-                 waves_per_wg: int, grid_x: int) -> None:
+                 payload_offset: int, waves_per_wg: int, grid_x: int) -> None:
         self.f = facts
         self.mats = mats
         self.header_bytes = header_bytes
+        self.payload_offset = payload_offset
         self.waves_per_wg = waves_per_wg
         self.grid_x = grid_x
         self.row_base = np.cumsum([0] + [r for _, r, _ in mats])
@@ -147,16 +148,25 @@ class _Recorder:
                     continue
                 # the lanes' own header bytes: a header dword several lanes read at their
                 # own addresses is the per-lane read a scalar load makes once; a copy whose
-                # lanes each read other bytes (LDS staging) reads every byte once
-                lane_bytes = (la[:, None] + np.arange(nb)[None, :])
-                lane_bytes = lane_bytes[lane_bytes < rows * row_bytes]
+                # lanes each read other bytes (LDS staging) reads every byte once.  A lane
+                # whose load spans header and payload bytes copies the group (a staging
+                # vector), it does not decode the header: only header-only lanes can be the
+                # header read, so a copy's clamped rows (a partial tile's lanes all reading
+                # the last row) are no per-lane header read
+                per_lane = la[:, None] + np.arange(nb)[None, :]
+                inside_lane = per_lane < rows * row_bytes
+                copies = (((per_lane % row_bytes) % gb >= self.payload_offset)
+                          & inside_lane).any(axis=1)
+                lane_bytes = per_lane[inside_lane]
                 lrow = lane_bytes // row_bytes + int(self.row_base[mi])
                 lbyte = (lane_bytes % row_bytes) % gb
                 hdr = lbyte < self.header_bytes
+                decode = (~np.broadcast_to(copies[:, None], per_lane.shape))[inside_lane]
                 if hdr.any():
                     hrows = np.unique(lrow[hdr])
                     rec["max_rows"] = max(rec["max_rows"], int(hrows.size))
-                    shared = np.unique(lane_bytes[hdr]).size < int(hdr.sum())
+                    dec = hdr & decode
+                    shared = np.unique(lane_bytes[dec]).size < int(dec.sum())
                     if hrows.size == 1 and shared:
                         if len(self.f.per_lane_header) < 8:
                             self.f.per_lane_header.append(
@@ -278,7 +288,8 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
                   row_tiles=np.array(row_tiles or [1], np.int64))
     info = module.code_object.kernels.get(spec.symbol)
     nl = info.wavefront_size if info is not None else 32
-    machine.mem.recorder = _Recorder(facts, mats, header, -(-plan.block[0] // nl), plan.grid[0])
+    machine.mem.recorder = _Recorder(facts, mats, header, fmt.payload_offset,
+                                     -(-plan.block[0] // nl), plan.grid[0])
     executed = facts.executed
 
     def trace(addr: int, _text: str, waves: int) -> None:

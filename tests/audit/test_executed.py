@@ -246,3 +246,40 @@ def test_facts_are_reused_only_for_the_same_execution_identity(cache: Path) -> N
     assert len(executed._FACTS) > len(ran)  # its own launch
     assert broken.status is Status.FAIL and broken.details["decided_by"] == "executed"
     assert "lane-dependent addresses" in broken.message
+
+
+def test_a_staging_copy_of_clamped_rows_is_no_per_lane_header_read() -> None:
+    """The recorder's header evidence, load by load (one wave of 32 lanes, qt=44 groups of
+    136 B, rows of two groups): lanes reading a header dword at their own addresses
+    (lane < 16 ? +0 : +4, the design note's forbidden form) or both header dwords per lane
+    are the per-lane header read; a staging copy of 16-byte vectors spanning header and
+    payload, whose lanes past the matrix's last row all read that row again (a partial
+    tile's clamp, the engine's LDS-staged gate/up GEMM), copies the group and is none."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hqval.audit.executed import Facts, _Recorder
+
+    gb, groups, rows = 136, 2, 4
+    row_bytes = gb * groups
+    base = 1 << 20
+
+    def record(mnemonic: str, offsets: list[int]) -> Facts:
+        facts = Facts("k", (rows, 256 * groups, 1), (1, 1, 1), gb, rows, groups,
+                      np.zeros((rows, groups, gb), bool), np.zeros((rows, groups), np.int64))
+        rec = _Recorder(facts, [(base, rows, row_bytes)], 8, 8, 1, 1)
+        ins = SimpleNamespace(mnemonic=mnemonic, addr=0x100, text=mnemonic)
+        addr = base + np.array([offsets], np.int64)
+        rec(ins, None, addr, np.ones(addr.shape, bool))  # type: ignore[arg-type]
+        return facts
+
+    last = (rows - 1) * row_bytes
+    lane_dword = record("global_load_b32", [last + (0 if lane < 16 else 4) for lane in range(32)])
+    assert lane_dword.per_lane_header and "row 3" in lane_dword.per_lane_header[0]
+    both = record("global_load_b64", [last + (0 if lane < 16 else gb) for lane in range(32)])
+    assert both.per_lane_header  # each lane reads a group's whole header: still per lane
+    vectors = row_bytes // 16  # 17 vectors of 16 B cover the row's two groups
+    staged = record("global_load_b128", [last + 16 * (lane % vectors) for lane in range(32)])
+    assert not staged.per_lane_header and staged.staged_header > 0
+    assert staged.read[rows - 1].all()  # every byte of the clamped row was read
