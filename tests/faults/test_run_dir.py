@@ -137,7 +137,7 @@ def test_second_writer_is_refused_at_once(tree: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_concurrent_writers_one_wins_none_crashes(tree: Path, tmp_path: Path) -> None:
+def test_concurrent_writers_one_wins_none_crashes(tree: Path, tmp_path: Path, hqval: Hq) -> None:
     """Six processes start on one fresh --out: one runs, five are refused (exit 2, one
     line), none crashes on a shared temporary file, and the run is clean."""
     out = tmp_path / "run"
@@ -151,7 +151,7 @@ def test_concurrent_writers_one_wins_none_crashes(tree: Path, tmp_path: Path) ->
         assert "Traceback" not in err
         if code == 2:
             assert "is writing this run directory" in err or "already holds a run" in err
-    assert hqval_process(["admit", str(out)]).code == 0
+    assert hqval("admit", str(out)).code == 0
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -171,8 +171,8 @@ def _file_size_limit() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, 150_000))
 
 
-def test_full_disk_is_one_line_exit_2_and_nothing_admitted(tree: Path,
-                                                           tmp_path: Path) -> None:
+def test_full_disk_is_one_line_exit_2_and_nothing_admitted(tree: Path, tmp_path: Path,
+                                                           hqval: Hq) -> None:
     out = tmp_path / "run"
     res = hqval_process(run_args(tree, out), preexec=_file_size_limit)
     assert res.code == 2, res.err[-2000:]
@@ -180,7 +180,7 @@ def test_full_disk_is_one_line_exit_2_and_nothing_admitted(tree: Path,
     assert len(lines) == 1 and str(out / "rows.jsonl") in lines[0], res.err[-2000:]
     assert "Traceback" not in res.err
     assert not (out / "admission.json").exists()
-    assert hqval_process(["admit", str(out)]).code == 2
+    assert hqval("admit", str(out)).code == 2
     # with room again, --resume finishes the run
     assert hqval_process(run_args(tree, out, "--resume")).code == 0
     assert admission(out) == CLEAN

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ARCH, CLEAN, _env, admission, hqval_process, rows, run_args
+from .conftest import ARCH, CLEAN, Result, _env, admission, hqval_process, rows, run_args
 
 LAUNCH = str(Path(__file__).with_name("launch.py"))
 STEPS = ("compile", "audit", "checks", "mutants", "timing", "admit", "report")
@@ -36,14 +36,14 @@ def _no_cell_twice(run: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["kill-before", "kill-inside"])
 @pytest.mark.parametrize("step", STEPS)
-def test_kill_9_then_admit_then_resume(tree: Path, tmp_path: Path, mode: str,
-                                       step: str) -> None:
+def test_kill_9_then_admit_then_resume(tree: Path, tmp_path: Path, mode: str, step: str,
+                                       hqval: Callable[..., Result]) -> None:
     out = tmp_path / "run"
     # the mutants step's own cases run it; the others skip it (half the time)
     flags = () if step == "mutants" else ("--no-mutants",)
     killed = hqval_process(run_args(tree, out, *flags), launcher=[LAUNCH, mode, step])
     assert killed.code == -signal.SIGKILL, killed.err[-2000:]
-    admit = hqval_process(["admit", str(out)])
+    admit = hqval("admit", str(out))
     want = 0 if step in EVIDENCE_DONE or (mode == "kill-inside" and step == "timing") else 2
     assert admit.code == want, admit.err[-2000:]
     if want == 2:
@@ -55,12 +55,13 @@ def test_kill_9_then_admit_then_resume(tree: Path, tmp_path: Path, mode: str,
 
 
 @pytest.mark.slow
-def test_kill_9_inside_checks_with_xdist_workers(tree: Path, tmp_path: Path) -> None:
+def test_kill_9_inside_checks_with_xdist_workers(tree: Path, tmp_path: Path,
+                                                 hqval: Callable[..., Result]) -> None:
     out = tmp_path / "run"
     args = [*run_args(tree, out)[:-2], "--workers", "2"]
     killed = hqval_process(args, launcher=[LAUNCH, "kill-inside", "checks"])
     assert killed.code == -signal.SIGKILL
-    assert hqval_process(["admit", str(out)]).code == 2
+    assert hqval("admit", str(out)).code == 2
     assert hqval_process([*args, "--resume"]).code == 0
     assert admission(out) == CLEAN
     _no_cell_twice(out)
@@ -145,7 +146,8 @@ def test_manifest_opening_with_4_kib_of_comment_still_collects_every_cell(
                                                         for i in got}) == 7
 
 
-def test_report_step_that_cannot_write_fails_the_run(tree: Path, tmp_path: Path) -> None:
+def test_report_step_that_cannot_write_fails_the_run(tree: Path, tmp_path: Path,
+                                                     hqval: Callable[..., Result]) -> None:
     """The report step owes files, not cells: when it cannot write them (here a file sits
     where the report directory goes) the run is not done, exit 2, naming the step."""
     out = tmp_path / "run"
@@ -158,12 +160,12 @@ def test_report_step_that_cannot_write_fails_the_run(tree: Path, tmp_path: Path)
     res = hqval_process(run_args(tree, out, "--no-mutants", "--resume"))
     assert res.code == 2, res.out[-2000:]
     assert "step report did not finish: report step crashed" in res.out
-    assert hqval_process(["admit", str(out)]).code == 0  # the evidence itself is complete
+    assert hqval("admit", str(out)).code == 0  # the evidence itself is complete
 
 
 @pytest.mark.slow
-def test_an_interrupted_report_step_leaves_no_stale_verdict(tree: Path,
-                                                            copy_of: Callable[[], Path]) -> None:
+def test_an_interrupted_report_step_leaves_no_stale_verdict(
+        tree: Path, copy_of: Callable[[], Path], hqval: Callable[..., Result]) -> None:
     """A complete run whose rows now say rejected (a failing row after a cell's pass),
     resumed and killed inside the report step: the earlier attempt's admission.json and
     checkpoint.md (exit 0) must not survive to contradict the rows (once they did)."""
@@ -179,6 +181,6 @@ def test_an_interrupted_report_step_leaves_no_stale_verdict(tree: Path,
     assert killed.code == -signal.SIGKILL, killed.err[-2000:]
     assert not (run / "admission.json").exists()
     assert not (run / "report" / "checkpoint.md").exists()
-    assert hqval_process(["admit", str(run)]).code == 1
+    assert hqval("admit", str(run)).code == 1
     assert hqval_process(run_args(tree, run, "--resume")).code == 1
     assert json.loads((run / "admission.json").read_text())["exit_code"] == 1

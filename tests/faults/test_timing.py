@@ -83,13 +83,14 @@ def test_a_removed_timing_row_is_exit_2(timed: Path, tmp_path: Path, check: str,
 
 
 @pytest.mark.slow
-def test_kill_9_inside_timing_then_admit_then_resume(tree: Path, tmp_path: Path) -> None:
+def test_kill_9_inside_timing_then_admit_then_resume(tree: Path, tmp_path: Path,
+                                                     hqval: Callable[..., Result]) -> None:
     out = tmp_path / "run"
     killed = _timed(tree, out, mode="kill-inside", step="timing")
     assert killed.code == -signal.SIGKILL, killed.err[-2000:]
     # killed after the bench's first cell: the timing step writes each cell as it finishes
     assert len(_timing_ids(out)) == 1
-    admit = hqval_process(["admit", str(out)])
+    admit = hqval("admit", str(out))
     assert admit.code == 2 and "incomplete" in admit.err, admit.err[-2000:]
     resumed = _timed(tree, out, "--resume")
     assert resumed.code == 0, resumed.err[-2000:] + resumed.out[-2000:]
