@@ -54,14 +54,15 @@ def code(path: Path, arch: str) -> str:
                     reason="needs ROCm's HIP headers "
                            "(apt-get install libamdhip64-dev, or set HQVAL_ROCM_PATH)")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
-def test_hip_headers_build_the_same_machine_code(arch: str, tmp_path: Path) -> None:
+# one case per source: the builds of a source spread over the xdist workers
+@pytest.mark.parametrize("src", sources(), ids=lambda src: src.name)
+def test_hip_headers_build_the_same_machine_code(arch: str, src: Path, tmp_path: Path) -> None:
     rocm = rocm_root()
-    for src in sources():
-        bare = build(src, arch, tmp_path / "bare.co", "-nogpuinc")
-        assert bare.returncode == 0, bare.stderr
-        hip = build(src, arch, tmp_path / "hip.co", f"--rocm-path={rocm}")
-        assert hip.returncode == 0, hip.stderr
-        assert code(tmp_path / "hip.co", arch) == code(tmp_path / "bare.co", arch), src.name
+    bare = build(src, arch, tmp_path / "bare.co", "-nogpuinc")
+    assert bare.returncode == 0, bare.stderr
+    hip = build(src, arch, tmp_path / "hip.co", f"--rocm-path={rocm}")
+    assert hip.returncode == 0, hip.stderr
+    assert code(tmp_path / "hip.co", arch) == code(tmp_path / "bare.co", arch), src.name
 
 
 @pytest.mark.skipif(CLANG is None, reason="needs clang-19")
