@@ -35,7 +35,11 @@ from hqval.toolchain import ToolchainError, file_sha256, find_compiler
 # the closing summary's lines of problems (the report and hqval admit list every one)
 MAX_PROBLEM_LINES = 20
 # what a resumed run must share with the run it continues
-RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit")
+# what makes two invocations the same run: a resume that differs in any of them would add
+# rows made under other inputs or options to the run's own (another seed's fixtures, the
+# mutants step of a run made without it, another timing plan or policy)
+RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit", "seed",
+               "mutants_manifest", "mutants_sha256", "timing", "policy_sha256")
 
 
 def _sha256(path: Path) -> str:
@@ -142,18 +146,24 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         "arch": [a.name for a in arches],
         "requested_backend": config.backend,
         "suite_commit": git_commit(Path(__file__).resolve().parents[2]),
+        "seed": config.seed,
+        "mutants_manifest": str(Path(mutants.path).resolve()) if mutants else None,
+        "mutants_sha256": _sha256(mutants.path) if mutants else None,
+        "timing": {"enabled": config.timing, "iterations": config.timing_iterations,
+                   "runs": config.timing_runs},
+        "policy_sha256": _sha256(Path(policy.source)) if Path(policy.source).is_file()
+        else None,
     }
     envelope = make_envelope(
         backend=config.backend, arch=identity["arch"], compiler=compiler,  # type: ignore[arg-type]
         compiler_version=compiler_version,
         kernel_tree=Path(manifest.path).resolve().parent if external else None,
         argv=config.argv, kernels=kernel_table(specs, self_test, arches),
-        extra={"manifest": str(Path(manifest.path).resolve()), "seed": config.seed,
+        # identity holds the seed and the mutant manifest the kernel table's mutants came
+        # from (None: no mutants), so admission can re-derive the table
+        # (hqval.admission.table)
+        extra={"manifest": str(Path(manifest.path).resolve()),
                "provenance": provenance.tree(manifest.path),
-               # the mutant manifest the kernel table's mutants came from (None: no
-               # mutants), so admission can re-derive the table (hqval.admission.table)
-               "mutants_manifest": str(Path(mutants.path).resolve()) if mutants else None,
-               "mutants_sha256": _sha256(mutants.path) if mutants else None,
                "sources": source_hashes(specs, Path(manifest.path).resolve().parent),
                "steps": [name for name, _ in STEPS], **identity})
     writer = RunWriter.create(config.out, envelope, resume=config.resume)
@@ -162,7 +172,8 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         if why:
             writer.close()
             raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
-                              "the same --manifest, --arch and --backend, or start a new --out")
+                              "the same --manifest, --arch, --backend, --seed, --policy and "
+                              "mutant and timing options, or start a new --out")
         changed = changed_inputs(writer.envelope, Path(manifest.path).resolve().parent) \
             or added_inputs(writer.envelope, specs, arches, Path(manifest.path).resolve().parent,
                             config.cache_dir)

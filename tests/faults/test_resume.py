@@ -1,5 +1,6 @@
 """Faults of class 'resume': ``--resume`` refuses a run directory made
-with another manifest, arches, backend or suite commit, names the difference and writes
+with another manifest, arches, backend, suite commit, seed, policy or mutant or timing
+options, names the difference and writes
 nothing; it redoes what a run did not finish (the kill cases in test_steps)."""
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .conftest import Result, run_args
+import pytest
+
+from .conftest import REPO, Result, run_args
 
 Hq = Callable[..., Result]
 
@@ -54,6 +57,27 @@ def test_resume_of_another_suite_commit(tree: Path, copy_of: Callable[[], Path],
     env["suite_commit"] = "0" * 40
     (run / "envelope.json").write_text(json.dumps(env))
     _refused(hqval, run, run_args(tree, run, "--resume"), "suite_commit: the run has '000")
+
+
+@pytest.mark.parametrize("extra,names", [
+    (("--seed", "5"), "seed: the run has 0, this invocation 5"),
+    (("--no-mutants",), "mutants_manifest: the run has '"),
+    (("--timing-runs", "5"), "timing: the run has {'enabled': True, 'iterations': 100, "
+     "'runs': 3}, this invocation {'enabled': True, 'iterations': 100, 'runs': 5}"),
+    (("--policy", "EDITED"), "policy_sha256: the run has '"),
+])
+def test_resume_with_other_options(tree: Path, copy_of: Callable[[], Path], hqval: Hq,
+                                   tmp_path: Path, extra: tuple[str, ...], names: str) -> None:
+    """A resume under another seed, without the mutants step, with another timing plan or
+    policy would add rows made under those to the run's own (once: accepted; a resume
+    with the mutants step on a run made without it wrote mutant rows its kernel table
+    does not hold, and the run was damaged for good)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text((REPO / "matrices" / "policy.yaml").read_text() + "# edited\n")
+    run = copy_of()
+    args = run_args(tree, run, "--resume", *[str(policy) if e == "EDITED" else e
+                                             for e in extra])
+    _refused(hqval, run, args, names)
 
 
 def test_resume_of_a_damaged_envelope(tree: Path, copy_of: Callable[[], Path],
