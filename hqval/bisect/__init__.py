@@ -113,16 +113,19 @@ def _manifest_paths(repo: Repo, placement: Placement, sha: str) -> list[str]:
     """The top-level directories (or files) of the tree the manifest names at ``sha``: its
     own directory, every kernel's source, include dirs and preincludes.  What a checkout
     needs when the repository cannot give every file (a copy without large files)."""
-    import yaml
-
     if placement.in_tree:
         shown = _git_show(repo, sha, placement.rel)
         base = placement.rel.parent
     else:
         shown, base = placement.data, Path()
+    from hqval.safeio import SafeIOError, loads_yaml
+
+    # the manifest at that commit, read as every manifest is (depth and aliases bounded);
+    # one that does not parse names no paths here, and its step says why it cannot load
     try:
-        doc = yaml.safe_load(shown.decode()) if shown else None
-    except (yaml.YAMLError, UnicodeDecodeError):
+        doc = loads_yaml(shown.decode(), what=f"{placement.rel} at {sha[:12]}") \
+            if shown else None
+    except (SafeIOError, UnicodeDecodeError):
         doc = None
     names: list[str] = [str(placement.rel)] if placement.in_tree else []
     entries = [doc] if isinstance(doc, dict) else []
@@ -141,9 +144,20 @@ def _manifest_paths(repo: Repo, placement: Placement, sha: str) -> list[str]:
 
 
 def _git_show(repo: Repo, sha: str, rel: Path) -> bytes:
+    """The blob ``rel`` at ``sha``, or b"" where there is none or it is larger than a
+    manifest may be (``safeio.YAML_LIMIT``): its size is asked first, so a huge blob is
+    never read into memory."""
     import subprocess
 
-    proc = subprocess.run(["git", "-C", str(repo.root), "show", f"{sha}:{rel.as_posix()}"],
+    from hqval.safeio import YAML_LIMIT
+
+    spec = f"{sha}:{rel.as_posix()}"
+    size = subprocess.run(["git", "-C", str(repo.root), "cat-file", "-s", spec],
+                          capture_output=True, timeout=60, check=False)
+    if size.returncode != 0 or not size.stdout.strip().isdigit() \
+            or int(size.stdout) > YAML_LIMIT:
+        return b""
+    proc = subprocess.run(["git", "-C", str(repo.root), "cat-file", "blob", spec],
                           capture_output=True, timeout=60, check=False)
     return proc.stdout if proc.returncode == 0 else b""
 
