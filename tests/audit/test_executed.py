@@ -81,6 +81,43 @@ def test_broken_copies_are_rejected_by_the_rule_expected(kernel: str, rule: str,
     assert words in r.message
 
 
+def test_a_batch_tiled_gemm_is_charged_the_marginal_cost_of_a_group_row(cache: Path) -> None:
+    """A BT=8 GEMM's prologue and epilogue (a token index and eight bounds-checked Y +=
+    stores per tile) are spent once per block: at the problem's two groups they add more
+    than the budget per group-row over the BT=1 v1 GEMM, though its group loop costs what
+    v1's does plus the header.  The rule charges the VALU a longer K adds per group-row it
+    adds: the correct kernel passes, and a copy that dequantises each k-tile twice fails."""
+    good = audit("ew_gemm_mq4g256v2_residual_bt8_wmma_gfx11", "gfx1100", cache)["v2_valu_delta"]
+    assert good.status is Status.PASS, good.message
+    assert "marginal from K=512 to K=1536" in good.message
+    assert good.details["marginal_k"] == [512, 1536]
+    # the per-block costs the single-K count charged to two groups
+    assert good.details["single_k_delta"] > 3.0, good.details
+    bad = audit("ew_mut_gemm_bt8_extra_dequant", "gfx1100", cache)["v2_valu_delta"]
+    assert bad.status is Status.FAIL and bad.details["decided_by"] == "executed", bad.message
+    assert bad.measured is not None and bad.measured > 3.0
+
+
+def test_one_k_fixed_by_the_manifest_is_counted_at_that_k() -> None:
+    """A build for one K (explicit shapes of one K) has no longer K to run: the rule
+    counts at that K and says so; a longer K must be one every kernel of the pair accepts."""
+    import dataclasses
+
+    from hqval.audit.executed import marginal_problem, problem_for
+
+    plain, base = REAL.by_name("ew_gemv_mq4g256v2"), REAL.by_name("ew_gemv_hfq4g256")
+    p = problem_for(plain, base)
+    assert marginal_problem(plain, base, p) == (p[0], p[1] + 1024, p[2])
+    one = dataclasses.replace(plain, shapes=((16, 512),))
+    assert marginal_problem(one, base, problem_for(one, base)) is None
+    two = dataclasses.replace(plain, shapes=((16, 512), (16, 1536)))
+    assert marginal_problem(two, base, problem_for(two, base)) == (p[0], 1536, 1)
+    trips = load_manifest(TREE / "tripcount.yaml")
+    quad, quad_v1 = trips.by_name("ew_gemv_mq4g256v2_quad"), trips.by_name(
+        "ew_gemv_hfq4g256_quad")
+    assert marginal_problem(quad, quad_v1, problem_for(quad, quad_v1))[1] == 2048 + 1024
+
+
 def test_a_layout_drift_names_the_bytes_read_and_left_unread(cache: Path) -> None:
     r = audit("ew_mut_gemv_stride132", "gfx1030", cache)["payload_offset"]
     assert "in another layout" in r.message
