@@ -958,10 +958,24 @@ def rule_header_scalar(a: Audit) -> Row:
                         + "; ".join(_evidence(per_lane_hdr)))
     if base is not None:
         # per-lane (lane-dependent address) W traffic beyond v1's: a uniform vector load
-        # (an engine's buffer-load policy) reads one address for the wave and is not it
+        # (an engine's buffer-load policy) reads one address for the wave and is not it.
+        # Compared per group-row: a pass of a kernel owning R rows reads R rows' payload
+        # (a dual-row v2 GEMV against a one-row v1), the group-rows of a pass counted by
+        # the header dwords it reads, as rule (d) counts them
         mine = [f for f in w.vector if f.lane >= 1]
         theirs = [f for f in base.vector if f.lane >= 1]
-        extra_dw = w.dwords(mine) - base.dwords(theirs)
+        v1_gb, _, v1_header = _format_layout(HFQ4G256_QT)
+        hdr1 = base.header_dwords(v1_gb, v1_header)
+        hdr2 = w.header_dwords(group_bytes, header)
+        rows1 = hdr1 // 2 if hdr1 else 0
+        rows2 = hdr2 // len(header) if hdr2 else 0
+        if rows1 >= 1 and rows2 >= 1 and rows1 != rows2:
+            details.update({"group_rows_per_pass": rows2,
+                            "baseline_group_rows_per_pass": rows1})
+            extra_dw = w.dwords(mine) * rows1 - base.dwords(theirs) * rows2
+            extra_dw = -(-extra_dw // rows1) if extra_dw > 0 else 0  # per v2 pass
+        else:
+            extra_dw = w.dwords(mine) - base.dwords(theirs)
         if extra_dw > 0:
             more = Counter(f.instruction.mnemonic for f in mine) - Counter(
                 f.instruction.mnemonic for f in theirs)
@@ -1086,6 +1100,24 @@ def rule_v2_valu_delta(a: Audit) -> Row:
     v2 = _valu(loop, runs)
     v1 = _valu(base_loop, base_runs)
     per = v2 / group_rows2 - v1 / group_rows
+    # WMMA per group-row tells the column tiles one dequantised fragment feeds: a kernel
+    # batch-tiling N (BT tiles a fragment) against a BT=1 baseline spends BT-1 tiles'
+    # operand addressing per iteration that is no header work; a per-iteration count of
+    # unlike tilings is never compared (the executed facts count the marginal group-row)
+    tiles2 = _wmma(loop, runs) / group_rows2
+    tiles1 = _wmma(base_loop, base_runs) / group_rows
+    if tiles2 != tiles1:
+        return a.row("v2_valu_delta", Status.UNSUPPORTED, f"the kernel issues {tiles2:g} "
+                     f"v_wmma per group-row of its group loop, its baseline {tiles1:g}: "
+                     "their iterations feed unlike column tilings, and a per-iteration VALU "
+                     "count would charge the extra tiles' operand work to the header "
+                     f"({per:+.3f} per group-row counted so)",
+                     details={"wmma_per_group_row": tiles2,
+                              "baseline_wmma_per_group_row": tiles1,
+                              "valu_loop_v2": v2, "valu_loop_v1": v1,
+                              "group_rows_per_iteration": group_rows,
+                              "group_rows_per_iteration_v2": group_rows2,
+                              "unlike_tilings_delta": per})
     ev = {"valu_loop_v2": v2, "valu_loop_v1": v1, "group_rows_per_iteration": group_rows,
           "group_rows_per_iteration_v2": group_rows2, "wmma_excluded": True,
           "layout": "row-per-lane" if base.row_per_lane else "row-per-wave",
@@ -1107,6 +1139,11 @@ def rule_v2_valu_delta(a: Audit) -> Row:
 def _valu(body: list[Instruction], runs: dict[int, int] | None) -> int:
     """VALU ops of ``body``, each instruction counted ``runs[addr]`` times (once)."""
     return sum(i.valu_ops * (runs or {}).get(i.addr, 1) for i in body if i.klass == "valu")
+
+
+def _wmma(body: list[Instruction], runs: dict[int, int] | None) -> int:
+    """v_wmma instructions of ``body``, each counted ``runs[addr]`` times (once)."""
+    return sum((runs or {}).get(i.addr, 1) for i in body if i.mnemonic.startswith("v_wmma"))
 
 
 def rule_wmma(a: Audit) -> Row:

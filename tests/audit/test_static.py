@@ -261,8 +261,41 @@ def test_correct_kernels_in_another_style_pass_every_rule(arch: str, cache: Path
                         or "nest" in r.message or "no load of W" in r.message
                         or "no vector load of W" in r.message
                         or "could not be counted" in r.message
+                        or "unlike column tilings" in r.message
                         or "cannot follow" in r.message
                         or "is for WMMA prefill kernels" in r.message), (spec.name, k, r.message)
+
+
+@pytest.mark.parametrize("arch", ["gfx1030", "gfx1100"])
+def test_w_traffic_compares_per_group_row_when_a_pass_owns_two_rows(
+        arch: str, cache: Path) -> None:
+    """A dual-row v2 residual GEMV reads two rows' payload per pass of its group loop, its
+    one-row v1 baseline one row's: per pass that is twice the vector W dwords, per
+    group-row the same, and its headers come from scalar loads (pass).  Its copy reading
+    each header word at a lane-dependent address fails (rule a)."""
+    good = tree_audit(TREE.by_name("ew_gemv_mq4g256v2_dualrow_residual"), arch,
+                      cache)["header_scalar"]
+    assert good.status is Status.PASS, good.message
+    assert good.details["group_rows_per_pass"] == 2
+    assert good.details["baseline_group_rows_per_pass"] == 1
+    bad = tree_audit(TREE_MUTANTS.by_name("ew_mut_gemv_dualrow_lane_header"), arch, cache,
+                     baseline=TREE.by_name("ew_gemv_hfq4g256_residual"))["header_scalar"]
+    assert bad.status is Status.FAIL and "read per lane" in bad.message, bad.message
+
+
+def test_unlike_column_tilings_are_not_compared_by_the_static_valu_rule(cache: Path) -> None:
+    """A BT=8 GEMM feeds eight WMMAs from each dequantised fragment, its BT=1 v1 baseline
+    one: a pass of the BT=8 group loop holds seven tiles' operand addressing more, which is
+    no header work (+14 VALU per pass counted so, +0.875 per group-row executed).  The
+    static rule says unsupported and why; a GEMM of its baseline's tiling is compared."""
+    bt = tree_audit(TREE.by_name("ew_gemm_mq4g256v2_residual_bt8_wmma_gfx11"), "gfx1100",
+                    cache)["v2_valu_delta"]
+    assert bt.status is Status.UNSUPPORTED, bt.message
+    assert "unlike column tilings" in bt.message
+    assert bt.details["wmma_per_group_row"] == 8 * bt.details["baseline_wmma_per_group_row"]
+    same = tree_audit(TREE.by_name("ew_gemm_mq4g256v2_residual_wmma_gfx11"), "gfx1100",
+                      cache)["v2_valu_delta"]
+    assert same.status is Status.PASS, same.message
 
 
 def test_an_offset_folded_into_the_base_counts_as_the_payload_offset(cache: Path) -> None:
