@@ -62,9 +62,14 @@ def decode_kernel(manifest: Manifest, qt: int, arch: Arch, *, residual: bool = F
     if not cands:
         what = "residual (y +=) decode GEMV" if residual else "decode GEMV"
         raise NoRoute(f"no {what} for qt={qt} on {arch.name} in the manifest")
+    return by_decode_preference(cands, arch)[0]
+
+
+def by_decode_preference(cands: list[KernelSpec], arch: Arch) -> list[KernelSpec]:
+    """Decode kernels in the order the engine would pick one for ``arch``: its
+    ``gemv_rows_default`` rows per block first, then the fewest rows."""
     rows = getattr(arch, "gemv_rows_default", None)  # absent on toolchain's fallback table
-    default = [k for k in cands if k.rows_per_block == rows]
-    return (default or sorted(cands, key=lambda k: k.rows_per_block))[0]
+    return sorted(cands, key=lambda k: (k.rows_per_block != rows, k.rows_per_block))
 
 
 def per_token_reference(manifest: Manifest, spec: KernelSpec, arch: Arch

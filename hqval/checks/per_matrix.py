@@ -349,7 +349,8 @@ def _order_free(sig: Signature, case: oracle.Case) -> list[oracle.Case]:
 
 def per_token_kernel(ctx: CheckContext, spec: KernelSpec) -> KernelSpec | None:
     """The decode kernel that serves ``spec``'s prefill token by token on this arch: the
-    signature's ``per_token`` kind, same format, built here, fewest rows per block."""
+    signature's ``per_token`` kind, same format, built here, as the engine picks one
+    (``per_token.candidates``)."""
     cands = per_token.candidates(ctx, spec)
     return cands[0] if cands else None
 

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hqval.checks import oracle
+from hqval.checks.dispatch import by_decode_preference
 from hqval.checks.launch import (
     GuardViolation,
     LaunchValue,
@@ -65,17 +66,18 @@ class Reference:
 def candidates(ctx: CheckContext, spec: KernelSpec) -> list[KernelSpec]:
     """Decode kernels that can serve ``spec`` token by token on this arch: of the
     signature's ``per_token`` ABI (that kind, or a kind of the tree's own declaring the same
-    ABI under another name), same format, not residual, built here; fewest rows per block
-    first."""
+    ABI under another name), same format, adding to its output exactly where ``spec`` does
+    (``residual``), built here; in the order the engine picks a decode kernel for the arch
+    (``dispatch.by_decode_preference``)."""
     want = spec.signature.per_token
     known = next((k.signature for k in ctx.manifest.kernels if k.kind == want), None)
     want_sig = known or (builtin().get(want) if want else None)
     abi = want_sig.abi() if want_sig is not None else None
     cands = [k for k in ctx.manifest.kernels
-             if not k.is_mutant and k.qt == spec.qt and not k.residual
+             if not k.is_mutant and k.qt == spec.qt and k.residual == spec.residual
              and k.applies_to(ctx.arch)
              and (k.kind == want or (abi is not None and k.signature.abi() == abi))]
-    return sorted(cands, key=lambda k: k.rows_per_block)
+    return by_decode_preference(cands, ctx.arch)
 
 
 def _decode_dims(gsig: Signature, dsig: Signature, case: oracle.Case,

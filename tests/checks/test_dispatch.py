@@ -7,6 +7,7 @@ import pytest
 from hqval.checks.dispatch import (
     PREFILL_WMMA,
     NoRoute,
+    by_decode_preference,
     decode_kernel,
     per_token_reference,
     prefill_route,
@@ -81,3 +82,17 @@ def test_prefill_parity_compares_a_residual_gemm_with_the_residual_decode() -> N
     assert not kernel.residual and not adds
     with pytest.raises(NoRoute, match="residual"):
         decode_kernel(bare, 44, arch, residual=True)
+
+
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1100", "gfx1201"])
+def test_decode_kernels_are_ordered_as_the_engine_picks_them(arch: str) -> None:
+    """The arch's gemv_rows_default rows per block first, then the fewest: one rule for the
+    dense fallback (decode_kernel) and the multi-matrix per-token references."""
+    a = ARCHES[arch]
+    cands = [k for k in MANIFEST.kernels if k.kind == "gemv" and k.qt == 44
+             and not k.residual and not k.is_mutant]
+    ordered = by_decode_preference(list(reversed(cands)), a)
+    assert ordered[0].rows_per_block == a.gemv_rows_default
+    rest = [k.rows_per_block for k in ordered[1:]]
+    assert rest == sorted(rest) and a.gemv_rows_default not in rest
+    assert decode_kernel(MANIFEST, 44, a) == ordered[0]

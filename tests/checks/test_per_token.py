@@ -23,7 +23,8 @@ Ctx = Callable[..., CheckContext]
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("kernel", "decode", "launches", "arch"), [
-    ("gemm_mq4c_qkv_wmma_gfx12", "gemv_mq4c_qkv_r1", 12, "gfx1201"),
+    # gfx1201 decodes 2 rows per block (gemv_rows_default): the r2 fused QKV GEMV
+    ("gemm_mq4c_qkv_wmma_gfx12", "gemv_mq4c_qkv_r2", 12, "gfx1201"),
     # one launch per (token, rank): the routing weights one-hot isolate each slot
     ("gemm_mq4g256v2_moe_grouped_down_wmma_gfx12", "gemv_mq4g256v2_moe_down_r1", 24,
      "gfx1201"),
