@@ -74,3 +74,51 @@ def test_one_text_at_two_addresses_parses_to_independent_instructions() -> None:
     far = parse_text("s_cbranch_scc1 3", 0x200, [0xBF850003])
     back = parse_text("s_cbranch_scc1 65535", 0x200, [0xBF85FFFF])
     assert (near.target, far.target, back.target) == (0x110, 0x210, 0x200)
+
+
+def test_parse_lines_leaves_the_collector_as_it_found_it() -> None:
+    """The parse runs with the cyclic collector paused (it makes only acyclic objects)
+    and restores it: on stays on, off stays off, also when the parse raises; the result
+    equals a parse with the collector on."""
+    import gc
+
+    import pytest
+
+    from hqval.codeobject.disasm import parse_lines
+
+    lines = ["  s_mov_b32 s0, 1  // 000000001000: BE800081",
+             "  v_dual_mov_b32 v0, v1 :: v_dual_mov_b32 v2, v3  // 000000001004: CA100101 00020103",
+             "  s_cbranch_scc1 1  // 000000001010: BF850001",
+             "  s_endpgm  // 000000001014: BFB00000",
+             "  s_code_end  // 000000001018: BF9F0000"]
+    seen: list[bool] = []
+    import hqval.codeobject.disasm as disasm
+
+    real = disasm._LINE
+
+    class Spy:  # the line pattern, noting whether the collector is on as it matches
+        def match(self, line: str) -> object:
+            seen.append(gc.isenabled())
+            return real.match(line)
+
+    assert gc.isenabled()
+    reference = [(i.addr, i.text, i.words, i.operands, i.modifiers, i.target)
+                 for i in parse_lines(lines)]
+    disasm._LINE = Spy()  # type: ignore[assignment]
+    try:
+        got = parse_lines(lines)
+        assert gc.isenabled() and seen and not any(seen)
+        assert [(i.addr, i.text, i.words, i.operands, i.modifiers, i.target)
+                for i in got] == reference
+        assert got[1].second is not None and got[1].second.text == "v_dual_mov_b32 v2, v3"
+        gc.disable()
+        try:
+            parse_lines(lines)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        with pytest.raises(TypeError):
+            parse_lines([None])  # type: ignore[list-item]
+        assert gc.isenabled()
+    finally:
+        disasm._LINE = real
