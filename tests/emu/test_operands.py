@@ -82,3 +82,55 @@ def test_full_exec_write_skips_the_mask_only_when_every_lane_is_on() -> None:
     assert not st.full
     vwrite(st, slice(None), 1, np.uint32(9))
     assert st.V[1, 1, 31] == 7 and (st.V[1, 1, :31] == 9).all() and (st.V[1, 0] == 9).all()
+
+
+def _values() -> list[object]:
+    """Values of every kind an instruction's result may be: integer arrays out of uint32's
+    range and negative, floats with NaN and out-of-range values (a warning), bools,
+    narrower and wider dtypes, broadcast shapes, numpy and Python scalars."""
+    shape = (2, 32)
+    return [np.full(shape, -1, np.int64), np.full(shape, 2**40 + 7, np.int64),
+            np.full(shape, 2**64 - 1, np.uint64), np.full(shape, np.nan),
+            np.full(shape, -3.7), np.full(shape, 1e20), np.ones(shape, bool),
+            np.full(shape, 1.5, np.float16), np.full(shape, -2, np.int16),
+            np.full((2, 1), 9, np.uint32), np.full((1, 32), -9, np.int32),
+            np.arange(64, dtype=np.int64).reshape(shape) - 30,
+            np.float32(2.5), np.uint32(7), np.int64(-5), np.uint64(2**63),
+            -1, 5, 2**40, 3.5, True, np.zeros((3, 32), np.uint32)]
+
+
+@pytest.mark.parametrize("k", range(len(_values())))
+def test_full_exec_write_casts_as_the_masked_copy(k: int) -> None:
+    """The every-lane-on write (an assignment) leaves the same bits, warnings and errors as
+    the masked copy (np.copyto, casting="unsafe") it stands for, for every kind of value."""
+    import warnings
+
+    from hqval.emu.operands import EXEC, WaveState, vwrite, vwrite_regs
+
+    val = _values()[k]
+
+    def outcome(write: object) -> tuple[object, ...]:
+        st = WaveState(2, 8)
+        st.S[EXEC] = np.array([0xFFFFFFFF, 0xFFFFFFFF], np.uint32)
+        st.set_exec(slice(None))
+        assert st.full
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                write(st)  # type: ignore[operator]
+            except (ValueError, TypeError, OverflowError) as exc:
+                return (type(exc).__name__, [str(x.message) for x in seen])
+        return (st.V.tobytes(), [str(x.message) for x in seen])
+
+    def copied(st: WaveState) -> None:
+        np.copyto(st.V[3], val, casting="unsafe", where=np.ones((2, 32), bool))
+
+    assert outcome(lambda st: vwrite(st, slice(None), 3, val)) == outcome(copied)
+    if isinstance(val, np.ndarray) and val.shape == (2, 32):
+        vals = np.stack([val, val], axis=-1)
+
+        def copied_regs(st: WaveState) -> None:
+            np.copyto(st.V[3:5], vals.transpose(2, 0, 1), casting="unsafe",
+                      where=np.ones((1, 2, 32), bool))
+
+        assert outcome(lambda st: vwrite_regs(st, slice(None), 3, vals)) == outcome(copied_regs)
