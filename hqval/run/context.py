@@ -91,6 +91,9 @@ class RunContext:
     # the run judged once (``hqval.admission.judge``) by the admit step; the report step
     # and the chain's exit code read it
     judged: Judged | None = None
+    # the mutants' check rows the checks step's session produced (``steps._together``),
+    # which the mutants step reports as its own
+    mutant_rows: list[Row] = field(default_factory=list)
 
     def backend_label(self, arch: str) -> str:
         """The backend part of a cell identity on ``arch`` (what ``auto`` chose)."""

@@ -221,11 +221,17 @@ class _SessionRows:
         self.last = time.monotonic()
 
 
-def _session(ctx: RunContext, step: str, manifests: list[Path]) -> tuple[list[Row], str]:
+def _session(ctx: RunContext, step: str, manifests: list[Path],
+             mutant_rows: list[Row] | None = None) -> tuple[list[Row], str]:
     """The check cells of ``manifests`` on every arch, one pytest session per backend;
     finished cells are appended in batches (``SESSION_BATCH_ROWS``), the last when the
-    session ends, also when it raises.  Returns (rows, why the session fell short)."""
-    kills = _mutant_names(ctx) if step == "mutants" else frozenset()
+    session ends, also when it raises.  Returns (rows, why the session fell short).
+    ``mutant_rows``: the session runs the mutants' cells too (``_together``); their rows
+    are appended in the same batches, shown as the mutants step shows them, and collected
+    there, not in the rows returned."""
+    # (a real kernel is never a mutant: the kills change only how mutants' cells show)
+    kills = _mutant_names(ctx) if step == "mutants" or mutant_rows is not None \
+        else frozenset()
     out = _SessionRows(ctx, kills)
 
     by_backend: dict[str, list[str]] = {}
@@ -246,14 +252,43 @@ def _session(ctx: RunContext, step: str, manifests: list[Path]) -> tuple[list[Ro
                 problems.append(why)
     finally:
         out.flush()
+        if mutant_rows is not None:
+            mutant_rows.extend(r for r in out.rows if r.kernel in kills)
+    if mutant_rows is not None:
+        return [r for r in out.rows if r.kernel not in kills], "; ".join(problems)
     return out.rows, "; ".join(problems)
+
+
+def _together(ctx: RunContext) -> bool:
+    """Whether the checks step runs the mutants' check cells in its session too: one
+    controller and one pair of workers for both, which decode, translate and compute the
+    references once, and replay the baselines' launches the real kernels' cells made
+    (the mutants' bit identity compares with the same v1 launches).  Only when the
+    mutants resolve in the run's manifest as they do in a session of their own (a
+    session naming one kernel manifest resolves its mutants there)."""
+    if ctx.mutants is None:
+        return False
+    return Path(ctx.mutants.real_manifest).resolve() == Path(ctx.manifest.path).resolve()
+
+
+def _mutant_cells(ctx: RunContext) -> list[str]:
+    """The mutants step's check cells (its expected cells but the kill verdicts)."""
+    return [i for i in ctx.expected.get("mutants", [])
+            if not i.startswith(f"{mutation.VERDICT_CHECK}[")]
 
 
 def checks(ctx: RunContext) -> StepResult:
     """Every check cell (check x kernel x arch) of the manifest under pytest."""
     t0 = time.monotonic()
-    ctx.progress.start("checks", len(ctx.expected.get("checks", [])))
-    rows, why = _session(ctx, "checks", [Path(ctx.manifest.path)])
+    if not _together(ctx):
+        ctx.progress.start("checks", len(ctx.expected.get("checks", [])))
+        rows, why = _session(ctx, "checks", [Path(ctx.manifest.path)])
+        return StepResult("checks", tuple(rows), error=why, seconds=time.monotonic() - t0)
+    assert ctx.mutants is not None
+    ctx.progress.start("checks", len(ctx.expected.get("checks", [])) + len(_mutant_cells(ctx)))
+    ctx.mutant_rows = []
+    rows, why = _session(ctx, "checks", [Path(ctx.manifest.path), Path(ctx.mutants.path)],
+                         mutant_rows=ctx.mutant_rows)
     return StepResult("checks", tuple(rows), error=why, seconds=time.monotonic() - t0)
 
 
@@ -273,7 +308,16 @@ def mutants(ctx: RunContext) -> StepResult:
         return StepResult("mutants", tuple(new), skipped="--no-mutants",
                           seconds=time.monotonic() - t0)
     ctx.progress.start("mutants", len(ctx.expected.get("mutants", [])))
-    rows, why = _session(ctx, "mutants", [Path(ctx.mutants.path)])
+    # the cells the checks step's session ran (``_together``) count as this step's; a
+    # session of its own runs what is left (all of them when the checks step did not run
+    # them, those it lost when its session fell short, none otherwise)
+    rows = list(ctx.mutant_rows)
+    for r in rows:
+        ctx.progress.cell(r.identity, _shown(r, _mutant_names(ctx)))
+    why = ""
+    if not _together(ctx) or any(i not in ctx.writer.done for i in _mutant_cells(ctx)):
+        more, why = _session(ctx, "mutants", [Path(ctx.mutants.path)])
+        rows += more
     names = _mutant_names(ctx)
     # this session's cells plus those an interrupted earlier session left in the run
     everything = store.load(ctx.writer.path).rows

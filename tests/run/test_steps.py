@@ -172,3 +172,101 @@ def test_a_row_after_a_pause_is_appended_at_once(tmp_path: Path,
     out = steps._SessionRows(ctx, frozenset())
     out.add(_cell(1))
     assert batches == [1] and "bit_identity[k1|gfx1100|emu]" in ctx.writer.done
+
+
+def _mutants_ctx(tmp_path: Path) -> RunContext:
+    """A gfx1100 emu run with the suite's mutants and every cell expected."""
+    from hqval.backends.emu import EmuBackend
+    from hqval.manifest import DEFAULT_MUTANTS, load_mutants
+
+    config = RunConfig(arches=["gfx1100"], out=tmp_path / "run")
+    writer = store.RunWriter.create(config.out, store.make_envelope(backend="emu"))
+    ctx = RunContext(config, [resolve_arch("gfx1100")], load_manifest(),
+                     load_mutants(DEFAULT_MUTANTS),
+                     {"gfx1100": EmuBackend("gfx1100")}, writer, Silent(), load_policy())
+    ctx.expected = expected_cells(ctx, load_policy())
+    return ctx
+
+
+def _fake_session(calls: list[tuple[list[str], int]], lose: set[str]) -> Any:
+    """A session that writes a passing row for every cell not skipped of the manifests'
+    expected cells (but, in a session of both manifests, those in ``lose``), noting
+    (manifest names, rows) per call."""
+    from hqval.result import Row
+
+    class Result:
+        def problem(self) -> str:
+            return ""
+
+    def run_cells(manifests: Any, arches: Any, backend: Any, *, on_row: Any, skip: Any,
+                  **k: Any) -> Result:
+        names = [Path(m).name for m in manifests]
+        n = 0
+        for ident in sorted(_CELLS[tuple(names)]):
+            if ident in skip or (ident in lose and len(names) > 1):
+                continue
+            check, rest = ident.split("[", 1)
+            kernel, arch, be = rest.rstrip("]").split("|")
+            on_row(Row("check", check, kernel, arch, be, Status.PASS))
+            n += 1
+        calls.append((names, n))
+        return Result()
+    return run_cells
+
+
+_CELLS: dict[tuple[str, ...], list[str]] = {}
+
+
+def test_the_checks_session_runs_the_mutants_cells_and_the_mutants_step_what_is_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With mutants resolving in the run's manifest, the checks step runs one session over
+    both manifests: every mutant cell's row is in the run after it, and the mutants step
+    reports them as its own and starts no session; a mutant cell that session lost is run
+    by the mutants step's own session, alone."""
+    for lost in (set(), {"one"}):
+        ctx = _mutants_ctx(tmp_path / f"lost{len(lost)}")
+        mutant_cells = steps._mutant_cells(ctx)
+        assert mutant_cells and all(not i.startswith("kill[") for i in mutant_cells)
+        lose = {mutant_cells[0]} if lost else set()
+        _CELLS.clear()
+        _CELLS[("kernels.yaml", "mutants.yaml")] = [*ctx.expected["checks"], *mutant_cells]
+        _CELLS[("mutants.yaml",)] = mutant_cells
+        calls: list[tuple[list[str], int]] = []
+        monkeypatch.setattr(steps.session, "run_cells", _fake_session(calls, lose))
+        checks = run_step(ctx, "checks", steps.checks)
+        assert checks.done and calls == [(["kernels.yaml", "mutants.yaml"],
+                                         len(ctx.expected["checks"]) + len(mutant_cells)
+                                         - len(lose))]
+        assert {r.identity for r in checks.rows} == set(ctx.expected["checks"])
+        assert {r.identity for r in ctx.mutant_rows} == set(mutant_cells) - lose
+        assert set(mutant_cells) - lose <= ctx.writer.done
+        _CELLS[("kernels.yaml", "mutants.yaml")] = []  # nothing more to give
+        result = run_step(ctx, "mutants", steps.mutants)
+        assert result.done, result.missing[:3]
+        assert calls[1:] == ([(["mutants.yaml"], 1)] if lose else [])
+        assert set(mutant_cells) <= {r.identity for r in result.rows}
+        counts: dict[str, int] = {}
+        for r in store.load(ctx.writer.path).rows:
+            counts[r.identity] = counts.get(r.identity, 0) + 1
+        assert all(counts[i] == 1 for i in mutant_cells)  # no cell ran twice
+
+
+def test_mutants_resolving_elsewhere_keep_a_session_of_their_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutants whose real manifest is not the run's (a session naming the run's manifest
+    would resolve them there instead) are run by the mutants step's own session."""
+    import dataclasses
+
+    ctx = _mutants_ctx(tmp_path)
+    assert steps._together(ctx)
+    assert ctx.mutants is not None
+    ctx.mutants = dataclasses.replace(ctx.mutants, real=tmp_path / "elsewhere.yaml")
+    assert not steps._together(ctx)
+    _CELLS.clear()
+    _CELLS[("kernels.yaml",)] = ctx.expected["checks"]
+    _CELLS[("mutants.yaml",)] = steps._mutant_cells(ctx)
+    calls: list[tuple[list[str], int]] = []
+    monkeypatch.setattr(steps.session, "run_cells", _fake_session(calls, set()))
+    run_step(ctx, "checks", steps.checks)
+    run_step(ctx, "mutants", steps.mutants)
+    assert [names for names, _ in calls] == [["kernels.yaml"], ["mutants.yaml"]]
