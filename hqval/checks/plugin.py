@@ -293,16 +293,23 @@ class CellItem(pytest.Item):
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # one kernel's cells next to each other (every check of it on one arch, then the next
-    # arch, in the order given): xdist hands out runs of consecutive items, so a kernel's
-    # cells on arches whose code is identical mostly meet in one worker, where the
-    # emulator runs their launches once (``hqval.emu.machine.SHARED_REPLAY``)
+    # arch, in the order given), and a mutant's right after those of the kernel it breaks
+    # when both are in the session: xdist hands out runs of consecutive items, so a
+    # kernel's cells on arches whose code is identical, and a mutant's cells comparing with
+    # the same baseline launches, mostly meet in one worker, where the emulator runs their
+    # launches once (``hqval.emu.machine.SHARED_REPLAY``)
     kernel_order = {id(i): k for k, i in enumerate(items)}
     first: dict[str, int] = {}
     for i in items:
         if isinstance(i, CellItem):
             first.setdefault(i.spec.name, kernel_order[id(i)])
-    items.sort(key=lambda i: (first.get(i.spec.name, 0), kernel_order[id(i)])
-               if isinstance(i, CellItem) else (kernel_order[id(i)], 0))
+
+    def family(i: CellItem) -> int:
+        own = first.get(i.spec.name, 0)
+        return min(own, first.get(i.spec.mutant_of or i.spec.name, own))
+
+    items.sort(key=lambda i: (family(i), first.get(i.spec.name, 0), kernel_order[id(i)])
+               if isinstance(i, CellItem) else (kernel_order[id(i)], 0, 0))
     skip_file = config.getoption("--hqval-skip")
     if not skip_file:
         return

@@ -142,3 +142,34 @@ def test_only_cells_a_check_applies_to_become_items(tmp_path: Path) -> None:
     assert len(applicable) < len(every) / 2  # most cells do not apply
     assert "fallback[gemm_mq4g256v2_wmma_gfx11|gfx1030|emu]" in applicable  # no WMMA here
     assert "prefill_parity[gemm_mq4g256v2_wmma_gfx11|gfx1030|emu]" not in applicable
+
+
+def test_a_mutants_cells_follow_those_of_the_kernel_it_breaks(tmp_path: Path) -> None:
+    """In a session of the kernels and their mutants, every mutant's cells come right
+    after the cells of the kernel it breaks (xdist hands out runs of consecutive items:
+    the mutant's launches of the same baseline meet the real kernel's in one worker);
+    each kernel's own cells stay together, in the order the manifests give."""
+    from hqval.checks.session import _Selection
+    from hqval.manifest import load_mutants
+
+    ini = tmp_path / "pytest.ini"
+    ini.write_text(INI)
+    sel = _Selection()
+    code = pytest.main([str(DEFAULT_MANIFEST), str(DEFAULT_MUTANTS), "-p", "hqval.checks.plugin",
+                        "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:benchmark",
+                        "-c", str(ini), "--rootdir", str(DEFAULT_MANIFEST.parent), "-qq",
+                        "--collect-only", "--hqval-arch", "gfx1100", "--hqval-arch", "gfx1201",
+                        "--hqval-backend", "emu"], plugins=[sel])
+    assert code == 0
+    kernel = [i.split("[", 1)[1].split("|")[0] for i in sel.kept]
+    broken = {m.name: m.mutant_of for m in load_mutants(DEFAULT_MUTANTS).kernels}
+    runs: list[str] = []  # each kernel's run of consecutive cells
+    for k in kernel:
+        if not runs or runs[-1] != k:
+            runs.append(k)
+    assert len(runs) == len(set(runs))  # one run per kernel
+    assert any(m in runs for m in broken)
+    for m, real in broken.items():
+        if m in runs and real in runs:
+            between = runs[runs.index(real) + 1:runs.index(m)]
+            assert all(broken.get(k) == real for k in between), (m, real, between)
