@@ -165,6 +165,13 @@ def parse_policy(data: Any, source: str = "policy.yaml") -> Policy:
             kinds = pd.get("kinds")
             if not isinstance(kinds, list) or not kinds:
                 raise PolicyError(f"{source}: {pw}.kinds: list the kernel kinds (gemv, gemm)")
+            # a kernel's path is its signature's: the list must say what the signatures say
+            placed = sorted(n for n, sig in builtin_signatures().items() if sig.path == pname)
+            if sorted(map(str, kinds)) != placed:
+                raise PolicyError(
+                    f"{source}: {pw}.kinds: {sorted(map(str, kinds))} is not the suite's "
+                    f"signatures of path {pname} ({', '.join(placed) or 'none'}); a kernel's "
+                    f"path is its signature's (matrices/signatures.yaml): list exactly those")
             checks = pd.get("checks")
             if not isinstance(checks, list) or not checks:
                 raise PolicyError(f"{source}: {pw}.checks: list at least one required check")

@@ -31,3 +31,23 @@ def test_an_unreadable_policy_is_one_line_naming_the_file(tmp_path: Path, make: 
     with pytest.raises(PolicyError, match=rf"^{tmp_path / 'p.yaml'}:\d+: ") as exc:
         load_policy(path)
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(("old", "new", "named"), [
+    ("kinds: [gemv, gemv_qkv]", "kinds: [gemv]", "['gemv'] is not the suite's signatures of "
+     "path decode (gemv, gemv_qkv)"),
+    ("kinds: [gemm]", "kinds: [gemm, gemv_qkv]", "['gemm', 'gemv_qkv'] is not the suite's "
+     "signatures of path prefill (gemm)"),
+])
+def test_kinds_must_be_the_signatures_of_the_path(tmp_path: Path, old: str, new: str,
+                                                  named: str) -> None:
+    """A kernel's path is its signature's; a policy listing other kinds for a path would
+    say one thing while admission does another (once: decode listed gemv alone, and a
+    tree's fused QKV GEMVs alone admitted its decode cell)."""
+    text = POLICY_PATH.read_text()
+    assert old in text
+    bad = tmp_path / "policy.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises(PolicyError, match="kinds") as exc:
+        load_policy(bad)
+    assert named in str(exc.value)
