@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hqval.admission.policy import PATH_OF_KIND, PathPolicy, Policy
+from hqval.audit.rules import FIXED_TOLERANCES
 from hqval.checks.cell import CHECKS, stated_tolerances
 from hqval.matrix import Arch
 from hqval.result import Row, Status
@@ -481,6 +482,11 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
                 why = (f"states tolerance {r.tolerance:g}, which {r.check} never compares "
                        "with (its tolerances: "
                        f"{', '.join(f'{t:g}' for t in sorted(stated_tolerances(r.check)))})")
+            elif r.kind == "audit" and r.tolerance is not None \
+                    and (bound := FIXED_TOLERANCES.get(r.check.removeprefix("audit_"))) \
+                    is not None and r.tolerance != bound:
+                why = (f"states tolerance {r.tolerance:g}, but rule "
+                       f"{r.check.removeprefix('audit_')} always compares with {bound:g}")
             elif r.kind == "check" and isinstance(seed, int) and not isinstance(seed, bool) \
                     and r.seed is not None and r.seed != seed:
                 # a check's fixtures are drawn from the run's seed: a row stating another

@@ -16,10 +16,9 @@ from hqval.audit.cache import (
     rules_identity,
 )
 from hqval.audit.occupancy import max_waves_per_simd, occupancy, vgpr_file, vgpr_granule
-from hqval.audit.rules import RULE_LETTER, RULES
+from hqval.audit.rules import FIXED_TOLERANCES, RULE_LETTER, RULES, V2_VALU_BUDGET
 from hqval.audit.static import (
     MAX_VGPRS_WAVE32,
-    V2_VALU_BUDGET,
     AddressFlow,
     Audit,
     KernelCode,
@@ -35,6 +34,7 @@ from hqval.audit.waivers import apply_waivers
 
 __all__ = [
     "AUDIT_CACHE_LAYOUT",
+    "FIXED_TOLERANCES",
     "MAX_VGPRS_WAVE32",
     "RULES",
     "RULE_LETTER",

@@ -194,7 +194,8 @@ def _audit_job(job: _Job) -> list[Row]:
 
 def _with_executed(job: _Job, code: Any, rows: list[Row]) -> list[Row]:
     from hqval.audit.executed import executed_rows
-    from hqval.audit.static import V2_VALU_BUDGET, weight_args
+    from hqval.audit.rules import V2_VALU_BUDGET
+    from hqval.audit.static import weight_args
 
     arch_name = str(getattr(job.arch, "name", job.arch))
     wargs = weight_args(job.spec)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hqval.audit.rules import RULE_LETTER
+from hqval.audit.rules import RULE_LETTER, V2_VALU_BUDGET
 from hqval.codeobject import Instruction
 from hqval.result import Row, Status
 
@@ -420,7 +420,7 @@ class Executed:
     facts: Facts
     base: Facts | None
     static_unexecuted: list[str] = field(default_factory=list)
-    budget: float = 3.0
+    budget: float = V2_VALU_BUDGET
     # the same launches on the longer K of ``marginal_problem`` (None: K is fixed)
     wide: Facts | None = None
     base_wide: Facts | None = None

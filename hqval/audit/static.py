@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hqval.audit.occupancy import occupancy, vgpr_file, vgpr_granule
-from hqval.audit.rules import RULE_LETTER
+from hqval.audit.rules import RULE_LETTER, V2_VALU_BUDGET
 from hqval.codeobject import Instruction
 from hqval.codeobject.disasm import _NO_DST, _TWO_DST
 from hqval.codeobject.disasm import regs as _regs
@@ -41,8 +41,6 @@ from hqval.result import Row, Status
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
 
-# Section 4: one v_cndmask plus two v_cvt_f32_f16 per group per row.
-V2_VALU_BUDGET = 3.0
 MAX_VGPRS_WAVE32 = 256  # architectural limit of one wave32 on gfx10+
 
 

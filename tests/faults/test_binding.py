@@ -175,6 +175,27 @@ def test_a_row_stating_another_tolerance_or_seed_is_damage(
     assert named in res.err
 
 
+@pytest.mark.parametrize(("rule", "tolerance", "named"), [
+    ("no_spill", 8.0, "states tolerance 8, but rule no_spill always compares with 0"),
+    ("v2_valu_delta", 1e6, "states tolerance 1e+06, but rule v2_valu_delta always compares "
+     "with 3"),
+])
+def test_an_audit_row_stating_another_fixed_bound_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit, rule: str, tolerance: float, named: str
+) -> None:
+    """An audit pass whose rule has one fixed bound (no spill at all; the design note's +3
+    VALU per group-row) stating a looser one, its measured value within it: not a row the
+    rule wrote (once: admitted)."""
+    run = copy_of()
+    ident = f"audit_{rule}[gemv_mq4g256v2_r1|{ARCH}|isa]"
+    assert any(r["identity"] == ident and r["status"] == "pass" for r in rows(run))
+    rewrite_each(run, lambda r: r.update(tolerance=tolerance, measured=tolerance / 2)
+                 if r["identity"] == ident else None)
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert f"{ident}: {named}" in res.err
+
+
 def test_an_expected_audit_cell_removed_with_its_row_is_damage(
         copy_of: Callable[[], Path], hqval: Admit) -> None:
     """One audit rule's cell of one kernel removed from the envelope's expected cells (and
