@@ -401,6 +401,17 @@ def envelope_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
         if lacking:
             out.append("envelope.json has no backends entry naming the backend of "
                        f"{', '.join(map(str, lacking))}: its rows' backends cannot be checked")
+        # the summary the run writes beside the table (``run.chain._record_backends``)
+        # must be the table's: the report and the run's summary show it
+        arches = [a for a in envelope.get("arch") or [] if isinstance(a, str)]
+        named = {a: backends[a].get("backend") for a in arches
+                 if isinstance(backends, Mapping) and isinstance(backends.get(a), Mapping)}
+        if isinstance(single, str) and single and arches and len(named) == len(arches) \
+                and all(isinstance(v, str) for v in named.values()):
+            summary = ",".join(sorted({str(v) for v in named.values()}))
+            if single != summary:
+                out.append(f"envelope.json backend is {single!r}, but its backends table "
+                           f"says {summary!r}: the envelope is damaged")
     table = envelope.get("kernels")
     for name, k in (table.items() if isinstance(table, Mapping) else ()):
         why = kernel_entry_damage(k)

@@ -196,6 +196,18 @@ def test_an_audit_row_stating_another_fixed_bound_is_damage(
     assert f"{ident}: {named}" in res.err
 
 
+def test_an_envelope_whose_backend_contradicts_its_table_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit) -> None:
+    """The envelope's backend summary says hip while its per-arch table (which binds the
+    rows) says emu: the report and summary would show hardware evidence (once: admitted)."""
+    run = copy_of()
+    edit_envelope(run, lambda e: e.update(backend="hip"))
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert ("envelope.json backend is 'hip', but its backends table says 'emu': the "
+            "envelope is damaged") in res.err
+
+
 def test_an_expected_audit_cell_removed_with_its_row_is_damage(
         copy_of: Callable[[], Path], hqval: Admit) -> None:
     """One audit rule's cell of one kernel removed from the envelope's expected cells (and
