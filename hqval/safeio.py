@@ -460,36 +460,18 @@ def check_targets(files: Iterable[tuple[PathLike, str]],
     ``write_atomic`` (``files``) would refuse: a command that writes several files checks
     them all first, so a refused one leaves none of the others written."""
     for d, what in dirs:
-        target = Path(d)
-        try:
-            st = os.lstat(target)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise _os_error(what, target, exc, "create it") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise _fail(_label(what, target), "is a symbolic link; hqval does not write "
-                        "through links", "remove the link or choose another path",
-                        path=target)
-        if not stat.S_ISDIR(st.st_mode):
-            raise _fail(_label(what, target), f"is {kind_of(st.st_mode)}, not a directory",
-                        "choose another path", path=target)
+        _refuse_dir(Path(d), what)
     for f, what in files:
         _refuse_target(Path(f), what)
 
 
-def make_dir(path: PathLike, *, what: str = "") -> Path:
-    """Create the directory ``path`` (and its parents) unless it exists; refuse a symbolic
-    link or anything but a directory at ``path`` itself."""
-    target = Path(path)
+def _refuse_dir(target: Path, what: str) -> bool:
+    """Refuse a symbolic link or anything but a directory at ``target``; whether one is
+    there."""
     try:
         st = os.lstat(target)
     except FileNotFoundError:
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise _os_error(what, target, exc, "create it") from None
-        st = os.lstat(target)
+        return False
     except OSError as exc:
         raise _os_error(what, target, exc, "create it") from None
     if stat.S_ISLNK(st.st_mode):
@@ -498,4 +480,17 @@ def make_dir(path: PathLike, *, what: str = "") -> Path:
     if not stat.S_ISDIR(st.st_mode):
         raise _fail(_label(what, target), f"is {kind_of(st.st_mode)}, not a directory",
                     "choose another path", path=target)
+    return True
+
+
+def make_dir(path: PathLike, *, what: str = "") -> Path:
+    """Create the directory ``path`` (and its parents) unless it exists; refuse a symbolic
+    link or anything but a directory at ``path`` itself."""
+    target = Path(path)
+    if not _refuse_dir(target, what):
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _os_error(what, target, exc, "create it") from None
+        _refuse_dir(target, what)  # what is there now (another process may have raced)
     return target

@@ -26,12 +26,6 @@ REAL = load_manifest()
 MUTANTS = load_mutants()
 
 
-@pytest.fixture(scope="module")
-def cache(code_cache: Path) -> Path:
-    """The test run's shared code-object cache (tests/conftest.py)."""
-    return code_cache
-
-
 LANE_MUTANT = "HQ_GEMV(gemv_mut_lane_header_address_r1, MutLaneHeaderAddress, 1, false)"
 
 

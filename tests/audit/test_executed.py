@@ -26,12 +26,6 @@ ARCHES = load_arches()
 RULES = ("header_scalar", "payload_offset", "v2_valu_delta")
 
 
-@pytest.fixture(scope="module")
-def cache(code_cache: Path) -> Path:
-    """The test run's shared code-object cache (tests/conftest.py)."""
-    return code_cache
-
-
 def _spec(name: str) -> KernelSpec:
     return REAL.by_name(name) if name in REAL.names() else MUTANTS.by_name(name)
 

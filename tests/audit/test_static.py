@@ -32,12 +32,6 @@ REAL = load_manifest()
 MUTANTS = load_mutants()
 
 
-@pytest.fixture(scope="module")
-def cache(code_cache: Path) -> Path:
-    """The test run's shared code-object cache (tests/conftest.py)."""
-    return code_cache
-
-
 def audit(spec: KernelSpec, arch: str, cache: Path) -> dict[str, Row]:
     res = compile_kernel(spec, arch, cache)
     assert res.ok and res.code_object is not None, res.message
