@@ -10,6 +10,7 @@ always has a verdict and never passes by accident.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import traceback
 from collections.abc import Callable
@@ -140,8 +141,10 @@ class CheckContext:
         )
 
 
+@functools.cache
 def stated_tolerances(name: str) -> frozenset[float]:
-    """The tolerances a row of check ``name`` may state: its module's ``TOLERANCES``."""
+    """The tolerances a row of check ``name`` may state: its module's ``TOLERANCES`` (read
+    once per check: the judge asks for every row)."""
     module = importlib.import_module(CHECKS[name].split(":", 1)[0])
     return frozenset(float(t) for t in module.TOLERANCES)
 
