@@ -78,5 +78,20 @@ HQ_GEMV(gemv_mut_mq4c_payload_at4_r1, MutMq4cPayloadAt4, 1, false)
 HQ_GEMV(gemv_mut_mq4c_stride132_r1, MutMq4cStride132, 1, false)
 HQ_GEMV(gemv_mut_v2_payload_at4_r2, MutV2PayloadAt4, 2, false)
 HQ_GEMV(gemv_mut_extra_work_r1, MutExtraWork, 1, false)
+// The three-matrix fused projection: the wrong half, a payload at +4, K and V swapped
+// (Wv's rows computed into yk and Wk's into yv); qt=45: a payload at +4, K and V swapped.
+#define MUT_GEMV_QKV_SWAPPED(NAME, HDR, R)                                                  \
+    HQ_GLOBAL void HQ_GEMV_BOUNDS NAME(                                                     \
+        const unsigned char* __restrict__ Wq, const unsigned char* __restrict__ Wk,         \
+        const unsigned char* __restrict__ Wv, const float* __restrict__ x,                  \
+        float* __restrict__ yq, float* __restrict__ yk, float* __restrict__ yv,             \
+        int Mq, int Mk, int Mv, int K) {                                                    \
+        gemv_qkv<HDR, R>(Wq, Wv, Wk, x, yq, yk, yv, Mq, Mk, Mv, K);                          \
+    }
+HQ_GEMV_QKV(gemv_mut_qkv_lane_half_r1, MutLaneHalf, 1)
+HQ_GEMV_QKV(gemv_mut_qkv_payload_at4_r1, MutV2PayloadAt4, 1)
+MUT_GEMV_QKV_SWAPPED(gemv_mut_qkv_swapped_r1, HdrMq4v2, 1)
+HQ_GEMV_QKV(gemv_mut_mq4c_qkv_payload_at4_r1, MutMq4cPayloadAt4, 1)
+MUT_GEMV_QKV_SWAPPED(gemv_mut_mq4c_qkv_swapped_r1, HdrMq4c, 1)
 // Missing residual accumulate: a residual symbol that overwrites y instead of adding.
 HQ_GEMV(gemv_mut_no_residual_r1, HdrMq4v2, 1, false)
