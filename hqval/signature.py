@@ -305,6 +305,13 @@ def parse_signatures(doc: YamlDoc, key: tuple[str | int, ...], data: Any,
                 problems.append(problem(doc, k, f"{sig.per_token} is a {other.path} signature, "
                                         "not a decode one",
                                         "name the decode signature of the same matrices"))
+            elif sig.path in DECODE_OF and other.path != DECODE_OF[sig.path]:
+                # the fallback evidence of a prefill path is its own decode path's kernels
+                problems.append(problem(
+                    doc, k, f"{sig.per_token} is a {other.path} signature; a {sig.path} "
+                    f"signature falls back to a {DECODE_OF[sig.path]} one",
+                    f"name a {DECODE_OF[sig.path]} signature of the same matrices, or put "
+                    f"{sig.per_token} on path {DECODE_OF[sig.path]}"))
         elif sig.is_prefill:
             problems.append(problem(doc, (*key, name), f"{sig.path} signature {name} names no "
                                     "per_token decode signature",

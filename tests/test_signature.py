@@ -104,3 +104,47 @@ def test_signature_file_errors(tmp_path: Path) -> None:
     f.write_text("schema: 1\nsignatures:\n  a:\n    path: decode\n")
     with pytest.raises(SignatureError, match="missing required key 'dims'"):
         load_signatures(f)
+
+
+def test_a_prefill_signature_falls_back_to_its_own_decode_path(tmp_path: Path) -> None:
+    """A prefill path's fallback evidence is its decode path's kernels (DECODE_OF): a
+    multi-matrix GEMM whose per_token decode lay on the dense decode path would have its
+    fallback and per-token reference from one path and its cells on another (once: the
+    suite's gemv_qkv was a decode signature, serving fused_prefill's gemm_qkv)."""
+    assert builtin()["gemv_qkv"].path == "fused_decode"
+    assert builtin()["gemm_qkv"].per_token == "gemv_qkv"
+    text = (Path(__file__).resolve().parents[1] / "matrices" / "signatures.yaml").read_text()
+    old = "  gemv_qkv:\n    path: fused_decode\n"
+    assert old in text
+    bad = tmp_path / "signatures.yaml"
+    bad.write_text(text.replace(old, "  gemv_qkv:\n    path: decode\n"))
+    with pytest.raises(SignatureError) as err:
+        load_signatures(bad, builtin=True)
+    assert "signatures.gemm_qkv.per_token" in str(err.value)
+    assert "gemv_qkv is a decode signature; a fused_prefill signature falls back to a " \
+        "fused_decode one" in str(err.value)
+    # a tree's own fused GEMM naming the dense GEMV as its per-token decode
+    mine = GOOD.replace("my_gemv:", "my_gemm:").replace("path: decode",
+                                                        "path: fused_prefill\n    per_token: gemv")
+    with pytest.raises(ManifestError, match="gemv is a decode signature; a fused_prefill "
+                                            "signature falls back to a fused_decode one"):
+        load_manifest(_tree(tmp_path, mine, "my_gemm"))
+
+
+def test_the_engine_tree_doc_has_a_manifest_example_for_each_signature() -> None:
+    """docs/engine-tree.md's "One entry per signature" block: one kernel entry of each of the
+    suite's signatures (no more, no fewer), each a manifest entry that names a source, a
+    format and what it requires."""
+    import re
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "engine-tree.md").read_text()
+    section = doc.split("### One entry per signature", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block is not None
+    entries = yaml.safe_load(block.group(1))["kernels"]
+    kinds = [e["kind"] for e in entries]
+    assert sorted(kinds) == sorted(builtin()), kinds
+    for e in entries:
+        assert {"name", "source", "qt", "kind", "requires"} <= set(e), e

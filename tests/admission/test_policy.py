@@ -34,8 +34,11 @@ def test_an_unreadable_policy_is_one_line_naming_the_file(tmp_path: Path, make: 
 
 
 @pytest.mark.parametrize(("old", "new", "named"), [
-    ("kinds: [gemv, gemv_qkv]", "kinds: [gemv]", "['gemv'] is not the suite's signatures of "
-     "path decode (gemv, gemv_qkv)"),
+    ("kinds: [gemv]", "kinds: [gemv, gemv_qkv]", "['gemv', 'gemv_qkv'] is not the suite's "
+     "signatures of path decode (gemv)"),
+    ("kinds: [gemv_qkv, gemv_gate_up, gemv_qkvza]", "kinds: [gemv_gate_up, gemv_qkvza]",
+     "['gemv_gate_up', 'gemv_qkvza'] is not the suite's signatures of path fused_decode "
+     "(gemv_gate_up, gemv_qkv, gemv_qkvza)"),
     ("kinds: [gemm]", "kinds: [gemm, gemv_qkv]", "['gemm', 'gemv_qkv'] is not the suite's "
      "signatures of path prefill (gemm)"),
 ])

@@ -63,8 +63,7 @@ def _cells(manifest_path: Path, kernel: str, arch: str, checks: list[str]) -> li
 
 def _admission(manifest_path: Path, rows: list[Row]) -> dict[tuple[int, str, str], Cell]:
     m = load_manifest(manifest_path)
-    kinds = {"gemv": "decode", "gemv_qkv": "decode", "gemm": "prefill"}
-    kernels = {k.name: KernelInfo(k.qt, kinds[k.kind], None, k.kind, k.requires)
+    kernels = {k.name: KernelInfo(k.qt, k.path, None, k.kind, k.requires)
                for k in m.kernels}
     adm = admit(rows, load_policy(), ARCHES, kernels=kernels)
     return {(c.qt, c.path, c.arch): c for c in adm.cells}
