@@ -53,6 +53,13 @@ DEFAULT_CACHE = Path.home() / ".cache" / "hqval"
 COMPILE_TIMEOUT_S = 300
 # the preprocessor's dependency run reads headers only; a minute is far more than it takes
 DEPS_TIMEOUT_S = 60
+# The dependency run: the preprocessor alone, its make rule (system headers included, as
+# -M lists them) written to stdout by the device compile itself.  The driver's -M -MF -
+# did that up to LLVM 19; from LLVM 20 (Debian's clang-22 here) a --cuda-device-only HIP
+# compile drops -MF (clang warns it unused) and writes no rule at all, so the rule is asked
+# of the device cc1 job directly.
+DEPS_FLAGS = ("-E", "-o", os.devnull, "-Xclang", "-dependency-file", "-Xclang", "-",
+              "-Xclang", "-MT", "-Xclang", "hqval-deps", "-Xclang", "-sys-header-deps")
 # a source, header or device library hqval hashes is read through safeio with this cap
 MAX_INPUT_BYTES = 256 << 20
 _CANDIDATES = ("clang-20", "clang-19")
@@ -398,7 +405,7 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler,
         return recorded
     with private_dir() as private:
         try:
-            proc = run_contained([*cmd, "-M", "-MF", "-", "-o", os.devnull],
+            proc = run_contained([*cmd, *DEPS_FLAGS],
                                  env=compiler.environment, private=private, roots=roots,
                                  timeout=DEPS_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -897,7 +904,8 @@ class ToolchainGap(RuntimeError):
 def toolchain_gap_message(compiler: str, builtin: str, arch: str) -> str:
     return (f"untested: {compiler} has no {builtin} for {arch} (a newer LLVM's or ROCm's "
             f"clang has it): this toolchain cannot build the kernel, so nothing is judged "
-            f"on {arch}; fix: HQVAL_CLANG=<a clang that has {builtin}>")
+            f"on {arch}; fix: HQVAL_CLANG=<a clang that has {builtin}> (Debian 12: "
+            f"apt-get install clang-22 lld-22 llvm-22, HQVAL_CLANG=clang-22)")
 
 
 @dataclass(frozen=True)

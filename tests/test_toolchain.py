@@ -511,7 +511,7 @@ def test_a_recorded_dependency_list_is_reused_only_while_it_holds(
     real_run = sp.run
 
     def counting(cmd: list[str], *a: object, **kw: object) -> object:
-        if "-M" in cmd:
+        if "-dependency-file" in cmd:
             runs.append(cmd)
         return real_run(cmd, *a, **kw)  # type: ignore[call-overload]
 
@@ -526,6 +526,25 @@ def test_a_recorded_dependency_list_is_reused_only_while_it_holds(
     toolchain._deps_memo.clear()
     toolchain.dependencies(spec, "gfx1100", compiler, cache)
     assert len(runs) == 2
+
+
+@pytest.mark.parametrize("name", ["clang-19", "clang-20", "clang-21", "clang-22"])
+def test_every_installed_clang_lists_the_headers_a_device_compile_reads(
+        tmp_path: Path, name: str) -> None:
+    """The dependency run is the device compile's own (system headers too): from LLVM 20
+    the driver drops ``-MF -`` for a --cuda-device-only HIP build and printed no rule, so
+    under Debian's clang-22 every kernel failed 'unreadable dependency output'."""
+    from hqval import toolchain
+
+    if shutil.which(name) is None:
+        pytest.skip(f"{name} is not installed")
+    spec = tiny_spec(tmp_path, source=MACRO_TINY)
+    (tmp_path / "tiny_macro.h").write_text("#define TINY_SCALE 2.0f\n")
+    compiler = toolchain.find_compiler({"HQVAL_CLANG": name, "PATH": os.environ["PATH"]})
+    deps = toolchain.dependencies(spec, "gfx1201", compiler, tmp_path / "cache")
+    assert deps[0] == str(tmp_path / "tiny.hip")
+    assert str(tmp_path / "tiny_macro.h") in deps
+    assert any(d.endswith("hqval_prelude.h") for d in deps)
 
 
 # ---- a ROCm install: its HIP headers call into its device libraries -------------------

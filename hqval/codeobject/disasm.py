@@ -315,7 +315,13 @@ def find_llvm_tool(name: str) -> str:
         m = re.search(r"-(\d+)$", comp.name)
         if m:
             candidates.append(str(comp.parent / f"{name}-{m.group(1)}"))
-        candidates.append(str(comp.parent / name))
+        # the compiler's own installation (/usr/lib/llvm-22/bin for /usr/bin/clang-22)
+        candidates.append(str(Path(os.path.realpath(comp)).parent / name))
+        if not m:
+            # an unversioned tool beside a versioned compiler is the distribution's default
+            # LLVM (Debian 12's /usr/bin/llvm-objdump is LLVM 14, which has no gfx11/12:
+            # clang-22's objects failed 'can't find target'), not the compiler's
+            candidates.append(str(comp.parent / name))
     except ToolchainError:
         pass
     candidates += [f"{name}-20", f"{name}-19", name]

@@ -85,7 +85,9 @@ static HQ_DEVICE unsigned int hq_uniform_u32(unsigned int v) { return v; }
 #define HQ_OPAQUE_UNIFORM(x) asm volatile("" : "+s"(x))
 typedef float hq_float4 __attribute__((ext_vector_type(4)));
 
-#if __AMDGCN_WAVEFRONT_SIZE != 32
+// (LLVM 21+ defines no wave size macro: there the code object's .wavefront_size, which the
+// audit and the emulator read, is the only word on it)
+#if defined(__AMDGCN_WAVEFRONT_SIZE) && __AMDGCN_WAVEFRONT_SIZE != 32
 #error "hqval kernels are wave32 (block = one wave32); build without -mwavefrontsize64"
 #endif
 

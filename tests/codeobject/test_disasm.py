@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from hqval.codeobject import Instruction, parse_text, split_top
 
 
@@ -122,3 +126,46 @@ def test_parse_lines_leaves_the_collector_as_it_found_it() -> None:
         assert gc.isenabled()
     finally:
         disasm._LINE = real
+
+
+def _tool(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho '{text}'\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_disassembler_is_the_compilers_own_llvm(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debian's layout: /usr/bin/clang-22 -> ../lib/llvm-22/bin/clang, and /usr/bin/llvm-objdump
+    the distribution's default LLVM (14 on Debian 12, no gfx11/12).  The tool is
+    llvm-objdump-22 beside the compiler, else the one in the compiler's own installation,
+    never the unversioned default beside a versioned compiler."""
+    import os
+
+    from hqval.codeobject import disasm
+
+    real = _tool(tmp_path / "lib" / "llvm-22" / "bin" / "clang", "Debian clang version 22.1.8")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(real, bindir / "clang-22")
+    _tool(bindir / "llvm-objdump", "LLVM version 14.0.6")
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.setenv("HQVAL_CLANG", "clang-22")
+    monkeypatch.delenv("ROCM_PATH", raising=False)
+    disasm.find_llvm_tool.cache_clear()
+    try:
+        own = _tool(tmp_path / "lib" / "llvm-22" / "bin" / "llvm-objdump", "LLVM version 22.1.8")
+        assert disasm.find_llvm_tool("llvm-objdump") == str(own)
+        disasm.find_llvm_tool.cache_clear()
+        versioned = _tool(bindir / "llvm-objdump-22", "LLVM version 22.1.8")
+        assert disasm.find_llvm_tool("llvm-objdump") == str(versioned)
+        # without clang-22's own, a versioned LLVM on PATH before the LLVM 14 default that
+        # sits beside the compiler (which had been taken first)
+        versioned.unlink()
+        own.unlink()
+        v19 = _tool(bindir / "llvm-objdump-19", "LLVM version 19.1.7")
+        disasm.find_llvm_tool.cache_clear()
+        assert disasm.find_llvm_tool("llvm-objdump") == str(v19)
+    finally:
+        disasm.find_llvm_tool.cache_clear()

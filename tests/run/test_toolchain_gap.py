@@ -60,3 +60,40 @@ def test_a_builtin_the_compiler_lacks_leaves_the_cell_untested(tmp_path: Path) -
     bad = next(r for r in rows if r.get("kernel") == "ew_gemv_mq4g256v2_bad_ident"
                and r["kind"] == "compile")
     assert bad["status"] == "fail" and "ew_prefetch_next_group" in bad["message"]
+
+
+NEWER = next((c for c in ("clang-22", "clang-21", "clang-20") if shutil.which(c)), None)
+
+
+@pytest.mark.skipif(NEWER is None, reason="needs a clang with the builtin (Debian 12: "
+                    "apt-get install clang-22 lld-22 llvm-22)")
+def test_a_clang_that_has_the_builtin_judges_the_kernel(tmp_path: Path) -> None:
+    """The same tree under a clang that has the builtin (Debian 12's clang-22, from
+    bookworm-security): the gfx12 build calls s_prefetch_data and the kernel is compiled,
+    audited and checked like any other (no stand-in for the builtin): the cell is judged."""
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HQVAL_CACHE": str(tmp_path / "cache"),
+           "HQVAL_CLANG": str(NEWER)}
+    p = subprocess.run([sys.executable, "-m", "hqval", "run", "--manifest", str(TREE),
+                        "--backend", "emu", "--arch", "gfx1201", "--out", str(out),
+                        "--workers", "0", "--no-mutants"], env=env, capture_output=True,
+                       text=True, timeout=600, check=False)
+    rows = [json.loads(ln) for ln in (out / "rows.jsonl").read_text().splitlines()]
+    mine = [r for r in rows if r.get("kernel") == "ew_gemv_mq4g256v2_prefetch"]
+    compile_row = next(r for r in mine if r["kind"] == "compile")
+    assert compile_row["status"] == "pass", compile_row
+    assert compile_row["details"]["compiler"].startswith("Debian clang version 2")
+    judged = {r["check"]: r["status"] for r in mine if r["kind"] in ("audit", "check")}
+    for check in ("audit_header_scalar", "audit_payload_offset", "audit_v2_valu_delta",
+                  "bit_identity", "reference_parity"):
+        assert judged[check] == "pass", (check, judged)
+    assert not any(r["details"].get("toolchain_gap") for r in mine)
+    cell = next(c for c in json.loads((out / "admission.json").read_text())["cells"]
+                if c["key"] == "admit[qt44:decode|gfx1201]")
+    assert cell["status"] == "emulated", (cell, p.stdout[-2000:])
+    # the builtin is in the machine code the audit read: a real prefetch, not a stand-in
+    from hqval.codeobject import load
+
+    co = load(compile_row["details"]["code_object"])
+    text = [i.mnemonic for i in co.disassembly("ew_gemv_mq4g256v2_prefetch")]
+    assert "s_prefetch_data" in text

@@ -123,7 +123,14 @@ typedef __UINT64_TYPE__ uint64_t;
 typedef __INTPTR_TYPE__ intptr_t;
 typedef __UINTPTR_TYPE__ uintptr_t;
 
+#if defined(__AMDGCN_WAVEFRONT_SIZE__)
 static constexpr int warpSize = __AMDGCN_WAVEFRONT_SIZE__;
+#else
+// LLVM 21+ no longer defines the wave size macros (Debian's clang-22): the builtin, which
+// clang folds to the target's wave size (ROCm 7's headers spell warpSize the same way).
+#define HQVAL_HIPCOMPAT_BUILTIN_WAVE 1
+#define warpSize (__builtin_amdgcn_wavefrontsize())
+#endif
 
 // ------------------------------------------------------------------ vector types
 // Power-of-two sizes are clang vectors (CUDA's size and alignment; .x .y .z .w and
@@ -291,7 +298,11 @@ HQVAL_HIPCOMPAT_FN __attribute__((convergent)) void __syncwarp(unsigned long lon
 
 // ------------------------------------------------------------------ wave operations
 HQVAL_HIPCOMPAT_FN unsigned int __lane_id() {
-#if __AMDGCN_WAVEFRONT_SIZE__ == 64
+#if defined(HQVAL_HIPCOMPAT_BUILTIN_WAVE)
+    return __builtin_amdgcn_wavefrontsize() == 64
+               ? __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u))
+               : __builtin_amdgcn_mbcnt_lo(~0u, 0u);
+#elif __AMDGCN_WAVEFRONT_SIZE__ == 64
     return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
 #else
     return __builtin_amdgcn_mbcnt_lo(~0u, 0u);
@@ -379,7 +390,10 @@ HQVAL_HIPCOMPAT_SHFL(double)
 
 // Votes: a 64-bit mask (the upper half is zero on wave32), as HIP returns.
 HQVAL_HIPCOMPAT_FN unsigned long long __ballot(int predicate) {
-#if __AMDGCN_WAVEFRONT_SIZE__ == 64
+#if defined(HQVAL_HIPCOMPAT_BUILTIN_WAVE)
+    return __builtin_amdgcn_wavefrontsize() == 64 ? __builtin_amdgcn_ballot_w64(predicate != 0)
+                                                  : __builtin_amdgcn_ballot_w32(predicate != 0);
+#elif __AMDGCN_WAVEFRONT_SIZE__ == 64
     return __builtin_amdgcn_ballot_w64(predicate != 0);
 #else
     return __builtin_amdgcn_ballot_w32(predicate != 0);
