@@ -20,8 +20,18 @@ struct MutOutTransposed {
     }
 };
 
+// The payload read at +4 (qt=44: inside the header; qt=45: in the zero pad, the retired
+// 132 B compact offset) instead of +8.
+struct MutGemmPayloadAt4 : HdrMq4v2 {
+    static constexpr unsigned int kPayloadOffset = 4;
+};
+struct MutGemmMq4cPayloadAt4 : HdrMq4c {
+    static constexpr unsigned int kPayloadOffset = 4;
+};
+
 #if HQ_WMMA_GEN == 11
 HQ_GEMM(gemm_mut_lane_half_wmma_gfx11, MutGemmLaneHalf, 1, false)
+HQ_GEMM(gemm_mut_payload_at4_wmma_gfx11, MutGemmPayloadAt4, 1, false)
 HQ_GEMM(gemm_mut_no_residual_wmma_gfx11, HdrMq4v2, 1, false)
 HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) gemm_mut_transposed_out_wmma_gfx11(
     const unsigned char* __restrict__ W, const _Float16* __restrict__ X,
@@ -30,6 +40,8 @@ HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) gemm_mut_transposed_out_wmma_gfx11(
 }
 #else
 HQ_GEMM(gemm_mut_lane_half_wmma_gfx12, MutGemmLaneHalf, 1, false)
+HQ_GEMM(gemm_mut_payload_at4_wmma_gfx12, MutGemmPayloadAt4, 1, false)
+HQ_GEMM(gemm_mut_mq4c_payload_at4_wmma_gfx12, MutGemmMq4cPayloadAt4, 1, false)
 HQ_GLOBAL void HQ_LAUNCH_BOUNDS(32) gemm_mut_transposed_out_wmma_gfx12(
     const unsigned char* __restrict__ W, const _Float16* __restrict__ X,
     float* __restrict__ Y, int M, int K, int N) {
