@@ -29,7 +29,7 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -174,6 +174,27 @@ def seal_or_none(cache: Path, kind: str, *parts: str | bytes) -> str | None:
         return seal(cache, kind, *parts)
     except CacheKeyError:
         return None
+
+
+def source_identity(modules: Sequence[str], salt: str) -> str:
+    """A sha256 over ``salt`` and the source of every module in ``modules`` (a package: each
+    of its .py files, subpackages included), for cache entries whose facts that code
+    derives: an entry made by other code is another entry.  A module that cannot be found
+    raises ``InfrastructureError``."""
+    import importlib.util
+
+    h = hashlib.sha256(salt.encode())
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise InfrastructureError(f"module {name} not found: hqval's installation is "
+                                      "incomplete; fix: reinstall hqval")
+        origin = Path(spec.origin)
+        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        for f in files:
+            h.update(f"\0{name}:{f.relative_to(origin.parent)}\0".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 @contextmanager

@@ -400,11 +400,13 @@ def _refuse_target(path: Path, what: str) -> None:
 
 
 def write_atomic(path: PathLike, data: str | bytes, *, what: str = "",
-                 mode: int = 0o666) -> None:
+                 mode: int = 0o666, fsync: bool = True) -> None:
     """Write ``data`` (str: UTF-8) to ``path`` through a temporary file beside it, fsync'd
     and renamed into place.  A symbolic link, directory or special file at ``path`` is
     refused (nothing is written); no temporary is left behind on any failure.  ``mode`` is
-    masked by the umask as ``open`` masks it."""
+    masked by the umask as ``open`` masks it.  ``fsync=False`` skips both fsyncs, for
+    cache entries a reader verifies anyway: after a crash the file is whole or absent or
+    fails its check, never trusted half written (the rename is still atomic)."""
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     _refuse_target(target, what)
@@ -423,7 +425,8 @@ def write_atomic(path: PathLike, data: str | bytes, *, what: str = "",
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
-            os.fsync(fd)
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         _refuse_target(target, what)  # a link put there while we wrote
@@ -438,7 +441,8 @@ def write_atomic(path: PathLike, data: str | bytes, *, what: str = "",
         if not done:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-    _fsync_dir(parent)
+    if fsync:
+        _fsync_dir(parent)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -47,22 +47,18 @@ def rules_identity() -> str:
     """sha256 over the source of every module in ``RULE_MODULES`` (a package: each of its
     .py files), the cache layout, the Python version and msgpack's (it decodes the
     metadata note)."""
-    import importlib.util
     import sys
 
     import msgpack
 
-    h = hashlib.sha256(f"{AUDIT_CACHE_LAYOUT}\0{sys.version}\0{msgpack.version}".encode())
-    for name in RULE_MODULES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            raise IsaError(f"audit rules: module {name} not found")
-        origin = Path(spec.origin)
-        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
-        for f in files:
-            h.update(f"\0{name}:{f.relative_to(origin.parent)}\0".encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
+    from hqval import cacheauth
+    from hqval.errors import InfrastructureError
+
+    try:
+        return cacheauth.source_identity(
+            RULE_MODULES, f"{AUDIT_CACHE_LAYOUT}\0{sys.version}\0{msgpack.version}")
+    except InfrastructureError as exc:
+        raise IsaError(f"audit rules: {exc}") from None
 
 
 def disassembler_identity() -> str:

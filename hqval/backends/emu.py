@@ -44,7 +44,7 @@ class EmuBackend(Backend):
                 f"backend 'emu': {arch} is not an RDNA target; the interpreter runs gfx10-12 only"
             )
         try:
-            from hqval.emu.machine import SHARED_REPLAY
+            from hqval.emu.replay import SHARED_REPLAY
 
             # one replay store for every arch's machine in this process: a launch of code
             # identical to another arch's (its object apart from the target name, decoded
@@ -52,8 +52,29 @@ class EmuBackend(Backend):
             self.machine: Any = Machine(arch, replay=SHARED_REPLAY)
         except (EmuError, ValueError, KeyError, NotImplementedError) as exc:
             raise BackendUnavailable(f"backend 'emu': cannot emulate {arch}: {exc}") from exc
+        self._cache_dir: str | None = None
+        self.cache_dir = None
         self._modules: dict[str, Any] = {}
         self._digests: dict[str, str] = {}
+
+    @property
+    def cache_dir(self) -> str | None:
+        return self._cache_dir
+
+    @cache_dir.setter
+    def cache_dir(self, value: str | None) -> None:
+        """Where the backend compiles; its machine also remembers launches there
+        (``hqval.emu.replay.DiskReplay``), unless ``$HQVAL_EMU_REPLAY`` is ``off``."""
+        from hqval.emu import EmuError
+        from hqval.emu.replay import DiskReplay, choice
+        from hqval.toolchain import cache_base
+
+        try:
+            on = choice() == "cache"
+        except EmuError as exc:
+            raise BackendUnavailable(f"backend 'emu': {exc}") from exc
+        self._cache_dir = value
+        self.machine.disk = DiskReplay(cache_base(value)) if on else None
 
     def ran_on(self) -> list[str]:
         """The arch whose machine ran each launch so far, in order: this arch, or the one

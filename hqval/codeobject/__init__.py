@@ -133,12 +133,17 @@ class CodeObject:
         cpu = mcpu or self.processor
         key = (cpu, symbol)
         if key not in self._code:
-            lines = self._symbol_lines(cpu)
-            if symbol not in lines:
-                raise CodeObjectError(f"{symbol!r} has no code in the disassembly (has: "
-                                      f"{', '.join(sorted(lines))})")
-            self._code[key] = parse_lines(lines[symbol])
+            self._code[key] = parse_lines(self.disassembly_lines(symbol, cpu))
         return list(self._code[key])
+
+    def disassembly_lines(self, symbol: str, mcpu: str | None = None) -> list[str]:
+        """The disassembler's lines under function ``symbol``, unparsed (what
+        ``disassembly`` parses: each line's address, encoding and text)."""
+        lines = self._symbol_lines(mcpu or self.processor)
+        if symbol not in lines:
+            raise CodeObjectError(f"{symbol!r} has no code in the disassembly (has: "
+                                  f"{', '.join(sorted(lines))})")
+        return lines[symbol]
 
     def disassembled_symbols(self, mcpu: str | None = None) -> list[str]:
         return sorted(self._symbol_lines(mcpu or self.processor))

@@ -37,7 +37,8 @@ What it does not model
 """
 
 from hqval.emu.errors import EmuError, OutOfBounds, UnknownArch, UnsupportedInstruction
-from hqval.emu.machine import CLASSES, LaunchStats, Machine, Module
+from hqval.emu.machine import CLASSES, Machine, Module
+from hqval.emu.stats import LaunchStats
 
 __all__ = ["CLASSES", "EmuError", "LaunchStats", "Machine", "Module", "OutOfBounds",
            "UnknownArch", "UnsupportedInstruction"]

@@ -8,7 +8,6 @@ reconverges."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import hashlib
 import struct
@@ -25,9 +24,8 @@ from hqval.emu.errors import EmuError, UnknownArch, UnsupportedInstruction
 from hqval.emu.fparith import launch_fp
 from hqval.emu.memory import Memory
 from hqval.emu.operands import EXEC, TTMP0, Ctx, WaveState
-
-# launches a replay store remembers (oldest dropped first)
-REPLAY_LIMIT = 512
+from hqval.emu.replay import DiskReplay, Replayed, ReplayStore
+from hqval.emu.stats import LaunchStats
 
 CLASSES = ("SALU", "VALU", "SMEM", "VMEM", "LDS", "WMMA", "BRANCH", "other")
 
@@ -74,30 +72,6 @@ def freeze_translations() -> None:
 
 
 @dataclass
-class LaunchStats:
-    """Dynamic instruction counts of one launch.  ``counts``: wave-instructions per class
-    summed over the launch; ``per_wave``: the same divided by the number of waves;
-    ``per_wave_counts``: exact per-wave totals by class ([class][wave])."""
-
-    counts: dict[str, int]
-    waves: int
-    wave_instructions: int
-    seconds: float
-    per_wave_counts: dict[str, list[int]] = field(default_factory=dict)
-    # launch_many's remembered batch: each launch's stats
-    batch: list[LaunchStats] = field(default_factory=list)
-
-    @property
-    def per_wave(self) -> dict[str, float]:
-        return {k: v / max(self.waves, 1) for k, v in self.counts.items()}
-
-    @property
-    def rate(self) -> float:
-        """Wave-instructions per second."""
-        return self.wave_instructions / self.seconds if self.seconds > 0 else 0.0
-
-
-@dataclass
 class Program:
     """One kernel translated once: a closure per instruction plus its class."""
 
@@ -132,20 +106,36 @@ class Module:
     def execution_key(self, symbol: str, gen: int) -> bytes:
         """What running ``symbol`` depends on in the code: the object's code identity
         (``CodeObject.code_identity``: everything but the target it names), the kernel,
-        the instructions as this arch's disassembler decoded them, and the generation
-        whose semantics run them (translations depend on the text, the generation and the
-        wave size only).  The key needs the decoded instructions, not their translation:
-        a launch that is replayed never translates its kernel."""
+        the disassembly lines of the code it runs as this arch's disassembler wrote them
+        (address, encoding and text: what ``code`` parses), and the generation whose
+        semantics run them (translations depend on the text, the generation and the wave
+        size only).  The key needs neither the parsed instructions nor their translation:
+        a launch that is replayed never parses or translates its kernel."""
         key = self._keys.get((symbol, gen))
         if key is None:
-            code = self.code(symbol)
-            h = hashlib.sha256(self.code_object.code_identity.encode())
-            h.update(repr((symbol, gen,
-                           self.code_object.kernels[symbol].wavefront_size)).encode())
-            for ins in code:
-                h.update(f"{ins.addr}:{ins.text}\n".encode())
+            co = self.code_object
+            if symbol not in co.kernels:
+                raise EmuError(f"kernel {symbol!r} not in module "
+                               f"(has: {', '.join(self.symbols())})")
+            h = hashlib.sha256(co.code_identity.encode())
+            h.update(repr((symbol, gen, co.kernels[symbol].wavefront_size)).encode())
+            try:
+                for name in self._code_symbols(symbol):
+                    h.update(f"<{name}>\n".encode())
+                    for line in co.disassembly_lines(name, self.arch):
+                        h.update(line.encode() + b"\n")
+            except CodeObjectError as exc:
+                raise EmuError(str(exc)) from exc
             key = self._keys[(symbol, gen)] = h.digest()
         return key
+
+    def _code_symbols(self, symbol: str) -> list[str]:
+        """The functions ``symbol`` runs: itself, then the device functions of the object
+        that the disassembly holds code for (it may call them)."""
+        co = self.code_object
+        present = set(co.disassembled_symbols(self.arch))
+        return [symbol, *(f for f in co.functions
+                          if f != symbol and f not in co.kernels and f in present)]
 
     def program(self, symbol: str) -> Program:
         if symbol in self._programs:
@@ -163,15 +153,11 @@ class Module:
             if symbol not in self.code_object.kernels:
                 raise EmuError(f"kernel {symbol!r} not in module "
                                f"(has: {', '.join(self.symbols())})")
-            callees = [f for f in self.code_object.functions
-                       if f != symbol and f not in self.code_object.kernels]
             co = self.code_object
             try:
-                code = co.disassembly(symbol, self.arch)
-                present = set(co.disassembled_symbols(self.arch))
-                for f in callees:
-                    if f in present:
-                        code.extend(co.disassembly(f, self.arch))
+                code: list[Instruction] = []
+                for name in self._code_symbols(symbol):
+                    code.extend(co.disassembly(name, self.arch))
             except CodeObjectError as exc:
                 raise EmuError(str(exc)) from exc
             self._code[symbol] = code
@@ -250,49 +236,14 @@ def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
                    unsupported=missing)
 
 
-class ReplayStore:
-    """Launches remembered for replay: launch key (``Machine._launch_key``) -> (every live
-    allocation's bytes after the launch, its stats, the arch whose machine ran it).  A
-    launch identical in everything it depends on to an earlier one leaves the same memory,
-    so it is replayed instead of run again: on the machine that ran it, or on any machine
-    sharing the store whose code and generation are the same (another arch's identical
-    code object).  Never with a trace or a memory recorder (the executed audit's): those
-    must see every access.  A machine has a store of its own unless it is given one."""
-
-    def __init__(self, limit: int = REPLAY_LIMIT) -> None:
-        self.limit = limit
-        self._runs: dict[bytes, tuple[list[np.ndarray], LaunchStats, str]] = {}
-
-    def get(self, key: bytes) -> tuple[list[np.ndarray], LaunchStats, str] | None:
-        return self._runs.get(key)
-
-    def put(self, key: bytes, after: list[np.ndarray], stats: LaunchStats, arch: str) -> None:
-        if len(self._runs) >= self.limit:
-            self._runs.pop(next(iter(self._runs)))
-        self._runs[key] = (after, stats, arch)
-
-    def clear(self) -> None:
-        self._runs.clear()
-
-    def __len__(self) -> int:
-        return len(self._runs)
-
-
-# the store the emu backend's machines share in a process (``hqval.backends.emu``): a check
-# cell of one arch replays another arch's identical launches (room for the launches of a
-# few cells on every arch)
-SHARED_REPLAY = ReplayStore(limit=2 * REPLAY_LIMIT)
-
-
-def _copy_stats(stats: LaunchStats) -> LaunchStats:
-    return dataclasses.replace(stats, counts=dict(stats.counts), per_wave_counts={
-        k: list(v) for k, v in stats.per_wave_counts.items()})
-
-
 class Machine:
     """A CPU model of one RDNA GPU: memory, loaded modules and launches."""
 
-    def __init__(self, arch: str, replay: ReplayStore | None = None) -> None:
+    def __init__(self, arch: str, replay: ReplayStore | None = None,
+                 disk: DiskReplay | None = None) -> None:
+        """``replay``: the store of launches remembered in this process (the machine's own
+        when None); ``disk``: where launches are remembered across processes (none when
+        None)."""
         if arch not in ARCH_GEN:
             raise UnknownArch(f"unknown arch {arch!r}: the emulator models "
                            f"{', '.join(sorted(ARCH_GEN))}")
@@ -302,6 +253,7 @@ class Machine:
         self._modules: dict[str, Module] = {}
         self._launch_allocs: list[int] = []  # kernarg segment, dispatch packet
         self.replay = ReplayStore() if replay is None else replay
+        self.disk = disk
         self.replayed = 0  # launches answered from the replay store
         # the arch whose machine ran each launch of this machine (its own name, or the
         # arch a replayed launch's identical code was run on), in launch order
@@ -359,56 +311,82 @@ class Machine:
         hanging."""
         import time
 
-        key = None
+        key, digests = None, None
         if trace is None and self.mem.recorder is None:
-            key = self._launch_key(module, symbol, grid, block, args, dynamic_lds, max_steps)
+            key, digests = self._launch_key(module, symbol, grid, block, args, dynamic_lds,
+                                            max_steps)
             hit = self._replayed(key)
             if hit is not None:
-                return _copy_stats(hit)
+                return hit.copy()
         with relaxed_gc():
             stats = self._launch(module, symbol, grid, block, args, dynamic_lds, trace,
                                  max_steps, time.perf_counter)
-        self._remember(key, stats)
+        self._remember(key, digests, stats)
         return stats
 
     def _replayed(self, key: bytes) -> LaunchStats | None:
-        """The stats of the launch ``key`` names when one was run (on any machine of this
-        process), after writing back every live allocation as that launch left it."""
+        """The stats of the launch ``key`` names when one was run (on any machine sharing
+        this store, or by any process sharing the disk cache), after writing back every
+        allocation that launch changed."""
         hit = self.replay.get(key)
+        if hit is None and self.disk is not None:
+            hit = self.disk.get(key)
+            if hit is not None:
+                self.replay.put(key, hit)
         if hit is None:
             return None
-        after, stats, arch = hit
-        for (start, end), data in zip(zip(self.mem.starts, self.mem.ends, strict=True),
-                                      after, strict=True):
-            self.mem.data[start:end] = data
+        spans = list(zip(self.mem.starts, self.mem.ends, strict=True))
+        if any(k >= len(spans) or spans[k][1] - spans[k][0] != len(data)
+               for k, data in hit.changed.items()):
+            return None  # not this layout's (the key covers it: a damaged entry)
+        for k, data in hit.changed.items():
+            start, end = spans[k]
+            self.mem.data[start:end] = np.frombuffer(data, np.uint8)
         self.replayed += 1
-        self.ran_on.append(arch)
-        return stats
+        self.ran_on.append(hit.arch)
+        return hit.stats
 
-    def _remember(self, key: bytes | None, stats: LaunchStats) -> None:
+    def _remember(self, key: bytes | None, before: list[bytes] | None,
+                  stats: LaunchStats) -> None:
+        """Remember a finished launch under ``key``: the allocations whose bytes differ from
+        their digests ``before`` it ran (a launch changes no layout: its own kernarg and
+        dispatch allocations are gone again; if the layout differs nothing is stored)."""
         self.ran_on.append(self.arch)
-        if key is not None:
-            self.replay.put(key, [self.mem.data[s:e].copy() for s, e in
-                                  zip(self.mem.starts, self.mem.ends, strict=True)],
-                            stats, self.arch)
+        if key is None or before is None:
+            return
+        spans = list(zip(self.mem.starts, self.mem.ends, strict=True))
+        if len(spans) != len(before):
+            return
+        changed = {}
+        for k, (start, end) in enumerate(spans):
+            data = self.mem.data[start:end].tobytes()
+            if hashlib.sha256(data).digest() != before[k]:
+                changed[k] = data
+        entry = Replayed(changed=changed, stats=stats.copy(), arch=self.arch)
+        self.replay.put(key, entry)
+        if self.disk is not None:
+            self.disk.put(key, entry)
 
     def _launch_key(self, module: Module, symbol: str, grid: Sequence[int],
                     block: Sequence[int], args: Sequence[int], dynamic_lds: int,
-                    max_steps: int) -> bytes:
+                    max_steps: int) -> tuple[bytes, list[bytes]]:
         """Everything a launch's outcome depends on: the code (``Module.execution_key``:
-        the object apart from its target name, the instructions as decoded, the
-        generation whose semantics run them), kernel, grid, block, arguments and step
-        limit, and the layout, access windows and every byte of every live allocation (the
-        only memory a kernel can reach).  So two arches whose code objects differ only in
-        the target they name, of one generation, share a key: the launch runs once."""
+        the object apart from its target name, the code as decoded, the generation whose
+        semantics run it), kernel, grid, block, arguments and step limit, and the layout,
+        access windows and every byte of every live allocation (the only memory a kernel
+        can reach).  So two arches whose code objects differ only in the target they name,
+        of one generation, share a key: the launch runs once.  Returned with each live
+        allocation's sha256 (what the launch is then seen to change)."""
         h = hashlib.sha256(module.execution_key(symbol, self.gen))
         h.update(repr((symbol, tuple(int(g) for g in grid), tuple(int(b) for b in block),
                        tuple(int(a) for a in args), int(dynamic_lds), int(max_steps),
                        self.mem.starts, self.mem.ends, sorted(self.mem._windows.items()),
                        sorted(self.mem._owners.items()))).encode())
-        for start, end in zip(self.mem.starts, self.mem.ends, strict=True):
-            h.update(self.mem.data[start:end].tobytes())
-        return h.digest()
+        digests = [hashlib.sha256(self.mem.data[start:end].data).digest()
+                   for start, end in zip(self.mem.starts, self.mem.ends, strict=True)]
+        for d in digests:
+            h.update(d)
+        return h.digest(), digests
 
     def launch_many(self, module: Module, symbol: str,
                     launches: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int],
@@ -434,20 +412,20 @@ class Machine:
         flat_spans = [(int(a), int(n)) for _, _, _, sp in launches for a, n in sp]
         owners = [k for k, (_, _, _, sp) in enumerate(launches) for _ in sp]
         with self.mem.windows(flat_spans, owners):
-            key = None
+            key, digests = None, None
             if self.mem.recorder is None:
-                key = self._launch_key(module, symbol, (len(launches), 0, 0), (0, 0, 0),
+                key, digests = self._launch_key(module, symbol, (len(launches), 0, 0), (0, 0, 0),
                                        [v for g, b, a, _ in launches
                                         for v in (*g, -1, *b, -1, *a, -2)], 0, max_steps)
                 hit = self._replayed(key)
                 if hit is not None:
-                    return [_copy_stats(x) for x in hit.batch]
+                    return [x.copy() for x in hit.batch]
             parts = [(g, b, a) for g, b, a, _ in launches]
             with relaxed_gc():
                 out = self._launch_parts(module, symbol, parts, 0, None, max_steps,
                                          time.perf_counter, batch=True)
-            self._remember(key, LaunchStats(counts={}, waves=0, wave_instructions=0,
-                                            seconds=0.0, batch=out))
+            self._remember(key, digests, LaunchStats(counts={}, waves=0, wave_instructions=0,
+                                                     seconds=0.0, batch=out))
         return out
 
     def _launch(self, module: Module, symbol: str, grid: Sequence[int], block: Sequence[int],

@@ -166,6 +166,14 @@ def _as_run_alone(row: Row) -> dict[str, object]:
     return {**d, "details": details, "message": message}
 
 
+@pytest.fixture
+def process_store_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backends' machines replay from the process's store alone (no disk layer: an
+    earlier test's or process's entries would answer the launches these tests run)."""
+    monkeypatch.setenv("HQVAL_EMU_REPLAY", "off")
+
+
+@pytest.mark.usefixtures("process_store_only")
 @pytest.mark.parametrize(("check", "kernel", "mutants", "status"), [
     ("prefill_parity", "gemm_mq4g256v2_wmma_gfx12", False, Status.PASS),
     ("reference_parity", "gemv_mut_halves_swapped_r1", True, Status.FAIL),
@@ -177,7 +185,7 @@ def test_identical_code_on_another_arch_runs_once_and_the_row_says_so(
     says "same code as gfx1200", and is, in everything else, the row of a real execution
     on gfx1201 (the replay store emptied first), a failing mutant's too."""
     from hqval.codeobject import load
-    from hqval.emu.machine import SHARED_REPLAY
+    from hqval.emu.replay import SHARED_REPLAY
 
     SHARED_REPLAY.clear()
     first = _fresh("gfx1200", mutants)
@@ -203,12 +211,13 @@ def test_identical_code_on_another_arch_runs_once_and_the_row_says_so(
     assert a.code_identity == b.code_identity
 
 
+@pytest.mark.usefixtures("process_store_only")
 def test_code_that_differs_between_arches_runs_again() -> None:
     """gfx1100 and gfx1101 build the gfx11 WMMA GEMM differently (each target's own
     scheduling): the gfx1101 cell runs every launch itself right after gfx1100's cell on
     the same inputs, and its row says nothing of gfx1100."""
     from hqval.codeobject import load
-    from hqval.emu.machine import SHARED_REPLAY
+    from hqval.emu.replay import SHARED_REPLAY
 
     kernel, check = "gemm_mq4g256v2_wmma_gfx11", "prefill_parity"
     SHARED_REPLAY.clear()

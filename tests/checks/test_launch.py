@@ -216,7 +216,7 @@ def test_check_rows_equal_the_sequential_numpy_path(
     from hqval.backends.base import Backend
     from hqval.checks.cell import CheckContext, run_cell
     from hqval.emu import fastfma
-    from hqval.emu.machine import SHARED_REPLAY
+    from hqval.emu.replay import SHARED_REPLAY
     from hqval.matrix import resolve_arch
 
     def row(fast: bool) -> dict[str, object]:

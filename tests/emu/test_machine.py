@@ -528,7 +528,7 @@ def test_identical_code_of_another_arch_is_replayed_through_a_shared_store() -> 
     (the suite's GEMV, whose objects differ only in the target) on the same bytes, naming
     gfx1200 as the arch it ran on; with stores of their own, with the executed audit's
     memory recorder on, or with other code (gfx1100's), every launch runs."""
-    from hqval.emu.machine import ReplayStore
+    from hqval.emu.replay import ReplayStore
     from hqval.formats import by_qt
     from hqval.manifest import load_manifest
     from hqval.toolchain import compile_kernel
