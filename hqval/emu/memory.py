@@ -50,20 +50,25 @@ class Memory:
         self.top = 0
         self.starts: list[int] = []
         self.ends: list[int] = []
-        self._starts = np.zeros(0, np.int64)
-        self._ends = np.zeros(0, np.int64)
+        # The per-allocation bounds check's index (each allocation's accessible [lo, hi)
+        # and owning launch, as lists for the one-allocation fast path and as arrays for
+        # the per-lane path), rebuilt from starts/ends/windows/owners on first use after
+        # a change (``_rebuild``): a launch allocates and frees many buffers between
+        # accesses, and rebuilding on each change was quadratic in the allocations.
         # start offset -> (lo, hi): while a launch runs, the kernel may touch only [lo, hi)
         # of that allocation (a guarded argument's data, not its canaries); see ``windows``
         self._windows: dict[int, tuple[int, int]] = {}
-        self._lo = self._starts
-        self._hi = self._ends
-        self._lo_list: list[int] = []
-        self._hi_list: list[int] = []
         # start offset -> launch number: while a batch of launches runs (launch_many), an
         # allocation given to one launch may be touched only by that launch's waves, so a
         # stray access into a sibling's buffer faults as it would with the sibling absent
         self._owners: dict[int, int] = {}
-        self._own = np.zeros(0, np.int64)
+        self._stale = True
+        self._starts = np.zeros(0, np.int64)
+        self._lo = self._starts
+        self._hi = self._starts
+        self._own = self._starts
+        self._lo_list: list[int] = []
+        self._hi_list: list[int] = []
         self._own_list: list[int] = []
         # Called for every executed global/flat/buffer/scalar load when set (the executed
         # audit's access recorder): (instruction, wave selection, int64 byte addresses
@@ -72,16 +77,26 @@ class Memory:
                                 None] | None = None
 
     def _index(self) -> None:
-        self._starts = np.array(self.starts, np.int64)
-        self._ends = np.array(self.ends, np.int64)
+        """The allocations, windows or owners changed: the index is rebuilt when next
+        needed."""
+        self._stale = True
+
+    def _rebuild(self) -> None:
         spans = [self._windows.get(s, (s, e)) for s, e in zip(self.starts, self.ends,
                                                              strict=True)]
-        self._lo = np.array([a for a, _ in spans], np.int64)
-        self._hi = np.array([b for _, b in spans], np.int64)
         self._lo_list = [a for a, _ in spans]
         self._hi_list = [b for _, b in spans]
         self._own_list = [self._owners.get(s, -1) for s in self.starts]
+        self._starts = np.array(self.starts, np.int64)
+        self._lo = np.array(self._lo_list, np.int64)
+        self._hi = np.array(self._hi_list, np.int64)
         self._own = np.array(self._own_list, np.int64)
+        self._stale = False
+
+    def _holder(self, off: int, nbytes: int) -> int:
+        """The index of the allocation holding heap bytes [off, off + nbytes), or -1."""
+        k = bisect.bisect_right(self.starts, off) - 1
+        return k if k >= 0 and off + nbytes <= self.ends[k] else -1
 
     @contextlib.contextmanager
     def windows(self, ranges: Iterable[tuple[int, int]],
@@ -100,8 +115,8 @@ class Memory:
         claims: dict[int, set[int]] = {}
         for i, (addr, nbytes) in enumerate(ranges):
             off = addr - BASE
-            k = int(np.searchsorted(self._starts, off, "right")) - 1
-            if k < 0 or off + nbytes > self.ends[k]:
+            k = self._holder(off, nbytes)
+            if k < 0:
                 continue
             if own is not None:
                 claims.setdefault(self.starts[k], set()).add(own[i])
@@ -162,8 +177,7 @@ class Memory:
 
     def region(self, addr: int, nbytes: int) -> slice:
         off = addr - BASE
-        k = int(np.searchsorted(self._starts, off, "right")) - 1
-        if k < 0 or off + nbytes > self.ends[k]:
+        if self._holder(off, nbytes) < 0:
             raise EmuError(f"0x{addr:x}+{nbytes} is not inside one allocation "
                            f"(allocate it with Machine.alloc first)")
         return slice(off, off + nbytes)
@@ -174,6 +188,8 @@ class Memory:
         launch number of each (a batch of launches), or None (one launch)."""
         if off.size == 0:
             return
+        if self._stale:
+            self._rebuild()
         lo, hi = int(off.min()), int(off.max()) + nbytes
         k = bisect.bisect_right(self.starts, lo) - 1
         if k >= 0 and self._lo_list[k] <= lo and hi <= self._hi_list[k] and (

@@ -158,3 +158,33 @@ def test_a_window_limits_kernel_accesses_to_a_guarded_argument() -> None:
         scratch = mem.alloc(32)  # an allocation made during the launch is whole
         mem.check(np.array([scratch - BASE]), 32, what)
     mem.check(np.array([whole - BASE]), 4, what)  # after the launch: whole again
+
+
+def test_the_bounds_index_follows_every_change_between_accesses() -> None:
+    """The index the accesses are checked against is rebuilt after each change (alloc,
+    free, owner, window), never left as the last access saw it: each change is followed
+    by an access whose verdict it decides."""
+    mem = Memory()
+    a = mem.alloc(64)
+    mem.check(np.array([a - BASE]), 4, what)  # the index now holds a
+    b = mem.alloc(64)
+    mem.check(np.array([b - BASE + 60]), 4, what)  # a new allocation is reachable
+    mem.free(b)
+    with pytest.raises(OutOfBounds) as exc:
+        mem.check(np.array([b - BASE + 60]), 4, what)  # a freed one is not
+    assert exc.value.address == b + 60
+    c = mem.alloc(32)  # the freed space is reused, to a shorter end
+    assert c == b
+    with pytest.raises(OutOfBounds):
+        mem.check(np.array([c - BASE + 32]), 4, what)
+    mem.set_owner(a, 1)
+    mem.check(np.array([a - BASE]), 4, what, np.array([1]))
+    with pytest.raises(OutOfBounds):
+        mem.check(np.array([a - BASE]), 4, what, np.array([0]))  # another launch's
+    with mem.windows([(c + 8, 8)]):
+        with pytest.raises(OutOfBounds):
+            mem.check(np.array([c - BASE]), 4, what)  # outside the window
+        mem.check(np.array([c - BASE + 8]), 8, what)
+    mem.check(np.array([c - BASE]), 4, what)  # the window ended with the block
+    with pytest.raises(EmuError):
+        mem.region(c + 16, 32)  # past c's end, in the guard
