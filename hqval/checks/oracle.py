@@ -15,13 +15,22 @@ structural mistakes: two matrices swapped, a rank reading another rank's expert,
 reading the next tile's expert, the slot index used without its row divisor.  A check
 proves its fixture discriminates by requiring each of these to miss by far more than its
 tolerance.
+
+Within ``memoised()`` (a check session turns it on around its cells) ``build_case``
+returns one frozen case per distinct set of inputs (a case does not depend on the arch,
+so every arch's cells and every check of a kernel that asks for the same case share
+it), and what is derived from a frozen case (``decode_all``, ``reference``, ``misses`` of
+that reference) is computed once and kept on it.  Off by default: a caller outside a
+session gets a fresh case, free to change, every time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -51,21 +60,96 @@ DEFAULT_TOPK = 2
 DEFAULT_TOKENS = 12
 
 FixtureFn = Callable[[int, int, int], "fixtures.Fixture"]
+T = TypeVar("T")
+A = TypeVar("A", bound=np.generic)
+
+# The session memo while ``memoised`` is on (None while off): build_case's frozen cases
+# by everything they are built from.
+_MEMO: dict[Hashable, Case] | None = None
 
 
-@dataclass
+@contextlib.contextmanager
+def memoised() -> Iterator[None]:
+    """Within the block, build_case returns the same frozen case for equal inputs, and
+    the results derived from a frozen case are computed once (module docstring).  Nested
+    blocks share the outermost one's memo, which ends with it."""
+    global _MEMO
+    outer = _MEMO
+    if outer is None:
+        _MEMO = {}
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
+@dataclass(frozen=True)
+class NamedFixture:
+    """A fixture of ``hqval.fixtures`` by name and keyword arguments, called as
+    ``(M, K, seed)``: compared by value, so cases built with it can be memoised (a lambda
+    is a new object on every call).  The function is looked up when called, so a test
+    that replaces ``fixtures.<name>`` gets its replacement."""
+
+    name: str
+    kwargs: tuple[tuple[str, Hashable], ...] = ()
+
+    @property
+    def fn(self) -> Callable[..., fixtures.Fixture]:
+        fn: Callable[..., fixtures.Fixture] = getattr(fixtures, self.name)
+        return fn
+
+    def __call__(self, M: int, K: int, seed: int) -> fixtures.Fixture:
+        return self.fn(M, K, seed, **dict(self.kwargs))
+
+
+def _readonly(a: npt.NDArray[A]) -> npt.NDArray[A]:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+@dataclass(frozen=True, eq=False)
 class Case:
     """One launch's inputs: the dims, the host arrays by argument name, each weight
     argument's matrices (one for a weight, one per expert for a table; None for a poisoned
     expert), and each output's initial contents."""
 
-    dims: dict[str, int]
-    host: dict[str, npt.NDArray[np.generic]] = field(default_factory=dict)
-    blobs: dict[str, list[U8 | None]] = field(default_factory=dict)
-    init: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+    dims: Mapping[str, int]
+    host: Mapping[str, npt.NDArray[np.generic]] = field(default_factory=dict)
+    blobs: Mapping[str, Sequence[U8 | None]] = field(default_factory=dict)
+    init: Mapping[str, npt.NDArray[np.float32]] = field(default_factory=dict)
     # output -> rows the kernel must leave as they were (a grouped GEMM's unused tiles)
-    untouched: dict[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
-    residual: dict[str, npt.NDArray[np.float32] | None] = field(default_factory=dict)
+    untouched: Mapping[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    residual: Mapping[str, npt.NDArray[np.float32] | None] = field(default_factory=dict)
+    # What is derived from a frozen case, by what else it depends on (format, K, ...);
+    # None on a case that is not frozen (it may still change under its results).
+    memo: dict[Hashable, Any] | None = field(default=None, init=False, repr=False)
+
+    def frozen(self) -> Case:
+        """This case read-only (mappings, blob tuples and arrays: a check that writes to
+        a shared case raises instead of changing every other check's inputs), with a
+        memo of derived results."""
+        def arrays(m: Mapping[str, npt.NDArray[A]]) -> Mapping[str, npt.NDArray[A]]:
+            return MappingProxyType({k: _readonly(v) for k, v in m.items()})
+
+        case = Case(dims=MappingProxyType(dict(self.dims)), host=arrays(self.host),
+                    blobs=MappingProxyType({k: tuple(None if b is None else _readonly(b)
+                                                     for b in v)
+                                            for k, v in self.blobs.items()}),
+                    init=arrays(self.init), untouched=arrays(self.untouched),
+                    residual=MappingProxyType({k: None if v is None else _readonly(v)
+                                               for k, v in self.residual.items()}))
+        object.__setattr__(case, "memo", {})
+        return case
+
+    def derived(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, computed once per ``key`` on a frozen case (every time otherwise)."""
+        if self.memo is None:
+            return make()
+        if key not in self.memo:
+            self.memo[key] = make()
+        value: T = self.memo[key]
+        return value
 
     def values(self, sig: Signature) -> dict[str, LaunchValue]:
         """What ``launch_signature`` takes: buffers by name, tables of guarded entries."""
@@ -135,16 +219,65 @@ def _shape(a: Arg, env: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(e.int(env) for e in a.shape)
 
 
+@dataclass(frozen=True)
+class _Built:
+    """What of a kernel spec its case is built from: ``_build`` sees nothing else of the
+    spec, so this is all of the spec the memo's key needs."""
+
+    qt: int
+    rows_per_block: int
+    batch_tile: int
+    block: int
+    residual: bool
+
+    @classmethod
+    def of(cls, spec: KernelSpec) -> _Built:
+        return cls(spec.qt, spec.rows_per_block, spec.batch_tile, spec.block, spec.residual)
+
+
 def build_case(sig: Signature, spec: KernelSpec, dims: dict[str, int], seed: int,
                fixture: FixtureFn, residual_fraction: tuple[float, float] = (0.1, 0.2),
                ) -> Case:
     """Inputs for one launch of ``spec`` (module docstring); the oracle's residuals are set
-    from the plain result so a dropped ``+=`` misses by 10-20% of the output."""
+    from the plain result so a dropped ``+=`` misses by 10-20% of the output.  With the
+    memo on (``memoised``) the case is frozen, and built once for equal arguments when
+    ``fixture`` is a ``NamedFixture`` (any other callable cannot be compared: built anew)."""
+    kernel = _Built.of(spec)
+    if _MEMO is None:
+        return _build(sig, kernel, dims, seed, fixture, residual_fraction)[0]
+    key: Hashable = None
+    if isinstance(fixture, NamedFixture):
+        key = ("case", sig, kernel, tuple(sorted(dims.items())), seed, fixture, fixture.fn,
+               residual_fraction)
+        hit = _MEMO.get(key)
+        if hit is not None:
+            return hit
+    case, K, decoded = _build(sig, kernel, dims, seed, fixture, residual_fraction)
+    case = case.frozen()
+    # the decode the residuals were set from is the case's decode_all
+    decoded_key = ("decode_all", by_qt(kernel.qt), K)
+    case.derived(decoded_key, lambda: _frozen_decoded(decoded))
+    if key is not None:
+        _MEMO[key] = case
+    return case
+
+
+def _build(sig: Signature, spec: _Built, dims: dict[str, int], seed: int,
+           fixture: FixtureFn, residual_fraction: tuple[float, float],
+           ) -> tuple[Case, int, dict[str, list[F64 | None]]]:
+    """build_case's case, its K and its ``decode_all``."""
     fmt = by_qt(spec.qt)
     rng = np.random.default_rng([seed, 22])
     env = {**dims, "R": spec.rows_per_block, "BT": max(1, spec.batch_tile),
            "block": spec.block}
-    case = Case(dims=dict(dims))
+    case_dims = dict(dims)
+    host: dict[str, npt.NDArray[np.generic]] = {}
+    all_blobs: dict[str, list[U8 | None]] = {}
+    init: dict[str, npt.NDArray[np.float32]] = {}
+    untouched: dict[str, npt.NDArray[np.bool_]] = {}
+    residual: dict[str, npt.NDArray[np.float32] | None] = {}
+    case = Case(dims=case_dims, host=host, blobs=all_blobs, init=init, untouched=untouched,
+                residual=residual)
     K = next(dims[d.name] for d in sig.dims if d.role == "k")
     salt = 0
     for a in sig.weights:
@@ -155,44 +288,45 @@ def build_case(sig: Signature, spec: KernelSpec, dims: dict[str, int], seed: int
         for _ in range(count):
             salt += 1
             blobs.append(inputs.fixture_blob(fixture(M, K, seed * 7919 + salt), spec.qt))
-        case.blobs[a.name] = blobs
+        all_blobs[a.name] = blobs
     routing = _routing(sig, env, rng)
     if "P" in routing:
-        case.dims.update({d.name: int(routing["P"][0]) for d in sig.dims if d.role == "slots"})
-        env.update(case.dims)
+        case_dims.update({d.name: int(routing["P"][0]) for d in sig.dims if d.role == "slots"})
+        env.update(case_dims)
     for a in sig.args:
         if a.role == "activation":
             shape = _shape(a, env)
             x = np.random.default_rng([seed, 23, salt]).standard_normal(shape)
-            case.host[a.name] = x.astype(np.float16 if a.dtype == "f16" else np.float32)
+            host[a.name] = x.astype(np.float16 if a.dtype == "f16" else np.float32)
             salt += 1
         elif a.role == "routing_weights":
             shape = _shape(a, env)
-            case.host[a.name] = (0.5 + rng.random(shape)).astype(np.float32)
+            host[a.name] = (0.5 + rng.random(shape)).astype(np.float32)
         elif a.role == "index":
-            case.host[a.name] = routing[a.of].reshape(_shape(a, env)).astype(np.int32)
+            host[a.name] = routing[a.of].reshape(_shape(a, env)).astype(np.int32)
     # Unselected experts: poisoned (never the routing's choice).
     for a in sig.by_role("weight_table"):
         used = set(np.unique(routing["topk"]).tolist())
-        case.blobs[a.name] = [b if e in used else None for e, b in enumerate(case.blobs[a.name])]
-    plain = evaluate(sig, fmt, case, decode_all(fmt, case, K), with_residual=False)
+        all_blobs[a.name] = [b if e in used else None for e, b in enumerate(all_blobs[a.name])]
+    decoded = decode_all(fmt, case, K)
+    plain = evaluate(sig, fmt, case, decoded, with_residual=False)
     for a in sig.outputs:
         res = (a.residual == "true") or (a.residual == "kernel" and spec.residual)
         shape = _shape(a, env)
         if res:
             r = inputs.residual_for(plain[a.name], seed + salt, residual_fraction)
-            case.residual[a.name] = r
-            case.init[a.name] = r
+            residual[a.name] = r
+            init[a.name] = r
         else:
-            case.residual[a.name] = None
-            init = Output.unwritten(shape).init.copy()
-            untouched = _untouched(sig, a, case)
-            if untouched is not None:
-                init[untouched] = UNTOUCHED
-                case.untouched[a.name] = untouched
-            case.init[a.name] = init
+            residual[a.name] = None
+            out_init = Output.unwritten(shape).init.copy()
+            mask = _untouched(sig, a, case)
+            if mask is not None:
+                out_init[mask] = UNTOUCHED
+                untouched[a.name] = mask
+            init[a.name] = out_init
         salt += 1
-    return case
+    return case, K, decoded
 
 
 def _routing(sig: Signature, env: Mapping[str, int], rng: np.random.Generator,
@@ -243,8 +377,41 @@ def _untouched(sig: Signature, a: Arg, case: Case) -> npt.NDArray[np.bool_] | No
 
 
 def decode_all(fmt: Format, case: Case, K: int) -> dict[str, list[F64 | None]]:
+    """Each weight argument's matrices decoded to f64 (None for a poisoned expert).  On a
+    frozen case the arrays are read-only and decoded once; the dict and lists are the
+    caller's."""
+    if case.memo is None:
+        return _decode_all(fmt, case, K)
+    kept = case.derived(("decode_all", fmt, K),
+                        lambda: _frozen_decoded(_decode_all(fmt, case, K)))
+    return {name: list(mats) for name, mats in kept.items()}
+
+
+def _decode_all(fmt: Format, case: Case, K: int) -> dict[str, list[F64 | None]]:
     return {name: [fmt.decode(b, K).astype(np.float64) if b is not None else None
                    for b in blobs] for name, blobs in case.blobs.items()}
+
+
+def _frozen_decoded(decoded: Mapping[str, Sequence[F64 | None]],
+                    ) -> Mapping[str, tuple[F64 | None, ...]]:
+    return MappingProxyType({name: tuple(None if w is None else _readonly(w) for w in mats)
+                             for name, mats in decoded.items()})
+
+
+def _k(sig: Signature, case: Case) -> int:
+    return next(case.dims[d.name] for d in sig.dims if d.role == "k")
+
+
+def reference(sig: Signature, fmt: Format, case: Case) -> Mapping[str, F64]:
+    """Every output of the signature on ``case`` in f64, residuals included: ``evaluate``
+    of ``decode_all``.  On a frozen case computed once: the same read-only mapping of
+    read-only arrays every time (``misses`` of it is kept too)."""
+    K = _k(sig, case)
+    if case.memo is None:
+        return evaluate(sig, fmt, case, decode_all(fmt, case, K))
+    return case.derived(("reference", sig, fmt, K), lambda: MappingProxyType(
+        {name: _readonly(y) for name, y in
+         evaluate(sig, fmt, case, decode_all(fmt, case, K)).items()}))
 
 
 def evaluate(sig: Signature, fmt: Format, case: Case, decoded: Mapping[str, list[F64 | None]],
@@ -343,8 +510,22 @@ def misses(sig: Signature, fmt: Format, case: Case, ref: Mapping[str, F64],
            metric: Callable[[npt.NDArray[np.floating], F64], float] = inputs.worst_rel,
            names: tuple[str, ...] | None = None, structural: bool = True) -> dict[str, float]:
     """How far each misreading lands from ``ref`` (the worst over the outputs): every
-    format misreading of each matrix (``W:halves_swapped``), and the structural ones."""
-    K = next(case.dims[d.name] for d in sig.dims if d.role == "k")
+    format misreading of each matrix (``W:halves_swapped``), and the structural ones.  On
+    a frozen case with ``ref`` its ``reference``, computed once per (metric, names,
+    structural); the dict returned is the caller's."""
+    K = _k(sig, case)
+    ref_key = ("reference", sig, fmt, K)
+    if case.memo is not None and case.memo.get(ref_key) is ref:
+        kept = case.derived(("misses", ref_key, metric, names, structural),
+                            lambda: _misses(sig, fmt, case, ref, metric, names, structural))
+        return dict(kept)
+    return _misses(sig, fmt, case, ref, metric, names, structural)
+
+
+def _misses(sig: Signature, fmt: Format, case: Case, ref: Mapping[str, F64],
+            metric: Callable[[npt.NDArray[np.floating], F64], float],
+            names: tuple[str, ...] | None, structural: bool) -> dict[str, float]:
+    K = _k(sig, case)
     base = decode_all(fmt, case, K)
     reads = inputs.misreadings(fmt)
     out: dict[str, float] = {}

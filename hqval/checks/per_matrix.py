@@ -21,7 +21,7 @@ derivations:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +96,7 @@ def _not_here(ctx: CheckContext, name: str, spec: KernelSpec) -> Row | None:
     return None
 
 
-def _mapping(ref: dict[str, Any], case: oracle.Case) -> dict[str, float]:
+def _mapping(ref: Mapping[str, Any], case: oracle.Case) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, y in ref.items():
         if y.ndim == 2:
@@ -107,7 +107,7 @@ def _mapping(ref: dict[str, Any], case: oracle.Case) -> dict[str, float]:
 
 
 def _bound(sig: Signature, spec: KernelSpec, case: oracle.Case,
-           ref: dict[str, Any]) -> float:
+           ref: Mapping[str, Any]) -> float:
     """The prefill error bound on this fixture (module docstring), over every matrix."""
     fmt = by_qt(spec.qt)
     K = next(case.dims[d.name] for d in sig.dims if d.role == "k")
@@ -120,11 +120,10 @@ def _bound(sig: Signature, spec: KernelSpec, case: oracle.Case,
     acts = [np.asarray(case.host[a.name], np.float64) for a in sig.by_role("activation")]
     X = np.concatenate([x.reshape(-1, K) for x in acts])
     worst = 0.0
-    for blobs in case.blobs.values():
-        for b in blobs:
-            if b is None:
+    for mats in oracle.decode_all(fmt, case, K).values():
+        for w in mats:
+            if w is None:
                 continue
-            w = fmt.decode(b, K).astype(np.float64)
             worst = max(worst, max(error_bound(w, X, scale or 1.0).values()))
     return worst
 
@@ -152,8 +151,7 @@ def parity(ctx: CheckContext, name: str, spec: KernelSpec, *, tolerance: float,
     except inputs.FixtureError as exc:
         return ctx.row(name, spec, Status.ERROR, str(exc), tolerance=tolerance,
                        derivation=derivation)
-    K = next(case.dims[d.name] for d in sig.dims if d.role == "k")
-    ref = oracle.evaluate(sig, fmt, case, oracle.decode_all(fmt, case, K))
+    ref = oracle.reference(sig, fmt, case)
     misses = oracle.misses(sig, fmt, case, ref, metric, names, structural)
     floors: dict[str, float] = {}
     if prefill and structural:
@@ -166,7 +164,7 @@ def parity(ctx: CheckContext, name: str, spec: KernelSpec, *, tolerance: float,
             plain = ref[a.name] - res
             misses[f"{a.name}:residual_dropped"] = oracle.worst(
                 {a.name: plain}, {a.name: ref[a.name]}, metric, case.untouched)[0]
-    details: dict[str, Any] = {"dims": case.dims, "signature": sig.name,
+    details: dict[str, Any] = {"dims": dict(case.dims), "signature": sig.name,
                                "misread_misses": misses}
     try:
         inputs.require_discriminating(misses, MISREAD_FACTOR * tolerance,
@@ -218,7 +216,7 @@ def reference_parity(ctx: CheckContext, spec: KernelSpec, rp: ModuleType) -> Row
                        f"{spec.kind} kernels are judged by prefill_parity, not the GEMV oracle")
     return _not_here(ctx, rp.NAME, spec) or parity(
         ctx, rp.NAME, spec, tolerance=rp.TOLERANCE, derivation=rp.DERIVATION,
-        fixture=lambda m, k, s: fixtures.disjoint_halves(m, k, s))
+        fixture=oracle.NamedFixture("disjoint_halves"))
 
 
 def prefill_parity(ctx: CheckContext, spec: KernelSpec, pp: ModuleType) -> Row:
@@ -229,7 +227,7 @@ def prefill_parity(ctx: CheckContext, spec: KernelSpec, pp: ModuleType) -> Row:
     qt = spec.qt
     return _not_here(ctx, pp.NAME, spec) or parity(
         ctx, pp.NAME, spec, tolerance=pp.TOLERANCE, derivation=pp.DERIVATION,
-        fixture=lambda m, k, s: fixtures.gaussian(m, k, s, qts=(qt,)), tokens=True)
+        fixture=oracle.NamedFixture("gaussian", (("qts", (qt,)),)), tokens=True)
 
 
 def padded_offset(ctx: CheckContext, spec: KernelSpec, po: ModuleType) -> Row:
@@ -241,7 +239,7 @@ def padded_offset(ctx: CheckContext, spec: KernelSpec, po: ModuleType) -> Row:
     prefill = spec.signature.is_prefill
     return _not_here(ctx, po.NAME, spec) or parity(
         ctx, po.NAME, spec, tolerance=po.GEMM_TOLERANCE if prefill else po.TOLERANCE,
-        derivation=po.DERIVATION, fixture=lambda m, k, s: fixtures.padded_qt45(m, k, s),
+        derivation=po.DERIVATION, fixture=oracle.NamedFixture("padded_qt45"),
         metric=inputs.rel_rms, names=po.MISREADINGS, structural=False,
         rows_base=None if prefill else ctx.shape_for(spec).padded_m)
 
@@ -273,19 +271,19 @@ def bit_identity(ctx: CheckContext, spec: KernelSpec, bi: ModuleType) -> Row:
     fmt = by_qt(spec.qt)
     try:
         dims = oracle.dims_for(sig, spec, ctx.shape_for(spec))
-        fx = (lambda m, k, s: fixtures.equal_halves(m, k, s))  # noqa: E731
+        fx = oracle.NamedFixture("equal_halves")
         case = oracle.build_case(sig, spec, dims, ctx.seed, fx)
         base_case = oracle.build_case(sig, base, dims, ctx.seed, fx)
     except inputs.FixtureError as exc:
         return ctx.row(name, spec, Status.ERROR, str(exc), tolerance=bi.TOLERANCE,
                        derivation=bi.DERIVATION)
-    K = next(case.dims[d.name] for d in sig.dims if d.role == "k")
-    ref = oracle.evaluate(sig, fmt, case, oracle.decode_all(fmt, case, K))
+    ref = oracle.reference(sig, fmt, case)
     misses = oracle.misses(sig, fmt, case, ref)
     for k in list(misses):
         if k.split(":")[-1] in bi.HALF_MISREADINGS:
             misses.pop(k)
-    details: dict[str, Any] = {"baseline": base.name, "dims": case.dims, "misread_misses": misses}
+    details: dict[str, Any] = {"baseline": base.name, "dims": dict(case.dims),
+                               "misread_misses": misses}
     try:
         inputs.require_discriminating(misses, bi.DISCRIMINATION_FLOOR, "equal_halves fixture")
     except inputs.FixtureError as exc:
@@ -381,7 +379,7 @@ def fallback(ctx: CheckContext, spec: KernelSpec, fb: ModuleType) -> Row:
         sub = CheckContext(ctx.backend, ctx.arch, ctx.manifest, ctx.seed * 31 + t, ctx.sizes,
                            ctx._programs)
         rows.append(parity(sub, name, token, tolerance=fb.TOLERANCE, derivation=fb.DERIVATION,
-                           fixture=lambda m, k, s: fixtures.disjoint_halves(m, k, s)))
+                           fixture=oracle.NamedFixture("disjoint_halves")))
     worst = max(rows, key=lambda r: (r.status is not Status.PASS, r.measured or 0.0))
     details = {"decode_kernel": token.name, "route": "per_token_gemv", "tokens": FALLBACK_TOKENS,
                **worst.details}

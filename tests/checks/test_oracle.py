@@ -3,9 +3,11 @@ misreadings that must each move the result (numpy only, no kernel)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from hqval import fixtures
 from hqval.checks import inputs, oracle
@@ -109,3 +111,90 @@ def test_swapped_matrices_of_a_fused_projection_miss() -> None:
     assert len(swapped) == 6 and min(swapped.values()) > 0.1
     inputs.require_discriminating(misses, 1e-2, "qkvza fixture",
                                   {k: 0.0 for k in misses if "scale_zero" in k})
+
+
+DISJOINT = oracle.NamedFixture("disjoint_halves")
+
+
+def _gate_up_case(seed: int = 0, qt: int = 44, fixture: oracle.FixtureFn = DISJOINT,
+                  ) -> oracle.Case:
+    sig = builtin()["gemv_gate_up"]
+    spec = _spec("gemv_gate_up", qt=qt)
+    return oracle.build_case(sig, spec, oracle.dims_for(sig, spec, EMU_SIZES), seed, fixture)
+
+
+def test_the_memo_is_off_by_default_every_case_is_fresh_and_the_callers() -> None:
+    a, b = _gate_up_case(), _gate_up_case()
+    assert a is not b and a.memo is None
+    a.host["x"][0] = 99.0  # a case built without the memo is the caller's to change
+    assert b.host["x"][0] != 99.0
+    sig, fmt = builtin()["gemv_gate_up"], by_qt(44)
+    assert oracle.reference(sig, fmt, b) is not oracle.reference(sig, fmt, b)
+
+
+def test_memoised_cases_are_one_frozen_case_per_inputs_and_refuse_changes() -> None:
+    sig, fmt = builtin()["gemv_gate_up"], by_qt(44)
+    fresh = _gate_up_case()
+    fresh_ref = oracle.evaluate(sig, fmt, fresh, oracle.decode_all(fmt, fresh, fresh.dims["K"]))
+    fresh_misses = oracle.misses(sig, fmt, fresh, fresh_ref)
+    with oracle.memoised():
+        case = _gate_up_case()
+        assert _gate_up_case() is case  # equal inputs: the same case
+        assert _gate_up_case(seed=1) is not case  # any input apart: another
+        assert _gate_up_case(qt=45) is not case
+        assert _gate_up_case(fixture=oracle.NamedFixture("equal_halves")) is not case
+        # a fixture that cannot be compared is built anew, frozen all the same
+        other = _gate_up_case(fixture=_fx)
+        assert other is not _gate_up_case(fixture=_fx) and other.memo is not None
+        with pytest.raises(ValueError, match="read-only"):
+            case.host["x"][0] = 99.0
+        with pytest.raises(ValueError, match="read-only"):
+            case.blobs["A_gate"][0][0, 0] = 0  # type: ignore[index]
+        with pytest.raises(ValueError, match="read-only"):
+            case.init["y_gate"][:] = 0.0
+        with pytest.raises(TypeError):
+            case.host["x"] = np.zeros(3)  # type: ignore[index]
+        with pytest.raises(TypeError):
+            case.dims["K"] = 256  # type: ignore[index]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            case.host = {}  # type: ignore[misc]
+        # the derived results: the same numbers as without the memo, computed once
+        ref = oracle.reference(sig, fmt, case)
+        assert oracle.reference(sig, fmt, case) is ref
+        assert ref.keys() == fresh_ref.keys()
+        assert all(np.array_equal(ref[k], fresh_ref[k]) for k in ref)
+        with pytest.raises(ValueError, match="read-only"):
+            ref["y_gate"][0] = 0.0
+        with pytest.raises(TypeError):
+            ref["y_gate"] = np.zeros(3)  # type: ignore[index]
+        got = oracle.misses(sig, fmt, case, ref)
+        assert got == fresh_misses
+        got.clear()  # the dict is the caller's: the kept one is untouched
+        assert oracle.misses(sig, fmt, case, ref) == fresh_misses
+        # another metric is another result; a reference not the kept one is recomputed
+        assert oracle.misses(sig, fmt, case, ref, inputs.rel_rms) != fresh_misses
+        assert oracle.misses(sig, fmt, case, dict(ref)) == fresh_misses
+        dec = oracle.decode_all(fmt, case, case.dims["K"])
+        assert dec["A_up"][0] is oracle.decode_all(fmt, case, case.dims["K"])["A_up"][0]
+        with pytest.raises(ValueError, match="read-only"):
+            dec["A_up"][0][0, 0] = 0.0  # type: ignore[index]
+        # the format and K are in the key: another one is decoded, not the kept decode
+        as45 = oracle.decode_all(by_qt(45), case, case.dims["K"])["A_up"][0]
+        assert as45 is not None and not np.array_equal(as45, dec["A_up"][0])  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="K=256"):
+            oracle.decode_all(fmt, case, 256)
+        with oracle.memoised():  # nested: the same memo
+            assert _gate_up_case() is case
+    after = _gate_up_case()
+    assert after is not case and after.memo is None  # the memo ended with its block
+
+
+def test_the_memo_keys_on_the_fixture_function_it_calls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NamedFixture resolves its function when called; a replaced one is a new key."""
+    with oracle.memoised():
+        case = _gate_up_case()
+        monkeypatch.setattr(fixtures, "disjoint_halves", fixtures.equal_halves)
+        swapped = _gate_up_case()
+        assert swapped is not case
+        assert not np.array_equal(swapped.blobs["A_gate"][0], case.blobs["A_gate"][0])
