@@ -321,6 +321,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    """The cells run with the oracle's memo on (``hqval.checks.oracle.memoised``): a case
+    and its references are built once per process, not once per check and arch."""
+    from hqval.checks import oracle
+
+    with oracle.memoised():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Any:
     """The cell's row rides on its call-phase report (never on JUnit)."""

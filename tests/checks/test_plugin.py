@@ -173,3 +173,27 @@ def test_a_mutants_cells_follow_those_of_the_kernel_it_breaks(tmp_path: Path) ->
         if m in runs and real in runs:
             between = runs[runs.index(real) + 1:runs.index(m)]
             assert all(broken.get(k) == real for k in between), (m, real, between)
+
+
+def test_cells_share_one_case_per_inputs_across_arches_and_the_memo_ends_with_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session turns the oracle's memo on around its cells: a fused GEMV's reference
+    parity on two arches builds its case once (the inputs do not depend on the arch),
+    and the memo is off again when the session ends."""
+    from hqval.checks import oracle
+
+    built: list[tuple[bool, int]] = []
+    real = oracle.build_case
+
+    def spy(*args: object, **kw: object) -> oracle.Case:
+        case = real(*args, **kw)  # type: ignore[arg-type]
+        built.append((oracle._MEMO is not None, id(case)))
+        return case
+
+    monkeypatch.setattr(oracle, "build_case", spy)
+    code, rows, _ = _run(tmp_path, [DEFAULT_MANIFEST], "--hqval-arch", "gfx1201",
+                         "-k", "gemv_mq4g256v2_gate_up_r1 and reference_parity")
+    assert code == 0 and len(rows) == 2 and all(r["status"] == "pass" for r in rows)
+    assert len(built) == 2 and all(on for on, _ in built)
+    assert built[0][1] == built[1][1]  # one case for both arches' cells
+    assert oracle._MEMO is None
