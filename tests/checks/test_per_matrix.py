@@ -13,7 +13,7 @@ from hqval.backends.emu import EmuBackend
 from hqval.checks.cell import CheckContext, run_cell
 from hqval.manifest import KERNELS_DIR, load_manifest
 from hqval.matrix import load_arches
-from hqval.result import Status
+from hqval.result import Row, Status
 
 Ctx = Callable[..., CheckContext]
 
@@ -104,3 +104,37 @@ def test_an_activation_row_per_routed_slot() -> None:
     assert row.details["dims"]["N"] > 1  # several tokens: grid.z and the token's rows
     bad = run_cell(ctx, "reference_parity", ctx.kernel("ew_mut_moe_down_expanded_rank0_x"))
     assert bad.status is Status.FAIL and "expert_outputs" in bad.message, bad.message
+
+
+# what says when or how fast a cell ran, not what it found
+_VOLATILE = ("seconds", "wall_s", "elapsed", "wave_instructions_per_s", "launches_run_on",
+             "same_code_as")
+
+
+def _found(row: Row) -> dict[str, object]:
+    d = row.to_dict()
+    d["details"] = {k: v for k, v in d["details"].items() if k not in _VOLATILE}
+    return d
+
+
+@pytest.mark.parametrize(("check", "kernel", "arch"), [
+    ("reference_parity", "gemv_mq4g256v2_gate_up_r1", "gfx1100"),
+    ("bit_identity", "gemv_mq4g256v2_moe_down_r1", "gfx1030"),  # one launch per rank
+    ("padded_offset", "gemv_mq4c_qkvza_r1", "gfx1201"),
+    ("prefill_parity", "gemm_mq4g256v2_moe_grouped_wmma_gfx11", "gfx1100"),  # per token
+    ("fallback", "gemm_mq4g256v2_qkvza_wmma_gfx12", "gfx1030"),
+])
+def test_the_oracle_memo_changes_no_row(emu_ctx: Ctx, check: str, kernel: str,
+                                        arch: str) -> None:
+    """A cell on a frozen, memoised case (as the plugin runs cells) says what it says on
+    a fresh one, the first time and when every result comes from the memo."""
+    from hqval.checks import oracle
+
+    ctx = emu_ctx(arch)
+    fresh = run_cell(ctx, check, ctx.kernel(kernel))
+    assert fresh.status is Status.PASS, fresh.message
+    with oracle.memoised():
+        first = run_cell(ctx, check, ctx.kernel(kernel))
+        again = run_cell(ctx, check, ctx.kernel(kernel))
+    assert _found(first) == _found(fresh)
+    assert _found(again) == _found(fresh)
