@@ -15,7 +15,9 @@ keeps its line); ``validate(doc, spec)`` walks a ``Spec`` tree and returns every
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,11 +89,27 @@ def load_yaml(path: str | Path, text: str | None = None) -> YamlDoc:
     The file is read through ``hqval.safeio`` (regular files only, at most
     ``MAX_YAML_BYTES``); a YAML syntax error, more aliases than ``safeio.MAX_ALIASES``,
     aliases expanding past ``MAX_YAML_NODES`` values, nesting deeper than 64, or bytes
-    that are not UTF-8 become a ``SchemaError`` naming the line."""
+    that are not UTF-8 become a ``SchemaError`` naming the line.
+
+    The file is read on every call; the parse of a text this process parsed before under
+    the same name is reused (``_parse``: a run loads its manifests, mutants and policy
+    dozens of times, about 0.1 s each), and every caller gets its own copy of the data."""
     name = str(path)
     try:
         if text is None:
             text = safeio.read_text(path, limit=MAX_YAML_BYTES)
+    except safeio.SafeIOError as exc:
+        raise _from_safeio(name, exc) from None
+    data, lines = _parse(name, text)
+    return YamlDoc(name, copy.deepcopy(data), dict(lines))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(name: str, text: str) -> tuple[Any, Mapping[Key, int]]:
+    """``load_yaml``'s parse of ``text`` (read from ``name``): its data and lines, shared by
+    the calls with the same name and text, never handed out itself (a ``SchemaError`` is
+    raised again on every call: lru_cache keeps no exception)."""
+    try:
         if len(text) > MAX_YAML_BYTES:
             raise _yaml_problem(name, 0, f"{len(text)} characters is over the "
                                 f"{MAX_YAML_BYTES} limit for a YAML file", "split it")
@@ -120,7 +138,7 @@ def load_yaml(path: str | Path, text: str | None = None) -> YamlDoc:
                             f"keep nesting under {_MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
-    return YamlDoc(name, data, lines)
+    return data, lines
 
 
 def _construct(loader: yaml.SafeLoader, node: yaml.Node, key: Key,

@@ -145,3 +145,24 @@ def test_non_utf8_bytes_name_the_line(tmp_path: Path) -> None:
     path.write_bytes(b"schema: 1\nname: caf\xe9\n")
     with pytest.raises(SchemaError, match=r"bad.yaml:2: .*not UTF-8"):
         load_yaml(path)
+
+
+def test_a_reparsed_text_is_a_copy_and_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    """load_yaml reuses the parse of a text it has parsed (a run loads its manifests dozens
+    of times): a caller's edit of the data never reaches the next caller, a file changed
+    on disk is parsed again, and a bad text is refused on every load."""
+    f = tmp_path / "g.yaml"
+    f.write_text(GOOD)
+    first = load_yaml(f)
+    first.data["items"].append({"k": 9})
+    first.data["name"] = "edited"
+    again = load_yaml(f)
+    assert again.data == load_yaml("g.yaml", GOOD).data
+    assert again.data["name"] == "x" and len(again.data["items"]) == 2
+    assert again.line(("items", 1, "k")) == 7
+    f.write_text(GOOD.replace("count: 3", "count: 4"))
+    assert load_yaml(f).data["count"] == 4
+    f.write_text("a: [1\n")
+    for _ in range(2):
+        with pytest.raises(SchemaError, match="YAML syntax"):
+            load_yaml(f)
