@@ -7,12 +7,17 @@ directories, and a row-by-row comparison of two runs (before/after a change).
     PYTHONPATH=$PWD python scripts/emu_bench.py --tinygrad ~/tinygrad # + tinygrad's
     PYTHONPATH=$PWD python scripts/emu_bench.py --run RUN_A --run RUN_B   # step times
     PYTHONPATH=$PWD python scripts/emu_bench.py --compare-rows RUN_A RUN_B
+    PYTHONPATH=$PWD python scripts/emu_bench.py --matrix DIR            # cold, then warm
 
 The machine is usually shared: the figures are best-of ``--repeats`` launch times, and
 hqval's and tinygrad's runs of a kernel alternate (A B A B), so compare ratios.  The
 wave-instruction count of a launch is hqval's dynamic count (the two emulators run the
 same code object, so the same instructions); tinygrad's rate is that count over its
-time.  Exit 1 if ``--compare-rows`` finds a differing row, 2 for bad input.
+time.  ``--matrix DIR`` runs ``hqval run --backend emu`` (every arch unless ``--arch`` is
+given) twice in a cache of its own under DIR, empty the first time: the cold and the warm
+matrix, each timed (wall, and the CPU of the run and every process it started) with its
+step times, then their rows compared.  Exit 1 if ``--compare-rows`` or ``--matrix`` finds
+a differing row, 2 for bad input or a matrix run that wrote no rows.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -75,7 +81,8 @@ def make_launch(spec: Any, arch: str, shape: tuple[int, ...], seed: int = 0) -> 
         x = rng.standard_normal(K).astype(np.float32)
         y = np.zeros(M, np.float32)
         grid = (-(-M // spec.rows_per_block), 1, 1)
-        bufs, args = [blob, x, y], [{"buf": 0}, {"buf": 1}, {"buf": 2}, {"int": M}, {"int": K}]
+        bufs: list[np.ndarray] = [blob, x, y]
+        args = [{"buf": 0}, {"buf": 1}, {"buf": 2}, {"int": M}, {"int": K}]
     elif spec.kind == "gemm":
         M, K, N = shape
         blob = fmt.encode((rng.standard_normal((M, K)) * 0.02).astype(np.float32))
@@ -112,8 +119,8 @@ def run_hqval(launch: Launch, copies: int = 1) -> tuple[float, int, int]:
                       [(a, b.nbytes) for a, b in zip(addrs, launch.buffers, strict=True)]))
     t0 = time.perf_counter()
     if copies == 1:
-        g, b, raw, _ = batch[0]
-        stats = [m.launch(mod, launch.symbol, g, b, raw)]
+        grid, block, args, _ = batch[0]
+        stats = [m.launch(mod, launch.symbol, grid, block, args)]
     else:
         stats = m.launch_many(mod, launch.symbol, batch)
     secs = time.perf_counter() - t0
@@ -201,14 +208,60 @@ def _rows(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _steps(run: Path) -> dict[str, Any]:
+    """Each step's seconds (a step's row is repeated per arch: the first)."""
+    seen: dict[str, Any] = {}
+    for r in _rows(run):
+        if r.get("kind") == "step" and r.get("check") not in seen:
+            seen[str(r.get("check"))] = r.get("measured")
+    return seen
+
+
 def step_times(runs: list[Path]) -> None:
     for run in runs:
-        seen: dict[str, Any] = {}  # a step's row is repeated per arch: the first
-        for r in _rows(run):
-            if r.get("kind") == "step" and r.get("check") not in seen:
-                seen[str(r.get("check"))] = r.get("measured")
+        seen = _steps(run)
         print(f"{run}: " + ", ".join(f"{k} {v} s" for k, v in seen.items())
               + f"; total {sum(float(v or 0) for v in seen.values()):.1f} s")
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def matrix(top: Path, arches: list[str], extra: list[str]) -> int:
+    """The matrix cold (an empty cache under ``top``) and then warm (the same cache), each
+    ``hqval run --backend emu`` in a process of its own; their figures, and their rows
+    compared (``compare_rows``)."""
+    if top.exists() and any(top.iterdir()):
+        print(f"emu_bench: {top} is not empty; give a new directory for --matrix",
+              file=sys.stderr)
+        return 2
+    cache = top / "cache"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env.pop("HQVAL_CACHE", None)
+    figures: dict[str, dict[str, Any]] = {}
+    for label in ("cold", "warm"):
+        out = top / label
+        cmd = [sys.executable, "-m", "hqval", "run", "--backend", "emu", "--cache-dir",
+               str(cache), "--out", str(out), *[f"--arch={a}" for a in arches or ["all"]],
+               *extra]
+        cpu0, t0 = _children_cpu(), time.perf_counter()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
+        (top / f"{label}.log").write_text(proc.stdout + proc.stderr)
+        if not (out / "rows.jsonl").is_file():
+            print(f"emu_bench: the {label} matrix wrote no rows (exit {proc.returncode}); "
+                  f"see {top / f'{label}.log'}", file=sys.stderr)
+            return 2
+        steps = _steps(out)
+        figures[label] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                          "exit": proc.returncode, "steps": steps}
+        print(f"{label}: {wall:.1f} s wall, {cpu:.1f} s CPU, hqval run exit "
+              f"{proc.returncode}; " + ", ".join(f"{k} {v} s" for k, v in steps.items()))
+    (top / "matrix.json").write_text(json.dumps(figures, indent=1))
+    return compare_rows(top / "cold", top / "warm")
 
 
 # fields of a row that say when, where or how fast, not what was found
@@ -295,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="a run directory whose step times to print (repeatable)")
     p.add_argument("--compare-rows", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"))
     p.add_argument("--json", type=Path, help="write the kernel figures here")
+    p.add_argument("--matrix", type=Path, metavar="DIR",
+                   help="time the emulator matrix cold and then warm in a new directory")
+    p.add_argument("--arch", action="append", default=[],
+                   help="with --matrix: an arch to run (repeatable; default all)")
+    p.add_argument("--manifest", help="with --matrix: the kernel tree's kernels.yaml")
     a = p.parse_args(argv)
     if a.repeats < 1:
         p.error("--repeats must be at least 1")
@@ -304,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if a.compare_rows:
         return compare_rows(*a.compare_rows)
+    if a.matrix:
+        return matrix(a.matrix, a.arch, ["--manifest", a.manifest] if a.manifest else [])
     if a.run:
         step_times(a.run)
         return 0

@@ -67,3 +67,31 @@ def test_bench_reports_a_rate_for_one_kernel(capsys: pytest.CaptureFixture[str])
     assert rows[0]["hqval"]["wave_instructions_per_s"] > 0
     assert rows[0][f"hqval x{bench.TOKENS} batched"]["wave_instructions_per_s"] > 0
     assert "gemv_mq4c_r1" in capsys.readouterr().out
+
+
+def test_matrix_runs_cold_then_warm_and_compares_their_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One small tree on one arch: the cold run fills a cache of the benchmark's own (the
+    warm one replays its launches from it), both are timed and their rows are equal."""
+    bench = _bench()
+    tree = SCRIPT.parents[1] / "tests" / "data" / "engine_tree" / "toolchain_gap.yaml"
+    top = tmp_path / "m"
+    code = bench.matrix(top, ["gfx1100"], ["--manifest", str(tree), "--no-mutants",
+                                           "--workers", "0"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    figures = json.loads((top / "matrix.json").read_text())
+    assert set(figures) == {"cold", "warm"}
+    for label in ("cold", "warm"):
+        assert figures[label]["wall_s"] > 0 and figures[label]["cpu_s"] > 0
+        assert figures[label]["steps"]["checks"] is not None
+        assert f"{label}: " in out
+    assert any((top / "cache" / "emu-replay-v1").rglob("*")), "the cold run cached no launch"
+    assert " 0 differ" in out
+
+
+def test_matrix_refuses_a_directory_in_use(tmp_path: Path) -> None:
+    bench = _bench()
+    (tmp_path / "old").write_text("x")
+    assert bench.matrix(tmp_path, ["gfx1100"], []) == 2
+    assert (tmp_path / "old").read_text() == "x"
