@@ -7,11 +7,33 @@ id, the report row key, the ``-k`` filter and the failure-list entry.  Every pri
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import enum
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _plain(x: Any) -> Any:
+    """``x`` as ``dataclasses.asdict`` copies a field's value (dicts, lists and tuples
+    rebuilt, a nested dataclass made a dict, anything else deep-copied), without its
+    generic recursion: the rows' details are JSON data, mostly strings and numbers, and
+    asdict took 1.45 s over a matrix's 9,620 rows where this takes 0.28 s."""
+    if isinstance(x, _ATOMS):
+        return x
+    if isinstance(x, dict):
+        return type(x)((_plain(k), _plain(v)) for k, v in x.items())
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # a named tuple, as asdict
+        return type(x)(*[_plain(v) for v in x])
+    if isinstance(x, (list, tuple)):
+        return type(x)(_plain(v) for v in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.asdict(x)
+    return copy.deepcopy(x)
 
 
 class Status(enum.StrEnum):
@@ -63,7 +85,7 @@ class Row:
         return cell_id(self.check, self.kernel, self.arch, self.backend)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = {f.name: _plain(getattr(self, f.name)) for f in _FIELDS}
         d["status"] = str(self.status)
         d["identity"] = self.identity
         for key in ("measured", "tolerance"):
@@ -117,6 +139,9 @@ class Row:
             run_id=text("run_id", ""),
             object_sha256=sha,
         )
+
+
+_FIELDS = dataclasses.fields(Row)
 
 
 def cell_id(check: str, kernel: str, arch: str, backend: str) -> str:
