@@ -3,6 +3,7 @@ one line naming the file, and nothing is written through a link or left half wri
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -84,6 +85,22 @@ def test_deep_json_is_refused_before_parsing(tmp_path: Path) -> None:
     p.write_text("{" * 70)
     with pytest.raises(SafeIOError, match=r"e\.json: nested deeper"):
         safeio.load_json(p, what="envelope")
+
+
+def test_the_bracket_count_bound_never_hides_a_deep_document() -> None:
+    """With its text, a document of at most ``max_depth`` opening brackets is not walked;
+    one deeper than the limit always has more, so it is still refused, brackets inside
+    strings only adding to the count."""
+    deep = "[" * 3 + "]" * 3
+    assert safeio.nesting_exceeds(json.loads(deep), 2, deep)
+    assert not safeio.nesting_exceeds(json.loads(deep), 3, deep)
+    padded = '["[[[[", [[]]]'  # 7 brackets, 3 deep
+    assert not safeio.nesting_exceeds(json.loads(padded), 3, padded)
+    assert safeio.nesting_exceeds(json.loads(padded), 2, padded)
+    flat = "[" + ",".join(["[]"] * 100) + "]"  # 101 brackets, 2 deep: walked, not refused
+    assert not safeio.nesting_exceeds(json.loads(flat), 64, flat)
+    with pytest.raises(SafeIOError, match="nested deeper than 2 levels"):
+        safeio.loads_json(deep, max_depth=2)
 
 
 def test_bad_json_names_what_it_is() -> None:

@@ -345,7 +345,7 @@ def _parse_json(raw: bytes) -> Any:
                 raise too_deep("") from None
             raise
         raise too_deep(" ".join(str(exc).split())) from None
-    if safeio.nesting_exceeds(value, safeio.MAX_DEPTH):
+    if safeio.nesting_exceeds(value, safeio.MAX_DEPTH, text):
         raise too_deep(f"nested deeper than {safeio.MAX_DEPTH} levels")
     return value
 
