@@ -161,7 +161,9 @@ def tests(session: nox.Session) -> None:
     # NVRTC and nvdisasm need no GPU, so the CUDA builds of the kernels are tested too;
     # the oracle extra (tinygrad's ISA pseudocode text) cross-checks the emulator.
     install_suite(session, "dev,hip,cuda,oracle")
-    session.run("pytest", "-n", "auto", "tests/", *session.posargs)
+    # the 25 slowest tests are listed at the end: where the suite's time goes, in every
+    # CI log
+    session.run("pytest", "-n", "auto", "--durations=25", "tests/", *session.posargs)
 
 
 @nox.session

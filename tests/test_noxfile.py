@@ -133,7 +133,8 @@ def test_ci_runs_the_readme_test_command_and_nothing_weaker() -> None:
     assert re.search(r"apt-get install .*\bchromium\b", ci)  # the browser test runs in CI
     # the tests session runs the whole suite; nothing narrows it
     source = inspect.getsource(_noxfile().tests)
-    assert 'session.run("pytest", "-n", "auto", "tests/", *session.posargs)' in source
+    assert ('session.run("pytest", "-n", "auto", "--durations=25", "tests/", '
+            '*session.posargs)') in source
     assert not re.search(r"-k |-m |--deselect|--ignore", source)
     assert (ROOT / ".ci" / "run").stat().st_mode & 0o111
 
