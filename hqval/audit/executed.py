@@ -25,6 +25,7 @@ a rule that would pass ``unsupported``: a rule never passes code it did not see 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -95,7 +96,9 @@ class Facts:
         return int(self.read[:, :, 8:].any(axis=2).sum())
 
 
+@functools.lru_cache(maxsize=1024)
 def _nbytes(mnemonic: str) -> int:
+    """The bytes one lane of a load reads (the emulator's own table)."""
     from hqval.emu.memory import _SIZES, _norm
 
     name = _norm(mnemonic)
@@ -124,63 +127,86 @@ class _Recorder:
         scalar = em is None
         mask = np.ones(addr.shape, bool) if em is None else em
         gb = self.f.group_bytes
+        span = np.arange(nb)
+        # every lane's address, active or not, bounds the active lanes': a load outside
+        # [lo, hi] of every lane misses the matrix
+        lo, hi = int(addr.min()), int(addr.max())
         for mi, (base, rows, row_bytes) in enumerate(self.mats):
+            size = rows * row_bytes
+            if hi < base or lo >= base + size + W_PAD:
+                continue
             rel = addr - base
-            hit = mask & (rel >= 0) & (rel < rows * row_bytes + W_PAD)
+            hit = mask & (rel >= 0) & (rel < size + W_PAD)
             if not hit.any():
                 continue
+            row0 = int(self.row_base[mi])
             rec = self.f.loads.setdefault(ins.addr, {"text": ins.text, "scalar": scalar,
                                                      "uniform": True, "instances": 0,
                                                      "max_rows": 0})
-            for wi in range(addr.shape[0]):
-                lanes = hit[wi]
-                if not lanes.any():
-                    continue
-                la = rel[wi][lanes]
-                rec["instances"] += 1
-                uniform = bool((la == la[0]).all())
-                rec["uniform"] = rec["uniform"] and uniform
-                b = np.unique((la[:, None] + np.arange(nb)[None, :]).reshape(-1))
-                inside = b[b < rows * row_bytes]
-                self.f.beyond += int(b.size - inside.size)
-                row = inside // row_bytes + int(self.row_base[mi])
-                col = inside % row_bytes
-                grp, byte = col // gb, col % gb
-                self.f.read[row, grp, byte] = True
-                np.add.at(self.f.traffic, (row, grp), 1)
-                if scalar or uniform:
-                    continue
-                # the lanes' own header bytes: a header dword several lanes read at their
-                # own addresses is the per-lane read a scalar load makes once; a copy whose
-                # lanes each read other bytes (LDS staging) reads every byte once.  A lane
-                # whose load spans header and payload bytes copies the group (a staging
-                # vector), it does not decode the header: only header-only lanes can be the
-                # header read, so a copy's clamped rows (a partial tile's lanes all reading
-                # the last row) are no per-lane header read
-                per_lane = la[:, None] + np.arange(nb)[None, :]
-                inside_lane = per_lane < rows * row_bytes
-                copies = (((per_lane % row_bytes) % gb >= self.payload_offset)
-                          & inside_lane).any(axis=1)
-                lane_bytes = per_lane[inside_lane]
-                lrow = lane_bytes // row_bytes + int(self.row_base[mi])
-                lbyte = (lane_bytes % row_bytes) % gb
-                hdr = lbyte < self.header_bytes
-                decode = (~np.broadcast_to(copies[:, None], per_lane.shape))[inside_lane]
-                if hdr.any():
-                    hrows = np.unique(lrow[hdr])
-                    rec["max_rows"] = max(rec["max_rows"], int(hrows.size))
-                    dec = hdr & decode
-                    shared = np.unique(lane_bytes[dec]).size < int(dec.sum())
-                    if hrows.size == 1 and shared:
-                        if len(self.f.per_lane_header) < 8:
-                            self.f.per_lane_header.append(
-                                f"0x{ins.addr:x}: {ins.text} (row {int(hrows[0])}, header "
-                                f"bytes {sorted({int(x) for x in lbyte[hdr]})} at "
-                                f"{int(np.unique(la).size)} lane addresses)")
-                    elif hrows.size > 1:
-                        self.f.multi_row_header += 1
-                    else:
-                        self.f.staged_header += 1
+            # every wave with a lane in this matrix at once: one load instance each
+            waves = np.nonzero(hit.any(axis=1))[0]
+            h, r = hit[waves], rel[waves]
+            rec["instances"] += int(waves.size)
+            first = r[np.arange(waves.size), h.argmax(axis=1)]
+            uniform = ((r == first[:, None]) | ~h).all(axis=1)
+            rec["uniform"] = rec["uniform"] and bool(uniform.all())
+            # the distinct bytes each wave's load read, (wave, byte) pairs made unique
+            wid, lane = np.nonzero(h)
+            lane_bytes = r[wid, lane][:, None] + span[None, :]
+            stride = size + W_PAD + nb
+            pairs = np.unique((wid[:, None] * stride + lane_bytes).reshape(-1))
+            b = pairs % stride
+            inside = b[b < size]
+            self.f.beyond += int(b.size - inside.size)
+            row = inside // row_bytes + row0
+            col = inside % row_bytes
+            grp, byte = col // gb, col % gb
+            self.f.read[row, grp, byte] = True
+            np.add.at(self.f.traffic, (row, grp), 1)
+            if scalar or uniform.all():
+                continue
+            # only a wave one of whose lanes read a header byte can read the header
+            in_hdr = (lane_bytes < size) & ((lane_bytes % row_bytes) % gb < self.header_bytes)
+            with_hdr = np.zeros(waves.size, bool)
+            with_hdr[wid[in_hdr.any(axis=1)]] = True
+            for k in np.nonzero(with_hdr & ~uniform)[0]:
+                self._header(ins, r[k][h[k]], nb, rec, size, row_bytes, row0)
+
+    def _header(self, ins: Instruction, la: np.ndarray, nb: int, rec: dict[str, Any],
+                size: int, row_bytes: int, row0: int) -> None:
+        """The header evidence of one wave's lane-dependent load (``la``: its lanes'
+        addresses in the matrix).  A header dword several lanes read at their own addresses
+        is the per-lane read a scalar load makes once; a copy whose lanes each read other
+        bytes (LDS staging) reads every byte once.  A lane whose load spans header and
+        payload bytes copies the group (a staging vector), it does not decode the header:
+        only header-only lanes can be the header read, so a copy's clamped rows (a partial
+        tile's lanes all reading the last row) are no per-lane header read."""
+        gb = self.f.group_bytes
+        per_lane = la[:, None] + np.arange(nb)[None, :]
+        inside_lane = per_lane < size
+        copies = np.any(((per_lane % row_bytes) % gb >= self.payload_offset) & inside_lane,
+                        axis=1)
+        lane_bytes = per_lane[inside_lane]
+        lrow = lane_bytes // row_bytes + row0
+        lbyte = (lane_bytes % row_bytes) % gb
+        hdr = lbyte < self.header_bytes
+        decode = (~np.broadcast_to(copies[:, None], per_lane.shape))[inside_lane]
+        if not hdr.any():
+            return
+        hrows = np.unique(lrow[hdr])
+        rec["max_rows"] = max(rec["max_rows"], int(hrows.size))
+        dec = hdr & decode
+        shared = np.unique(lane_bytes[dec]).size < int(dec.sum())
+        if hrows.size == 1 and shared:
+            if len(self.f.per_lane_header) < 8:
+                self.f.per_lane_header.append(
+                    f"0x{ins.addr:x}: {ins.text} (row {int(hrows[0])}, header "
+                    f"bytes {sorted({int(x) for x in lbyte[hdr]})} at "
+                    f"{int(np.unique(la).size)} lane addresses)")
+        elif hrows.size > 1:
+            self.f.multi_row_header += 1
+        else:
+            self.f.staged_header += 1
 
 
 def problem_for(spec: KernelSpec, baseline: KernelSpec | None = None) -> tuple[int, int, int]:

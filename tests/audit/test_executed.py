@@ -4,9 +4,13 @@ broken copies; and where the static rules differ from the executed ones, why."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
 import pytest
 
 from hqval.audit.cache import _audit_job, _Job
@@ -314,3 +318,168 @@ def test_a_staging_copy_of_clamped_rows_is_no_per_lane_header_read() -> None:
     staged = record("global_load_b128", [last + 16 * (lane % vectors) for lane in range(32)])
     assert not staged.per_lane_header and staged.staged_header > 0
     assert staged.read[rows - 1].all()  # every byte of the clamped row was read
+
+
+def _per_wave_record(rec: Any, f: Any, ins: Any, addr: np.ndarray,
+                     em: np.ndarray | None) -> None:
+    """The recorder's facts of one load computed wave by wave, lane set by lane set: the
+    oracle the vectorised ``_Recorder`` is held to."""
+    from hqval.audit.executed import W_PAD, _nbytes
+
+    nb = _nbytes(ins.mnemonic)
+    scalar = em is None
+    mask = np.ones(addr.shape, bool) if em is None else em
+    gb = f.group_bytes
+    for mi, (base, rows, row_bytes) in enumerate(rec.mats):
+        rel = addr - base
+        hit = mask & (rel >= 0) & (rel < rows * row_bytes + W_PAD)
+        if not hit.any():
+            continue
+        entry = f.loads.setdefault(ins.addr, {"text": ins.text, "scalar": scalar,
+                                              "uniform": True, "instances": 0,
+                                              "max_rows": 0})
+        for wi in range(addr.shape[0]):
+            lanes = hit[wi]
+            if not lanes.any():
+                continue
+            la = rel[wi][lanes]
+            entry["instances"] += 1
+            uniform = bool((la == la[0]).all())
+            entry["uniform"] = entry["uniform"] and uniform
+            b = np.unique((la[:, None] + np.arange(nb)[None, :]).reshape(-1))
+            inside = b[b < rows * row_bytes]
+            f.beyond += int(b.size - inside.size)
+            row = inside // row_bytes + int(rec.row_base[mi])
+            col = inside % row_bytes
+            f.read[row, col // gb, col % gb] = True
+            np.add.at(f.traffic, (row, col // gb), 1)
+            if scalar or uniform:
+                continue
+            per_lane = la[:, None] + np.arange(nb)[None, :]
+            inside_lane = per_lane < rows * row_bytes
+            copies = (((per_lane % row_bytes) % gb >= rec.payload_offset)
+                      & inside_lane).any(axis=1)
+            lane_bytes = per_lane[inside_lane]
+            lrow = lane_bytes // row_bytes + int(rec.row_base[mi])
+            lbyte = (lane_bytes % row_bytes) % gb
+            hdr = lbyte < rec.header_bytes
+            decode = (~np.broadcast_to(copies[:, None], per_lane.shape))[inside_lane]
+            if hdr.any():
+                hrows = np.unique(lrow[hdr])
+                entry["max_rows"] = max(entry["max_rows"], int(hrows.size))
+                dec = hdr & decode
+                shared = np.unique(lane_bytes[dec]).size < int(dec.sum())
+                if hrows.size == 1 and shared:
+                    if len(f.per_lane_header) < 8:
+                        f.per_lane_header.append(
+                            f"0x{ins.addr:x}: {ins.text} (row {int(hrows[0])}, header "
+                            f"bytes {sorted({int(x) for x in lbyte[hdr]})} at "
+                            f"{int(np.unique(la).size)} lane addresses)")
+                elif hrows.size > 1:
+                    f.multi_row_header += 1
+                else:
+                    f.staged_header += 1
+
+
+def _twin(f: Any) -> Any:
+    """A Facts like ``f`` with nothing recorded yet."""
+    return dataclasses.replace(f, read=np.zeros_like(f.read), traffic=np.zeros_like(f.traffic),
+                               beyond=0, per_lane_header=[], multi_row_header=0,
+                               staged_header=0, loads={})
+
+
+def test_the_recorder_records_a_load_of_many_waves_as_wave_by_wave(cache: Path) -> None:
+    """Loads of many waves with inactive lanes, over two matrices, the pad past them and
+    memory outside them: lane-uniform waves, lane-addressed header reads of one row and of
+    several, staging copies, scalar loads.  The recorder, all waves at once, records the
+    facts the per-wave oracle does, field by field, and the per-wave evidence in its order."""
+    from hqval.audit.executed import Facts, _Recorder
+
+    gb, groups = 136, 2
+    row_bytes = gb * groups
+    mats = [(1 << 20, 5, row_bytes), (1 << 22, 3, row_bytes)]
+    rows = 8
+    rng = np.random.default_rng(7)
+    blank = Facts("k", (rows, 256 * groups, 1), (1, 1, 1), gb, rows, groups,
+                  np.zeros((rows, groups, gb), bool), np.zeros((rows, groups), np.int64))
+    mine, theirs = _twin(blank), _twin(blank)
+    rec = _Recorder(mine, mats, 8, 8, 2, 3)
+    inactive = 0  # loads of several waves with an inactive lane
+    for i in range(400):
+        mnemonic = ["global_load_b32", "global_load_b64", "global_load_b128",
+                    "global_load_u8", "s_load_b64"][i % 5]
+        waves = int(rng.integers(1, 9))
+        base, mrows, _ = mats[int(rng.integers(0, 2))]
+        kind = i % 4
+        if kind == 0:  # each wave one address: lane-uniform
+            addr = np.repeat(base + rng.integers(0, mrows * row_bytes, (waves, 1)), 32, axis=1)
+        elif kind == 1:  # lanes on header dwords of one row (the per-lane header read)
+            row = rng.integers(0, mrows, (waves, 1))
+            addr = base + row * row_bytes + 4 * (np.arange(32)[None, :] // 16)
+        elif kind == 2:  # staging vectors of 16 bytes, some lanes past the last row
+            start = rng.integers(0, mrows * row_bytes, (waves, 1))
+            addr = base + start + 16 * np.arange(32)[None, :]
+        else:  # anywhere: before, inside, the pad, after
+            addr = base + rng.integers(-512, mrows * row_bytes + 5000, (waves, 32))
+        addr = addr.astype(np.int64)
+        ins = SimpleNamespace(mnemonic=mnemonic, addr=0x100 + 4 * (i % 36), text=mnemonic)
+        if mnemonic.startswith("s_"):
+            addr, em = addr[:, :1], None
+        else:
+            em = rng.random((waves, 32)) < (1.0 if i % 3 == 0 else 0.6)
+            inactive += int((~em).any() and waves > 1)
+            if kind == 0:  # an inactive lane's address is not the load's: still uniform
+                addr = np.where(em, addr, addr + 4 * rng.integers(1, 9, addr.shape))
+        rec(ins, None, addr, em)  # type: ignore[arg-type]
+        _per_wave_record(rec, theirs, ins, addr, em)
+    for name in ("read", "traffic"):
+        assert np.array_equal(getattr(mine, name), getattr(theirs, name)), name
+    for name in ("beyond", "per_lane_header", "multi_row_header", "staged_header", "loads"):
+        assert getattr(mine, name) == getattr(theirs, name), name
+    # the loads exercised every path the oracle has
+    assert inactive > 50 and theirs.beyond > 0 and theirs.per_lane_header
+    assert theirs.multi_row_header > 0 and theirs.staged_header > 0
+    assert {d["uniform"] for d in theirs.loads.values()} == {True, False}
+
+
+@pytest.mark.parametrize(("kernel", "arch"), [
+    ("gemv_mq4g256v2_residual_r2", "gfx1030"),           # the suite's, two rows per block
+    ("gemm_mq4g256v2_moe_grouped_wmma_gfx11", "gfx1100"),  # slot tiles of routed experts
+])
+def test_a_launch_records_the_facts_the_per_wave_recorder_does(
+        kernel: str, arch: str, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real launch of the suite's kernels, loads of several waves with inactive lanes
+    among them: every load the emulator reports goes to the recorder and to the per-wave
+    oracle, each with its own facts, and both record the same."""
+    from hqval.audit import executed
+
+    suite = load_manifest()
+    spec = suite.by_name(kernel)
+    base = suite.by_name(spec.baseline or "")
+    co = compile_kernel(spec, arch, cache).code_object
+    assert co is not None
+    tees: list[Any] = []
+    seen = {"multi_wave_inactive": 0}
+
+    class Tee(executed._Recorder):
+        def __init__(self, facts: Any, *args: Any, **kw: Any) -> None:
+            super().__init__(facts, *args, **kw)
+            self.oracle = _twin(facts)
+            tees.append(self)
+
+        def __call__(self, ins: Any, w: Any, addr: np.ndarray, em: Any) -> None:
+            super().__call__(ins, w, addr, em)
+            _per_wave_record(self, self.oracle, ins, addr, em)
+            if em is not None and addr.shape[0] > 1 and (~em).any():
+                seen["multi_wave_inactive"] += 1
+
+    monkeypatch.setattr(executed, "_Recorder", Tee)
+    got = executed.run_facts(spec, arch, co.read_bytes(), executed.problem_for(spec, base))
+    assert not got.error and len(tees) == 1
+    want = tees[0].oracle
+    for name in ("read", "traffic"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    for name in ("beyond", "per_lane_header", "multi_row_header", "staged_header", "loads"):
+        assert getattr(got, name) == getattr(want, name), name
+    assert got.loads and got.read.any()
+    assert seen["multi_wave_inactive"] > 0, "no load of several waves had an inactive lane"
