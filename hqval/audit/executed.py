@@ -69,6 +69,10 @@ class Facts:
     executed: Counter[int] = field(default_factory=Counter)  # wave-executions by address
     classes: Counter[str] = field(default_factory=Counter)
     error: str = ""
+    # recorded by a counts-only recorder (``_Recorder``): ``read``, ``executed``,
+    # ``classes`` and ``error`` hold; the traffic, the loads and the header evidence are
+    # not recorded
+    counts_only: bool = False
     # per recorded row: how many times the kernel may legitimately read it (column tiles
     # of a dense GEMM, slot tiles of its expert in a grouped GEMM, else 1); grid.y of a
     # routed GEMV is the rank, not a column tile
@@ -109,16 +113,21 @@ def _nbytes(mnemonic: str) -> int:
 
 
 class _Recorder:
-    """The memory recorder of one launch: W matrices as (base, rows, row_bytes)."""
+    """The memory recorder of one launch: W matrices as (base, rows, row_bytes).  A
+    ``counts_only`` recorder keeps only which bytes were read (``Facts.read``: what the
+    marginal VALU count's group-rows need), not the traffic, the loads or the header
+    evidence."""
 
     def __init__(self, facts: Facts, mats: list[tuple[int, int, int]], header_bytes: int,
-                 payload_offset: int, waves_per_wg: int, grid_x: int) -> None:
+                 payload_offset: int, waves_per_wg: int, grid_x: int,
+                 counts_only: bool = False) -> None:
         self.f = facts
         self.mats = mats
         self.header_bytes = header_bytes
         self.payload_offset = payload_offset
         self.waves_per_wg = waves_per_wg
         self.grid_x = grid_x
+        self.counts_only = counts_only
         self.row_base = np.cumsum([0] + [r for _, r, _ in mats])
 
     def __call__(self, ins: Instruction, w: Any, addr: np.ndarray,
@@ -140,6 +149,12 @@ class _Recorder:
             if not hit.any():
                 continue
             row0 = int(self.row_base[mi])
+            if self.counts_only:
+                b = (rel[hit][:, None] + span[None, :]).reshape(-1)
+                b = b[b < size]
+                col = b % row_bytes
+                self.f.read[b // row_bytes + row0, col // gb, col % gb] = True
+                continue
             rec = self.f.loads.setdefault(ins.addr, {"text": ins.text, "scalar": scalar,
                                                      "uniform": True, "instances": 0,
                                                      "max_rows": 0})
@@ -261,12 +276,14 @@ def _gaussian(M: int, K: int, seed: int) -> Any:
 
 
 def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
-              problem: tuple[int, int, int], seed: int = 0) -> Facts:
+              problem: tuple[int, int, int], seed: int = 0,
+              counts_only: bool = False) -> Facts:
     """Launch ``spec`` on the emulator on ``problem`` with the recorder on.  The launch
     is the one its signature describes (the checks' own fixture and launch plan: every
     weight matrix, pointer table, index, activation and output in ABI order, grid and block
     from the signature's expressions); the recorder watches every weight matrix, of a
-    pointer table the experts the routing selects (the others are poisoned)."""
+    pointer table the experts the routing selects (the others are poisoned).
+    ``counts_only``: record only the bytes read and the dynamic counts (``Facts``)."""
     from hqval.checks.cell import Sizes
     from hqval.checks.launch import Output, Table, signature_plan
     from hqval.checks.oracle import build_case, dims_for
@@ -339,11 +356,11 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
     rows = sum(r for _, r, _ in mats)
     facts = Facts(spec.name, problem, plan.grid, gb, rows, groups,
                   np.zeros((rows, groups, gb), bool), np.zeros((rows, groups), np.int64),
-                  row_tiles=np.array(row_tiles or [1], np.int64))
+                  row_tiles=np.array(row_tiles or [1], np.int64), counts_only=counts_only)
     info = module.code_object.kernels.get(spec.symbol)
     nl = info.wavefront_size if info is not None else 32
     machine.mem.recorder = _Recorder(facts, mats, header, fmt.payload_offset,
-                                     -(-plan.block[0] // nl), plan.grid[0])
+                                     -(-plan.block[0] // nl), plan.grid[0], counts_only)
     executed = facts.executed
 
     def trace(addr: int, _text: str, waves: int) -> None:
@@ -366,8 +383,6 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
 
 
 _FACTS: dict[tuple[str, ...], Facts] = {}
-
-
 def execution_identity(spec: KernelSpec, arch: str, code_object: bytes) -> str:
     """What a launch's executed facts depend on in the code and the arch: the object's code
     identity (``CodeObject.code_identity``: everything but the target it names), the
@@ -388,19 +403,32 @@ def execution_identity(spec: KernelSpec, arch: str, code_object: bytes) -> str:
     return h.hexdigest()
 
 
+def facts_key(spec: KernelSpec, arch: str, code_object: bytes,
+              problem: tuple[int, int, int], counts_only: bool = False) -> tuple[str, ...]:
+    """The key of a launch's facts in this process (``facts_for``)."""
+    return (execution_identity(spec, arch, code_object), repr(problem),
+            "counts" if counts_only else "all")
+
+
 def facts_for(spec: KernelSpec, arch: str, code_object: bytes,
-              problem: tuple[int, int, int]) -> Facts:
+              problem: tuple[int, int, int], counts_only: bool = False) -> Facts:
     """``run_facts``, once per (execution identity, problem) in this process: the facts
     of a launch are reused for another arch's code object of the same execution identity
     (``execution_identity``), except a launch that raised, whose message names the arch
-    it ran on."""
-    key = (execution_identity(spec, arch, code_object), repr(problem))
-    got = _FACTS.get(key) or _FACTS.get((*key, arch))
-    if got is None:
-        got = run_facts(spec, arch, code_object, problem)
-        if len(_FACTS) > 256:
-            _FACTS.clear()
-        _FACTS[(*key, arch) if got.error else key] = got
+    it ran on.  A ``counts_only`` request is answered by the launch's whole facts when
+    they are known."""
+    key = facts_key(spec, arch, code_object, problem, counts_only)
+    for k in (key, (*key, arch), *(((*key[:2], "all"), (*key[:2], "all", arch))
+                                   if counts_only else ())):
+        got = _FACTS.get(k)
+        if got is not None:
+            return got
+    got = run_facts(spec, arch, code_object, problem, counts_only=counts_only)
+    if got.error:
+        key = (*key, arch)
+    if len(_FACTS) > 256:
+        _FACTS.clear()
+    _FACTS[key] = got
     return got
 
 
@@ -593,6 +621,14 @@ class Executed:
                 "v2_valu_delta": self.v2_valu_delta()}
 
 
+def _marginal_needed(facts: Facts, base: Facts) -> bool:
+    """Whether ``Executed.v2_valu_delta`` reads the launches on the longer K: not when
+    either kernel did not run, nor when either read no group-row's payload (the rule is
+    unsupported from these facts alone)."""
+    return not facts.error and not base.error and facts.tile_units > 0 \
+        and base.tile_units > 0
+
+
 def executed_rows(spec: KernelSpec, arch: str, code_object: bytes,
                   baseline: tuple[KernelSpec, bytes] | None,
                   static_w_loads: list[Instruction], budget: float) -> dict[str, Row] | None:
@@ -609,9 +645,10 @@ def executed_rows(spec: KernelSpec, arch: str, code_object: bytes,
         bspec, bco = baseline
         base = facts_for(bspec, arch, bco, problem)
         longer = marginal_problem(spec, bspec, problem)
-        if longer is not None and not facts.error and not base.error:
-            wide = facts_for(spec, arch, code_object, longer)
-            base_wide = facts_for(bspec, arch, bco, longer)
+        if longer is not None and _marginal_needed(facts, base):
+            # the marginal count needs only the bytes read and the dynamic counts
+            wide = facts_for(spec, arch, code_object, longer, counts_only=True)
+            base_wide = facts_for(bspec, arch, bco, longer, counts_only=True)
     missed = [f"0x{i.addr:x}: {i.text}" for i in static_w_loads
               if facts.executed.get(i.addr, 0) == 0]
     return Executed(spec, arch, facts, base, missed, budget, wide, base_wide).rows()

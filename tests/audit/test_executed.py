@@ -483,3 +483,68 @@ def test_a_launch_records_the_facts_the_per_wave_recorder_does(
         assert getattr(got, name) == getattr(want, name), name
     assert got.loads and got.read.any()
     assert seen["multi_wave_inactive"] > 0, "no load of several waves had an inactive lane"
+
+
+def _facts_fields(f: object, counts_only: bool) -> dict[str, object]:
+    names = ["read", "executed", "classes", "error", "problem", "grid", "row_tiles"]
+    if not counts_only:
+        names += ["traffic", "beyond", "per_lane_header", "multi_row_header", "staged_header",
+                  "loads"]
+    return {n: (getattr(f, n).tolist() if isinstance(getattr(f, n), np.ndarray)
+                else getattr(f, n)) for n in names}
+
+
+@pytest.mark.parametrize(("kernel", "arch"), [("ew_mut_gemv_lane_header", "gfx1030"),
+                                              ("ew_gemm_mq4g256v2_lds_gfx11", "gfx1100")])
+def test_a_counts_only_launch_records_the_bytes_read_and_the_counts(
+        kernel: str, arch: str, cache: Path) -> None:
+    """A counts-only recording (the marginal count's longer K) records the bytes read and
+    the dynamic counts of the whole recording, and nothing else; the whole one keeps the
+    load evidence (the lane-addressed header read is found)."""
+    from hqval.audit import executed
+
+    spec = _spec(kernel)
+    base = REAL.by_name(spec.baseline or "")
+    co = compile_kernel(spec, arch, cache).code_object
+    assert co is not None
+    raw = co.read_bytes()
+    problem = executed.problem_for(spec, base)
+    first = executed.run_facts(spec, arch, raw, problem)
+    assert first.loads and not first.error
+    if kernel == "ew_mut_gemv_lane_header":
+        assert first.per_lane_header
+    counts = executed.run_facts(spec, arch, raw, problem, counts_only=True)
+    assert _facts_fields(counts, True) == _facts_fields(first, True)
+    assert counts.counts_only and not counts.loads and not counts.traffic.any()
+    assert counts.tile_units == first.tile_units > 0
+
+
+def test_the_marginal_launches_run_only_where_the_rule_reads_them(cache: Path) -> None:
+    """v2_valu_delta reads the launches on the longer K only when both kernels ran and
+    read a group-row's payload: a kernel that read none is unsupported from the one K's
+    facts (the longer K's launches, if made, would change nothing), and is still no pass."""
+    import dataclasses
+
+    from hqval.audit import executed
+
+    spec, base = _spec("ew_gemv_mq4g256v2"), REAL.by_name("ew_gemv_hfq4g256")
+    co = compile_kernel(spec, "gfx1030", cache).code_object
+    bco = compile_kernel(base, "gfx1030", cache).code_object
+    assert co is not None and bco is not None
+    problem = executed.problem_for(spec, base)
+    f = executed.facts_for(spec, "gfx1030", co.read_bytes(), problem)
+    b = executed.facts_for(base, "gfx1030", bco.read_bytes(), problem)
+    assert executed._marginal_needed(f, b)
+    blind = dataclasses.replace(f, read=f.read & False)  # read no byte of W
+    assert blind.tile_units == 0
+    assert not executed._marginal_needed(blind, b)
+    assert not executed._marginal_needed(f, dataclasses.replace(b, error="faulted"))
+    row = executed.Executed(spec, "gfx1030", blind, b).v2_valu_delta()
+    assert row.status is Status.UNSUPPORTED and "no group-row" in row.message
+    # with the longer K's launches given, the rule still says so before reading them
+    longer = executed.marginal_problem(spec, base, problem)
+    assert longer is not None
+    w = executed.facts_for(spec, "gfx1030", co.read_bytes(), longer, counts_only=True)
+    bw = executed.facts_for(base, "gfx1030", bco.read_bytes(), longer, counts_only=True)
+    assert executed.Executed(spec, "gfx1030", blind, b, wide=w, base_wide=bw
+                             ).v2_valu_delta().to_dict() == row.to_dict()
