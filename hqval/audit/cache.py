@@ -298,6 +298,7 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
     processes (default: the CPUs this process may use).  ``on_rows`` gets each audited
     cell's rows (the waived rows returned for it) as soon as they are known, cached ones
     first; the return value is in the order of ``per_arch`` and its cells."""
+    from hqval.checks.oracle import memoised
     from hqval.toolchain import compile_kernel
 
     plans: list[tuple[Any, list[tuple[KernelSpec, _Job | Row]]]] = []
@@ -350,13 +351,17 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
             else:
                 found[item.key] = rows
                 on_rows(apply_waivers(spec, rows))
-    for group, results in _run_jobs(_groups(misses), jobs):
-        for job, rows in zip(group, results, strict=True):
-            found[job.key] = rows
-            if not any(r.status is Status.ERROR for r in rows):  # a failed tool: not cached
-                _store_rows(cache_dir, job.key, rows)
-            for spec in waiting.pop(job.key, []):
-                on_rows(apply_waivers(spec, rows))
+    groups = _groups(misses)
+    # the executed rules' launch inputs are built once per inputs (the oracle's memo,
+    # inherited by the forked workers)
+    with memoised():
+        for group, results in _run_jobs(groups, jobs):
+            for job, rows in zip(group, results, strict=True):
+                found[job.key] = rows
+                if not any(r.status is Status.ERROR for r in rows):  # a failed tool
+                    _store_rows(cache_dir, job.key, rows)
+                for spec in waiting.pop(job.key, []):
+                    on_rows(apply_waivers(spec, rows))
     out: list[list[Row]] = []
     for _, plan in plans:
         rows_of_arch: list[Row] = []

@@ -269,10 +269,28 @@ def marginal_problem(spec: KernelSpec, baseline: KernelSpec | None,
     return problem[0], problem[1] + step, problem[2]
 
 
-def _gaussian(M: int, K: int, seed: int) -> Any:
-    from hqval.fixtures import gaussian
+# machines by (arch, code object sha256), the most recent few: the launches of one object
+# (its problem and the marginal count's longer K) translate its kernels once
+_MACHINES: dict[tuple[str, str], Any] = {}
+_MACHINES_LIMIT = 32
 
-    return gaussian(M, K, seed)
+
+def _machine(arch: str, code_object: bytes) -> Any:
+    """A machine for ``arch`` that has loaded ``code_object``, its memory new: a launch on
+    it runs as on a new machine (the memory layout, the allocations and every byte the
+    kernel can reach are a new machine's), only the translation is reused."""
+    from hqval.emu import Machine
+    from hqval.emu.memory import Memory
+
+    key = (arch, hashlib.sha256(code_object).hexdigest())
+    machine = _MACHINES.pop(key, None)
+    if machine is None:
+        machine = Machine(arch)
+    if len(_MACHINES) >= _MACHINES_LIMIT:
+        _MACHINES.pop(next(iter(_MACHINES)))
+    _MACHINES[key] = machine
+    machine.mem = Memory()
+    return machine
 
 
 def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
@@ -286,8 +304,7 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
     ``counts_only``: record only the bytes read and the dynamic counts (``Facts``)."""
     from hqval.checks.cell import Sizes
     from hqval.checks.launch import Output, Table, signature_plan
-    from hqval.checks.oracle import build_case, dims_for
-    from hqval.emu import Machine
+    from hqval.checks.oracle import NamedFixture, build_case, dims_for
     from hqval.emu.errors import EmuError
     from hqval.emu.runner import _extra_args
     from hqval.formats import by_qt
@@ -300,9 +317,11 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
     sig = spec.signature
     sizes = Sizes(gemv_m=M, gemv_k=K, gemm_m=M, gemm_k=K, prefill_n=(N,), padded_m=M)
     dims = dims_for(sig, spec, sizes, tokens=N if sig.is_prefill else None)
-    case = build_case(sig, spec, dims, seed, _gaussian)
+    # one case per inputs while the caller has the oracle's memo on (audit_arches does):
+    # every arch's launch of a kernel on one problem takes the same inputs
+    case = build_case(sig, spec, dims, seed, NamedFixture("gaussian"))
     plan = signature_plan(spec, case.dims, case.values(sig))
-    machine = Machine(arch)
+    machine = _machine(arch, code_object)
     module = machine.load(code_object)
     groups = K // 256
     # how often each expert's rows are legitimately read: once per slot tile of that expert
@@ -383,6 +402,30 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
 
 
 _FACTS: dict[tuple[str, ...], Facts] = {}
+_FACTS_LIMIT = 2048  # the oldest go first (the matrix makes ~1400 launches)
+_OBJECT_IDENTITY: dict[tuple[str, str], str] = {}  # (object sha256, arch) -> digest
+
+
+def _object_identity(arch: str, code_object: bytes) -> str:
+    """The object's part of ``execution_identity``: its code identity and every
+    instruction as this arch's disassembler decoded it, once per (content, arch)."""
+    from hqval.codeobject import load
+
+    key = (hashlib.sha256(code_object).hexdigest(), arch)
+    got = _OBJECT_IDENTITY.get(key)
+    if got is None:
+        co = load(code_object)
+        h = hashlib.sha256(co.code_identity.encode())
+        for sym in co.disassembled_symbols(arch):
+            h.update(f"\0{sym}\0".encode())
+            for ins in co.disassembly(sym, arch):
+                h.update(f"{ins.addr}:{ins.text}\n".encode())
+        if len(_OBJECT_IDENTITY) >= _FACTS_LIMIT:
+            _OBJECT_IDENTITY.pop(next(iter(_OBJECT_IDENTITY)))
+        got = _OBJECT_IDENTITY[key] = h.hexdigest()
+    return got
+
+
 def execution_identity(spec: KernelSpec, arch: str, code_object: bytes) -> str:
     """What a launch's executed facts depend on in the code and the arch: the object's code
     identity (``CodeObject.code_identity``: everything but the target it names), the
@@ -390,16 +433,10 @@ def execution_identity(spec: KernelSpec, arch: str, code_object: bytes) -> str:
     every instruction of the object as this arch's disassembler decoded it.  Two arches
     of one generation whose objects differ only in the target they name share it (the
     emulator's launch replay rests on the same fact: ``Module.execution_key``)."""
-    from hqval.codeobject import load
     from hqval.emu.machine import ARCH_GEN
 
-    co = load(code_object)
-    h = hashlib.sha256(co.code_identity.encode())
+    h = hashlib.sha256(_object_identity(arch, code_object).encode())
     h.update(repr((spec.name, spec.symbol, spec.qt, ARCH_GEN.get(arch))).encode())
-    for sym in co.disassembled_symbols(arch):
-        h.update(f"\0{sym}\0".encode())
-        for ins in co.disassembly(sym, arch):
-            h.update(f"{ins.addr}:{ins.text}\n".encode())
     return h.hexdigest()
 
 
@@ -426,8 +463,8 @@ def facts_for(spec: KernelSpec, arch: str, code_object: bytes,
     got = run_facts(spec, arch, code_object, problem, counts_only=counts_only)
     if got.error:
         key = (*key, arch)
-    if len(_FACTS) > 256:
-        _FACTS.clear()
+    if len(_FACTS) >= _FACTS_LIMIT:
+        _FACTS.pop(next(iter(_FACTS)))
     _FACTS[key] = got
     return got
 

@@ -170,3 +170,28 @@ def test_an_unwritable_audit_cache_costs_time_not_verdicts(tmp_path: Path, cache
         r.to_dict() for r in audit_matrix(cells, ARCHES["gfx1030"], cache_dir=tmp_path / "c",
                                           jobs=1)]
     assert blocker.read_text().startswith("a file")
+
+
+
+def test_an_audit_builds_each_launch_input_once(tmp_path: Path, cache: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """While audit_arches computes rows the oracle's memo is on (each executed launch's
+    inputs built once per inputs, by every arch and launch that takes them), and it ends
+    with the audit."""
+    from hqval.audit import executed
+    from hqval.checks import oracle
+
+    spec = MUTANTS.by_name("gemv_mut_lane_header_address_r1")
+    base = REAL.by_name("gemv_hfq4g256_r1")
+    cells = [(s, compile_kernel(s, "gfx1030", cache)) for s in (base, spec)]
+    memo_on: list[bool] = []
+    real = executed.run_facts
+
+    def watching(*args: Any, **kw: Any) -> Any:
+        memo_on.append(oracle._MEMO is not None)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(executed, "run_facts", watching)
+    executed._FACTS.clear()
+    audit_matrix(cells, ARCHES["gfx1030"], cache_dir=tmp_path / "c", jobs=1)
+    assert memo_on and all(memo_on) and oracle._MEMO is None

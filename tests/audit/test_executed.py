@@ -5,6 +5,7 @@ broken copies; and where the static rules differ from the executed ones, why."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -266,6 +267,16 @@ def test_facts_are_reused_only_for_the_same_execution_identity(cache: Path) -> N
     assert ident(bad, "gfx1201", objs[(bad.name, "gfx1201")]) != ident(good, "gfx1201", g1)
     # the same bytes on an arch of another generation run other semantics: not shared
     assert ident(good, "gfx1200", g0) != ident(good, "gfx1100", g0)
+    # the object's part is kept per (content, arch): each answer from the kept digests is
+    # the one computed afresh, whatever was asked before
+    asked = [(s, a, objs[(s.name, o)]) for s in (good, bad) for a in ("gfx1200", "gfx1201")
+             for o in ("gfx1201", "gfx1200")] + [(good, "gfx1100", g0)]
+    kept = [ident(*q) for q in asked]
+    fresh = []
+    for q in asked:
+        executed._OBJECT_IDENTITY.clear()
+        fresh.append(ident(*q))
+    assert kept == fresh and len(set(kept)) == 3  # good gfx12, bad gfx12, good gfx11
 
     executed._FACTS.clear()
     first = audit(good.name, "gfx1200", cache)
@@ -496,11 +507,13 @@ def _facts_fields(f: object, counts_only: bool) -> dict[str, object]:
 
 @pytest.mark.parametrize(("kernel", "arch"), [("ew_mut_gemv_lane_header", "gfx1030"),
                                               ("ew_gemm_mq4g256v2_lds_gfx11", "gfx1100")])
-def test_a_counts_only_launch_records_the_bytes_read_and_the_counts(
+def test_a_launch_records_what_a_new_machine_would_and_counts_only_the_bytes_read(
         kernel: str, arch: str, cache: Path) -> None:
-    """A counts-only recording (the marginal count's longer K) records the bytes read and
-    the dynamic counts of the whole recording, and nothing else; the whole one keeps the
-    load evidence (the lane-addressed header read is found)."""
+    """A launch on the machine that ran the kernel before (its translation reused, its
+    memory new) and on its inputs made before records the facts of a launch on a new
+    machine, load evidence included (the lane-addressed header read is still found); a
+    counts-only recording (the marginal count's longer K) records the same bytes read and
+    dynamic counts, and nothing else."""
     from hqval.audit import executed
 
     spec = _spec(kernel)
@@ -509,7 +522,16 @@ def test_a_counts_only_launch_records_the_bytes_read_and_the_counts(
     assert co is not None
     raw = co.read_bytes()
     problem = executed.problem_for(spec, base)
-    first = executed.run_facts(spec, arch, raw, problem)
+    from hqval.checks import oracle
+
+    executed._MACHINES.clear()
+    with oracle.memoised():
+        first = executed.run_facts(spec, arch, raw, problem)
+        made = dict(oracle._MEMO or {})
+        again = executed.run_facts(spec, arch, raw, problem)
+        assert made and (oracle._MEMO or {}).keys() == made.keys()  # its case, built once
+    assert list(executed._MACHINES) == [(arch, hashlib.sha256(raw).hexdigest())]
+    assert _facts_fields(again, False) == _facts_fields(first, False)
     assert first.loads and not first.error
     if kernel == "ew_mut_gemv_lane_header":
         assert first.per_lane_header
