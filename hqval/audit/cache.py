@@ -260,6 +260,78 @@ def _groups(misses: list[_Job]) -> list[list[_Job]]:
     return list(by.values())
 
 
+# a baseline launch: (baseline spec, arch, its code object, problem, the longer K or None)
+_Launch = tuple[Any, str, Path, tuple[int, int, int], tuple[int, int, int] | None]
+
+
+def _baseline_launch_groups(groups: list[list[_Job]]) -> list[list[_Launch]]:
+    """The baseline launches of the executed rules that jobs of two or more groups make
+    (a baseline judged against by several v2 kernels, whose groups go to different
+    workers), in groups of one baseline code identity (its arches' identical objects run
+    once); a launch of one group's jobs only is left to that group's worker."""
+    from hqval.audit.executed import applies, marginal_problem, problem_for
+    from hqval.codeobject import load
+
+    wanted: dict[tuple[Any, ...], tuple[_Launch, set[int], str]] = {}
+    for gi, group in enumerate(groups):
+        for j in group:
+            arch_name = str(getattr(j.arch, "name", j.arch))
+            if j.baseline is None or not applies(j.spec, arch_name):
+                continue
+            bspec, bco = j.baseline
+            problem = problem_for(j.spec, bspec)
+            longer = marginal_problem(j.spec, bspec, problem)
+            try:
+                ident = load(bco).code_identity
+            except (IsaError, OSError, ValueError, KeyError):
+                continue  # the job's own audit reports it
+            key = (bspec.name, arch_name, str(bco), problem, longer)
+            got = wanted.setdefault(key, ((bspec, arch_name, Path(bco), problem, longer),
+                                          set(), ident))
+            got[1].add(gi)
+    by: dict[str, list[_Launch]] = {}
+    for launch, users, ident in wanted.values():
+        if len(users) > 1:
+            by.setdefault(ident, []).append(launch)
+    return list(by.values())
+
+
+def _baseline_launches(launches: list[_Launch]) -> list[tuple[tuple[str, ...], Any]]:
+    from hqval.audit.executed import baseline_launches
+
+    out = []
+    for bspec, arch_name, bco, problem, longer in launches:
+        try:
+            out += baseline_launches(bspec, arch_name, bco.read_bytes(), problem, longer)
+        except (IsaError, KeyError, ValueError, OSError):
+            continue  # raised again, and reported, by the job that needs it
+    return out
+
+
+def _share_baseline_launches(groups: list[list[_Job]], jobs: int | None) -> None:
+    """Run the baseline launches several groups need once, over the workers, and keep
+    their facts in this process (``executed.remember_facts``) before the groups' workers
+    are forked from it: each group's audit finds them, as one process's audits would."""
+    from hqval.audit.executed import remember_facts
+
+    launches = _baseline_launch_groups(groups)
+    if not launches:
+        return
+    workers = _workers(jobs, len(launches))
+    if workers <= 1:
+        results = [_baseline_launches(g) for g in launches]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers,
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            results = list(pool.map(_baseline_launches, launches))
+    for got in results:
+        for key, facts in got:
+            remember_facts(key, facts)
+
+
 def _run_jobs(groups: list[list[_Job]], jobs: int | None
               ) -> Iterator[tuple[list[_Job], list[list[Row]]]]:
     """Each group with its audits, as each group finishes, the groups spread over worker
@@ -355,6 +427,8 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
     # the executed rules' launch inputs are built once per inputs (the oracle's memo,
     # inherited by the forked workers)
     with memoised():
+        if _workers(jobs, len(groups)) > 1:
+            _share_baseline_launches(groups, jobs)
         for group, results in _run_jobs(groups, jobs):
             for job, rows in zip(group, results, strict=True):
                 found[job.key] = rows

@@ -454,19 +454,32 @@ def facts_for(spec: KernelSpec, arch: str, code_object: bytes,
     (``execution_identity``), except a launch that raised, whose message names the arch
     it ran on.  A ``counts_only`` request is answered by the launch's whole facts when
     they are known."""
+    return _facts(spec, arch, code_object, problem, counts_only)[1]
+
+
+def _facts(spec: KernelSpec, arch: str, code_object: bytes, problem: tuple[int, int, int],
+           counts_only: bool) -> tuple[tuple[str, ...], Facts]:
+    """``facts_for`` with the key the facts are kept under."""
     key = facts_key(spec, arch, code_object, problem, counts_only)
     for k in (key, (*key, arch), *(((*key[:2], "all"), (*key[:2], "all", arch))
                                    if counts_only else ())):
         got = _FACTS.get(k)
         if got is not None:
-            return got
+            return k, got
     got = run_facts(spec, arch, code_object, problem, counts_only=counts_only)
     if got.error:
         key = (*key, arch)
+    remember_facts(key, got)
+    return key, got
+
+
+def remember_facts(key: tuple[str, ...], facts: Facts) -> None:
+    """Keep ``facts`` under ``key`` (``facts_key``, the arch added for a launch that
+    raised) for ``facts_for``: a launch another process ran, reused here."""
+    _FACTS.pop(key, None)
     if len(_FACTS) >= _FACTS_LIMIT:
         _FACTS.pop(next(iter(_FACTS)))
-    _FACTS[key] = got
-    return got
+    _FACTS[key] = facts
 
 
 def _ranges(values: list[int]) -> str:
@@ -658,6 +671,14 @@ class Executed:
                 "v2_valu_delta": self.v2_valu_delta()}
 
 
+def applies(spec: KernelSpec, arch: str) -> bool:
+    """Whether ``executed_rows`` decides the rules of ``spec`` on ``arch``: the emulator
+    runs the arch and the format is a v2 one."""
+    from hqval.emu.machine import ARCH_GEN
+
+    return arch in ARCH_GEN and spec.qt in (44, 45)
+
+
 def _marginal_needed(facts: Facts, base: Facts) -> bool:
     """Whether ``Executed.v2_valu_delta`` reads the launches on the longer K: not when
     either kernel did not run, nor when either read no group-row's payload (the rule is
@@ -666,14 +687,28 @@ def _marginal_needed(facts: Facts, base: Facts) -> bool:
         and base.tile_units > 0
 
 
+def baseline_launches(bspec: KernelSpec, arch: str, code_object: bytes,
+                      problem: tuple[int, int, int],
+                      longer: tuple[int, int, int] | None
+                      ) -> list[tuple[tuple[str, ...], Facts]]:
+    """The launches of a baseline that ``executed_rows`` makes for its v2 kernels on
+    ``problem`` (and on the marginal count's ``longer`` K, unless the baseline did not
+    run or read no group-row), each with the key ``facts_for`` keeps it under: run once
+    for every v2 kernel judged against it, in whichever process judges them
+    (``remember_facts``)."""
+    key, base = _facts(bspec, arch, code_object, problem, False)
+    out = [(key, base)]
+    if longer is not None and not base.error and base.tile_units > 0:
+        out.append(_facts(bspec, arch, code_object, longer, True))
+    return out
+
+
 def executed_rows(spec: KernelSpec, arch: str, code_object: bytes,
                   baseline: tuple[KernelSpec, bytes] | None,
                   static_w_loads: list[Instruction], budget: float) -> dict[str, Row] | None:
     """The three rules from executed facts, or None where the emulator cannot run the
     arch or the format is not a v2 one."""
-    from hqval.emu.machine import ARCH_GEN
-
-    if arch not in ARCH_GEN or spec.qt not in (44, 45):
+    if not applies(spec, arch):
         return None
     problem = problem_for(spec, baseline[0] if baseline else None)
     facts = facts_for(spec, arch, code_object, problem)

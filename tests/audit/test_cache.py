@@ -195,3 +195,49 @@ def test_an_audit_builds_each_launch_input_once(tmp_path: Path, cache: Path,
     executed._FACTS.clear()
     audit_matrix(cells, ARCHES["gfx1030"], cache_dir=tmp_path / "c", jobs=1)
     assert memo_on and all(memo_on) and oracle._MEMO is None
+
+
+def test_a_baseline_two_workers_judge_against_is_launched_once(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two v2 kernels of one baseline are two groups (two workers): the baseline's launches
+    (the shared problem, the marginal count's longer K) run once, before the groups'
+    workers are forked, and each group's audit finds them: no baseline launch is made
+    again, and the rows are those of an audit that launched everything itself."""
+    from hqval.audit import cache as audit_cache
+    from hqval.audit import executed
+
+    base = REAL.by_name("gemv_hfq4g256_r1")
+    # (two objects: the suite's v2 GEMVs share one object, its mutants have their own)
+    v2s = [REAL.by_name("gemv_mq4g256v2_r1"), MUTANTS.by_name("gemv_mut_lane_header_address_r1")]
+    assert all(s.baseline == base.name for s in v2s)
+    bco = compile_kernel(base, "gfx1030", cache).code_object
+    assert bco is not None
+    jobs = []
+    for spec in v2s:
+        co = compile_kernel(spec, "gfx1030", cache).code_object
+        assert co is not None
+        jobs.append(audit_cache._Job(spec, ARCHES["gfx1030"], co, (base, bco)))
+    groups = audit_cache._groups(jobs)
+    assert len(groups) == 2
+    launches = audit_cache._baseline_launch_groups(groups)
+    assert [[(b.name, p, longer) for b, _, _, p, longer in g] for g in launches] == [
+        [(base.name, (16, 1280, 1), (16, 2304, 1))]]
+    # a baseline only one group judges against is left to that group's worker
+    assert audit_cache._baseline_launch_groups(groups[:1]) == []
+    executed._FACTS.clear()
+    alone = [r.to_dict() for j in jobs for r in audit_cache._audit_job(j)]
+    executed._FACTS.clear()
+    audit_cache._share_baseline_launches(groups, 2)
+    shared = dict(executed._FACTS)
+    assert len(shared) == 2  # the baseline on both K, run in a worker, kept here
+    ran: list[str] = []
+    real = executed.run_facts
+
+    def counting(spec: Any, *args: Any, **kw: Any) -> Any:
+        ran.append(spec.name)
+        return real(spec, *args, **kw)
+
+    monkeypatch.setattr(executed, "run_facts", counting)
+    rows = [r.to_dict() for j in jobs for r in audit_cache._audit_job(j)]
+    assert base.name not in ran and sorted(set(ran)) == sorted(s.name for s in v2s)
+    assert rows == alone
