@@ -281,14 +281,14 @@ def _baseline_launch_groups(groups: list[list[_Job]]) -> list[list[_Launch]]:
             bspec, bco = j.baseline
             problem = problem_for(j.spec, bspec)
             longer = marginal_problem(j.spec, bspec, problem)
-            try:
-                ident = load(bco).code_identity
-            except (IsaError, OSError, ValueError, KeyError):
-                continue  # the job's own audit reports it
             key = (bspec.name, arch_name, str(bco), problem, longer)
-            got = wanted.setdefault(key, ((bspec, arch_name, Path(bco), problem, longer),
-                                          set(), ident))
-            got[1].add(gi)
+            if key not in wanted:  # each baseline object is read once, not once per job
+                try:
+                    ident = load(bco).code_identity
+                except (IsaError, OSError, ValueError, KeyError):
+                    continue  # the job's own audit reports it
+                wanted[key] = ((bspec, arch_name, Path(bco), problem, longer), set(), ident)
+            wanted[key][1].add(gi)
     by: dict[str, list[_Launch]] = {}
     for launch, users, ident in wanted.values():
         if len(users) > 1:

@@ -269,6 +269,15 @@ def marginal_problem(spec: KernelSpec, baseline: KernelSpec | None,
     return problem[0], problem[1] + step, problem[2]
 
 
+def _keep(store: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """``store[key] = value`` as its newest entry, the oldest dropped past ``limit``
+    entries (the bounded stores of this module)."""
+    store.pop(key, None)
+    if len(store) >= limit:
+        store.pop(next(iter(store)))
+    store[key] = value
+
+
 # machines by (arch, code object sha256), the most recent few: the launches of one object
 # (its problem and the marginal count's longer K) translate its kernels once
 _MACHINES: dict[tuple[str, str], Any] = {}
@@ -283,12 +292,10 @@ def _machine(arch: str, code_object: bytes) -> Any:
     from hqval.emu.memory import Memory
 
     key = (arch, hashlib.sha256(code_object).hexdigest())
-    machine = _MACHINES.pop(key, None)
+    machine = _MACHINES.get(key)
     if machine is None:
         machine = Machine(arch)
-    if len(_MACHINES) >= _MACHINES_LIMIT:
-        _MACHINES.pop(next(iter(_MACHINES)))
-    _MACHINES[key] = machine
+    _keep(_MACHINES, key, machine, _MACHINES_LIMIT)
     machine.mem = Memory()
     return machine
 
@@ -420,9 +427,8 @@ def _object_identity(arch: str, code_object: bytes) -> str:
             h.update(f"\0{sym}\0".encode())
             for ins in co.disassembly(sym, arch):
                 h.update(f"{ins.addr}:{ins.text}\n".encode())
-        if len(_OBJECT_IDENTITY) >= _FACTS_LIMIT:
-            _OBJECT_IDENTITY.pop(next(iter(_OBJECT_IDENTITY)))
-        got = _OBJECT_IDENTITY[key] = h.hexdigest()
+        got = h.hexdigest()
+        _keep(_OBJECT_IDENTITY, key, got, _FACTS_LIMIT)
     return got
 
 
@@ -476,10 +482,7 @@ def _facts(spec: KernelSpec, arch: str, code_object: bytes, problem: tuple[int, 
 def remember_facts(key: tuple[str, ...], facts: Facts) -> None:
     """Keep ``facts`` under ``key`` (``facts_key``, the arch added for a launch that
     raised) for ``facts_for``: a launch another process ran, reused here."""
-    _FACTS.pop(key, None)
-    if len(_FACTS) >= _FACTS_LIMIT:
-        _FACTS.pop(next(iter(_FACTS)))
-    _FACTS[key] = facts
+    _keep(_FACTS, key, facts, _FACTS_LIMIT)
 
 
 def _ranges(values: list[int]) -> str:
