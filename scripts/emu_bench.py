@@ -237,6 +237,7 @@ def matrix(top: Path, arches: list[str], extra: list[str]) -> int:
         print(f"emu_bench: {top} is not empty; give a new directory for --matrix",
               file=sys.stderr)
         return 2
+    top.mkdir(parents=True, exist_ok=True)  # the logs go here even when a run writes nothing
     cache = top / "cache"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))

@@ -95,3 +95,14 @@ def test_matrix_refuses_a_directory_in_use(tmp_path: Path) -> None:
     (tmp_path / "old").write_text("x")
     assert bench.matrix(tmp_path, ["gfx1100"], []) == 2
     assert (tmp_path / "old").read_text() == "x"
+
+
+def test_matrix_run_that_writes_no_rows_is_exit_2(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A matrix whose run is refused before it writes rows (here a manifest that does not
+    exist) is no figure: exit 2, naming the log, and no matrix.json."""
+    bench = _bench()
+    top = tmp_path / "m"
+    assert bench.matrix(top, ["gfx1100"], ["--manifest", str(tmp_path / "none.yaml")]) == 2
+    assert "wrote no rows" in capsys.readouterr().err
+    assert (top / "cold.log").is_file() and not (top / "matrix.json").exists()
