@@ -78,3 +78,39 @@ def publish(produced: Path, target: str | Path, *, keep_existing: bool) -> None:
             raise safeio.SafeIOError(f"JUnit XML {produced}: pytest's report is not XML "
                                      f"({exc})") from None
     safeio.write_atomic(dest, data, what="JUnit XML")
+
+
+def cases_document(cases: list[tuple[str, str, str, str]]) -> bytes:
+    """A report of test cases that no session ran (cells whose rows a run took from the
+    check row cache), as pytest writes its own: ``(classname, name, outcome, message)``,
+    outcome one of "", "failure", "skipped"."""
+    root = ET.Element("testsuites", name="pytest tests")
+    suite = ET.SubElement(root, "testsuite", name="pytest")
+    for classname, name, outcome, message in cases:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0.000")
+        if outcome:
+            child = ET.SubElement(case, outcome, message=message)
+            if outcome == "skipped":
+                child.set("type", "pytest.skip")
+            child.text = message
+    for outcome, attr in zip(_OUTCOMES, ("failures", "errors", "skipped"), strict=True):
+        suite.set(attr, str(sum(1 for c in cases if c[2] == outcome)))
+    suite.set("tests", str(len(cases)))
+    suite.set("time", "0.000")
+    out: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return out
+
+
+def add_cases(target: str | Path, cases: list[tuple[str, str, str, str]]) -> None:
+    """Put ``cases`` (``cases_document``) in the report at ``target``, keeping every case
+    already there (a case of the same name there wins), through the safe writer."""
+    if not cases:
+        return
+    data = cases_document(cases)
+    dest = Path(target)
+    if dest.exists() or dest.is_symlink():
+        old = safeio.read_bytes(dest, limit=MAX_JUNIT_BYTES, what="JUnit XML",
+                                follow_symlinks=False)
+        with contextlib.suppress(ET.ParseError):  # a torn earlier file holds nothing
+            data = merge(old, data)
+    safeio.write_atomic(dest, data, what="JUnit XML")

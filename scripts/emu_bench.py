@@ -293,12 +293,23 @@ def _unshared(row: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return {**row, "details": details, "message": message}, arch
 
 
+def _uncached(row: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A row without what says it was taken from the check row cache
+    (``hqval.checks.rowcache.DETAIL``), and whether it was."""
+    details = row.get("details")
+    if not isinstance(details, dict) or "cell_cache" not in details:
+        return row, False
+    return {**row, "details": {k: v for k, v in details.items() if k != "cell_cache"}}, True
+
+
 def compare_rows(a: Path, b: Path) -> int:
     """Every audit, check, mutant and admission row of run ``a`` against run ``b`` by
-    identity, all fields but the volatile ones and what says a row's launches ran on
-    another arch's identical code (counted): 0 if equal, 1 with the first differences
+    identity, all fields but the volatile ones, what says a row's launches ran on another
+    arch's identical code and what says it was taken from the check row cache (both
+    counted): 0 if equal, 1 with the first differences
     listed (and 1 if either run has none: nothing compared is no evidence)."""
     shared: dict[Path, int] = {}
+    remembered: dict[Path, int] = {}
 
     def by_id(run: Path) -> dict[str, dict[str, Any]]:
         out = {}
@@ -307,6 +318,8 @@ def compare_rows(a: Path, b: Path) -> int:
                 continue
             r, same = _unshared(r) if r.get("kind") == "check" else (r, "")
             shared[run] = shared.get(run, 0) + bool(same)
+            r, cached = _uncached(r)
+            remembered[run] = remembered.get(run, 0) + cached
             ident = f"{r.get('kind')}:{r.get('identity')}"
             out[ident] = _scrub(r)
         return out
@@ -314,6 +327,9 @@ def compare_rows(a: Path, b: Path) -> int:
     for run, n in shared.items():
         if n:
             print(f"{run}: {n} check rows ran on another arch's identical code")
+    for run, n in remembered.items():
+        if n:
+            print(f"{run}: {n} check rows taken from the check row cache")
     # a field only one run's rows have (a schema addition between them, such as
     # object_sha256) cannot be compared: named once, and the rest of the row compared
     only: set[str] = set()

@@ -88,6 +88,11 @@ class CheckContext:
     seed: int = 0
     sizes: Sizes | None = None
     _programs: dict[str, Program] = field(default_factory=dict)
+    # the programs the current cell loaded (name -> the sha256 of its object), and whether
+    # its row is one its kernels' code decided (``run_cell``): what the check row cache
+    # (``hqval.checks.rowcache``) records
+    loaded: dict[str, str | None] = field(default_factory=dict)
+    decided: bool = False
 
     def __post_init__(self) -> None:
         if self.sizes is None:
@@ -116,7 +121,17 @@ class CheckContext:
     def program(self, spec: KernelSpec) -> Program:
         if spec.name not in self._programs:
             self._programs[spec.name] = self.backend.load(spec)
-        return self._programs[spec.name]
+        program = self._programs[spec.name]
+        sha = program.provenance.get("sha256")
+        self.loaded[spec.name] = sha if isinstance(sha, str) else None
+        return program
+
+    def cell_objects(self) -> dict[str, str | None] | None:
+        """The objects the last cell loaded ("kernel|arch" -> sha256) when its row is one
+        its kernels' code decided (the check returned, or the kernel faulted), else None."""
+        if not self.decided:
+            return None
+        return {f"{name}|{self.arch.name}": sha for name, sha in sorted(self.loaded.items())}
 
     def kernel(self, name: str) -> KernelSpec:
         for spec in self.manifest.kernels:
@@ -211,6 +226,7 @@ def run_cell(ctx: CheckContext, check: str, spec: KernelSpec) -> Row:
     A cell whose every launch was replayed from another arch's run of identical code says
     so (``same_code``)."""
     fn = check_function(check)
+    ctx.loaded, ctx.decided = {}, False
     why = not_applicable(check, spec, ctx.arch, ctx.manifest)
     if why:
         return ctx.row(check, spec, Status.UNSUPPORTED, why)
@@ -236,6 +252,11 @@ def same_code(row: Row, ran_on: list[str]) -> Row:
     return dataclasses.replace(row, details=details)
 
 
+def is_infrastructure_row(row: Row) -> bool:
+    """Whether a row records hqval's own machinery failing (``infrastructure_details``)."""
+    return bool(row.details.get("infrastructure"))
+
+
 def _run_cell(ctx: CheckContext, check: str, spec: KernelSpec, fn: CheckFn) -> Row:
     emu_errors = _emu_errors()
     try:
@@ -243,14 +264,21 @@ def _run_cell(ctx: CheckContext, check: str, spec: KernelSpec, fn: CheckFn) -> R
             with deadline.bounded(ctx.backend, cell_id(check, spec.name, ctx.arch.name,
                                                        ctx.backend.name)):
                 return fn(ctx, spec)
-        return fn(ctx, spec)
+        row = fn(ctx, spec)
+        # returned normally: the row is what the kernels' code decided (a kernel's fault
+        # is too, below; an emulator or compiler gap and hqval's own errors are not)
+        ctx.decided = not is_infrastructure_row(row)
+        return row
     except GuardViolation as exc:
+        ctx.decided = True  # the kernel's own behaviour, as deterministic as its outputs
         return ctx.row(check, spec, Status.FAIL, f"guard: {exc}")
     except Exception as exc:
         if emu_errors is not None and isinstance(exc, emu_errors[0]):
+            ctx.decided = True
             return ctx.row(check, spec, Status.FAIL, f"memory fault: {exc}")
         if emu_errors is not None and isinstance(exc, emu_errors[2]):
             # the kernel's own behaviour (a trap or halt it executed): a failure
+            ctx.decided = True
             return ctx.row(check, spec, Status.FAIL, f"trap: {exc}",
                            details={"trap": str(getattr(exc, "instruction", "")),
                                     "address": int(getattr(exc, "address", 0))})

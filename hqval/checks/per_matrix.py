@@ -376,8 +376,9 @@ def fallback(ctx: CheckContext, spec: KernelSpec, fb: ModuleType) -> Row:
                        f"qt={spec.qt} on {arch.name} in the manifest")
     rows: list[Row] = []
     for t in range(FALLBACK_TOKENS):
+        # the cell's programs and its record of what it loaded (the check row cache)
         sub = CheckContext(ctx.backend, ctx.arch, ctx.manifest, ctx.seed * 31 + t, ctx.sizes,
-                           ctx._programs)
+                           ctx._programs, loaded=ctx.loaded)
         rows.append(parity(sub, name, token, tolerance=fb.TOLERANCE, derivation=fb.DERIVATION,
                            fixture=oracle.NamedFixture("disjoint_halves")))
     worst = max(rows, key=lambda r: (r.status is not Status.PASS, r.measured or 0.0))

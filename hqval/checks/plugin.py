@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 # the test report's attribute that carries a cell's row (``Row.to_dict()``)
 ROW_ATTR = "hqval_row"
+# the attribute that carries the objects a cell loaded, when its row may be remembered
+# (``hqval.checks.rowcache``): "kernel|arch" -> sha256
+OBJECTS_ATTR = "hqval_objects"
 BACKENDS = ("emu", "hip", "cuda")
 
 
@@ -267,6 +270,7 @@ class CellItem(pytest.Item):
         self.backend_name = backend_name
         self.manifest = manifest
         self.row: Row | None = None
+        self.objects: dict[str, str | None] | None = None
 
     def runtest(self) -> None:
         from hqval.checks.cell import run_cell
@@ -276,6 +280,7 @@ class CellItem(pytest.Item):
                        self.config.getoption("--hqval-cache-dir"))
         row = run_cell(ctx, self.check, self.spec)
         self.row = row
+        self.objects = ctx.cell_objects()
         if row.status in (Status.UNSUPPORTED, Status.SKIPPED):
             pytest.skip(f"{row.status}: {row.message}")
         if row.status != Status.PASS:
@@ -337,6 +342,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     report = yield
     if isinstance(item, CellItem) and item.row is not None and call.when == "call":
         setattr(report, ROW_ATTR, item.row.to_dict())
+        if item.objects is not None:
+            setattr(report, OBJECTS_ATTR, dict(item.objects))
     return report
 
 
@@ -344,16 +351,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Any:
     """xdist: a worker's report carries its row to the controller."""
     data = yield
-    if isinstance(data, dict) and hasattr(report, ROW_ATTR):
-        data[ROW_ATTR] = getattr(report, ROW_ATTR)
+    if isinstance(data, dict):
+        for attr in (ROW_ATTR, OBJECTS_ATTR):
+            if hasattr(report, attr):
+                data[attr] = getattr(report, attr)
     return data
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_report_from_serializable(config: pytest.Config, data: dict[str, Any]) -> Any:
     report = yield
-    if report is not None and ROW_ATTR in data:
-        setattr(report, ROW_ATTR, data[ROW_ATTR])
+    if report is not None:
+        for attr in (ROW_ATTR, OBJECTS_ATTR):
+            if attr in data:
+                setattr(report, attr, data[attr])
     return report
 
 
@@ -361,6 +372,14 @@ def report_row(report: Any) -> Row | None:
     """The row a cell's report carries, or None (a phase without one, a crash)."""
     d = getattr(report, ROW_ATTR, None)
     return Row.from_dict(d) if isinstance(d, dict) else None
+
+
+def report_objects(report: Any) -> dict[str, str | None] | None:
+    """The objects a cell's report says it loaded (``OBJECTS_ATTR``), or None."""
+    d = getattr(report, OBJECTS_ATTR, None)
+    if not isinstance(d, dict):
+        return None
+    return {str(k): v if isinstance(v, str) else None for k, v in d.items()}
 
 
 class _Recorder:

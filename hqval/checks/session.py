@@ -66,8 +66,11 @@ class SessionResult:
 class _Controller:
     """Registered in the controller only: rows to ``on_row``, crashes and counts noted."""
 
-    def __init__(self, on_row: Callable[[Row], None] | None) -> None:
+    def __init__(self, on_row: Callable[[Row], None] | None,
+                 on_objects: Callable[[Row, dict[str, str | None]], None] | None = None
+                 ) -> None:
         self.on_row = on_row
+        self.on_objects = on_objects
         self.rows: list[Row] = []
         self.crashed: list[str] = []
         self.collected = 0
@@ -85,7 +88,7 @@ class _Controller:
             if report.when == "teardown" and report.outcome == "failed":
                 self._crash(report)
             return
-        from hqval.checks.plugin import report_row
+        from hqval.checks.plugin import report_objects, report_row
 
         # the row rides on the call phase's report (hqval.checks.plugin); a setup phase
         # that failed, or a call without one, is a cell that ended without a verdict
@@ -99,6 +102,9 @@ class _Controller:
         self.rows.append(row)
         if self.on_row is not None:
             self.on_row(row)
+        objects = report_objects(report) if self.on_objects is not None else None
+        if objects is not None and self.on_objects is not None:
+            self.on_objects(row, objects)
 
     def _crash(self, report: pytest.TestReport) -> None:
         name = report.nodeid.rsplit("::", 1)[-1]
@@ -216,8 +222,11 @@ def run_cells(
     junit_xml: str | None = None, seed: int = 0, verbose: bool = False,
     skip: Iterable[str] = (), on_row: Callable[[Row], None] | None = None,
     cache_dir: str | None = None,
+    on_objects: Callable[[Row, dict[str, str | None]], None] | None = None,
 ) -> SessionResult:
-    """Run the cells of ``manifests`` on ``arches``; never raises for a failing cell."""
+    """Run the cells of ``manifests`` on ``arches``; never raises for a failing cell.
+    ``on_objects`` gets each row whose cell returned normally, after ``on_row``, with the
+    objects the cell loaded ("kernel|arch" -> sha256: what the check row cache records)."""
     manifests = [Path(m).resolve() for m in manifests]
     scratch = Path(tempfile.mkdtemp(prefix="hqval-cells-"))
     ini = scratch / "pytest.ini"
@@ -246,7 +255,7 @@ def run_cells(
         # pytest writes its report into the scratch directory; hqval.junit publishes it
         # through the safe writer (never through a link; merged on a resumed run)
         args += ["--junit-xml", str(scratch / "junit.xml")]
-    controller = _Controller(on_row)
+    controller = _Controller(on_row, on_objects)
     plugins: list[object] = [controller]
     if use_workers:
         plugins.append(_Workers(controller))

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hqval import isa, provenance, toolchain
+from hqval import junit as junit_xml
 from hqval.admission import Admission, Judged, JudgedRun, Policy, dumps, judge, load_policy
-from hqval.checks import mutation, session
+from hqval.checks import mutation, rowcache, session
 from hqval.checks.cell import CHECKS, Cell
 from hqval.manifest import KernelSpec
 from hqval.result import Row, Status
@@ -221,9 +222,28 @@ class _SessionRows:
         self.last = time.monotonic()
 
 
-def _session(ctx: RunContext, step: str, manifests: list[Path],
+def _remembered(ctx: RunContext, manifests: list[Path], backend: str, arches: list[str],
+                cells: list[str], out: _SessionRows) -> rowcache.SessionCache | None:
+    """The check row cache of a session on the emulator (``hqval.checks.rowcache``; None
+    where rows are not remembered): the rows it remembers of ``cells`` the run lacks are
+    appended now, as the session's would be."""
+    if not rowcache.enabled(backend):
+        return None
+    cache = rowcache.SessionCache(
+        toolchain.cache_base(ctx.config.cache_dir), manifests, ctx.config.seed,
+        {a: ctx.arch(a) for a in arches}, ctx.writer.envelope.get("objects") or {})
+    for row in cache.remembered(c for c in cells if c not in ctx.writer.done):
+        out.add(row)
+    out.flush()
+    return cache
+
+
+def _session(ctx: RunContext, step: str, manifests: list[Path], cells: list[str],
              mutant_rows: list[Row] | None = None) -> tuple[list[Row], str]:
-    """The check cells of ``manifests`` on every arch, one pytest session per backend;
+    """The check cells of ``manifests`` on every arch, one pytest session per backend
+    (``cells``: the identities it must produce; on the emulator those the check row cache
+    remembers are taken from it, and a session whose every cell it answered is not
+    started);
     finished cells are appended in batches (``SESSION_BATCH_ROWS``), the last when the
     session ends, also when it raises.  Returns (rows, why the session fell short).
     ``mutant_rows``: the session runs the mutants' cells too (``_together``); their rows
@@ -242,10 +262,17 @@ def _session(ctx: RunContext, step: str, manifests: list[Path],
         for backend, arches in by_backend.items():
             tag = "-".join(arches) if len(arches) < 3 else backend
             junit = ctx.writer.path / f"junit-{step}-{tag}.xml"
+            remembered = _remembered(ctx, manifests, backend, arches, cells, out)
+            if remembered is not None:
+                junit_xml.add_cases(junit, remembered.junit_cases())
+                if all(c in ctx.writer.done for c in cells
+                       if c.rsplit("|", 2)[-2] in arches):
+                    continue  # every cell answered: no session to start
             result = session.run_cells(
                 manifests, arches, backend, workers=ctx.config.workers,
                 junit_xml=str(junit), seed=ctx.config.seed, verbose=ctx.config.verbose,
-                skip=ctx.writer.done, on_row=out.add, cache_dir=ctx.config.cache_dir)
+                skip=ctx.writer.done, on_row=out.add, cache_dir=ctx.config.cache_dir,
+                on_objects=remembered.keep if remembered is not None else None)
             out.flush()
             why = result.problem()
             if why:
@@ -282,12 +309,14 @@ def checks(ctx: RunContext) -> StepResult:
     t0 = time.monotonic()
     if not _together(ctx):
         ctx.progress.start("checks", len(ctx.expected.get("checks", [])))
-        rows, why = _session(ctx, "checks", [Path(ctx.manifest.path)])
+        rows, why = _session(ctx, "checks", [Path(ctx.manifest.path)],
+                             ctx.expected.get("checks", []))
         return StepResult("checks", tuple(rows), error=why, seconds=time.monotonic() - t0)
     assert ctx.mutants is not None
     ctx.progress.start("checks", len(ctx.expected.get("checks", [])) + len(_mutant_cells(ctx)))
     ctx.mutant_rows = []
     rows, why = _session(ctx, "checks", [Path(ctx.manifest.path), Path(ctx.mutants.path)],
+                         [*ctx.expected.get("checks", []), *_mutant_cells(ctx)],
                          mutant_rows=ctx.mutant_rows)
     return StepResult("checks", tuple(rows), error=why, seconds=time.monotonic() - t0)
 
@@ -316,7 +345,7 @@ def mutants(ctx: RunContext) -> StepResult:
         ctx.progress.cell(r.identity, _shown(r, _mutant_names(ctx)))
     why = ""
     if not _together(ctx) or any(i not in ctx.writer.done for i in _mutant_cells(ctx)):
-        more, why = _session(ctx, "mutants", [Path(ctx.mutants.path)])
+        more, why = _session(ctx, "mutants", [Path(ctx.mutants.path)], _mutant_cells(ctx))
         rows += more
     names = _mutant_names(ctx)
     # this session's cells plus those an interrupted earlier session left in the run
