@@ -12,7 +12,8 @@ Its inputs are:
 - the cell (check, kernel, arch, backend), the arch's definition, the seed;
 - every kernel of the manifests the cell's session collects, as loaded (a cell routes to
   other kernels of its manifest: a v1 baseline, a per-token reference);
-- every ``HQVAL_*`` variable of the environment;
+- every ``HQVAL_*`` variable of the environment, and the variables pytest reads to load
+  plugins into the check session;
 - the code objects the cell loaded, by sha256.
 
 The first six make the entry's name (``CellKey.key``).  The code objects are recorded when
@@ -24,7 +25,8 @@ run built).
 Only rows a kernel's code decided are kept: pass, fail and unsupported rows of a cell whose
 check returned or whose kernel faulted (a trap, a memory fault, a guard).  Errors, untested
 cells (an emulator or compiler gap), hqval's own failures and cells that loaded a program
-this run did not compile are run again every time.  Hardware backends are never remembered: a device is not a function of its inputs.
+this run did not compile are run again every time.  Hardware backends are never
+remembered: a device is not a function of its inputs.
 
 The cache may be shared with or poisoned by another job (``hqval.cacheauth``): every entry
 carries an HMAC over its name, its row and its objects, and one without a valid tag is not
@@ -112,9 +114,15 @@ def manifests_identity(manifests: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
+# pytest reads these in the check session too: a plugin they load runs inside it
+PYTEST_ENV = ("PYTEST_PLUGINS", "PYTEST_ADDOPTS")
+
+
 def environment() -> dict[str, str]:
-    """The ``HQVAL_*`` variables: any of them may change what a cell does."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("HQVAL_")}
+    """The ``HQVAL_*`` variables and pytest's ``PYTEST_ENV``: any of them may change what
+    a cell does."""
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith("HQVAL_") or k in PYTEST_ENV}
 
 
 @dataclass(frozen=True)
@@ -277,10 +285,16 @@ class SessionCache:
     def keep(self, row: Row, objects: Mapping[str, str | None]) -> None:
         """Remember a row the session computed, with the objects its cell loaded, when it
         may be (``recordable``) and every object is one this run built."""
-        if not recordable(row, objects) or _arch_of(row.identity) not in self.arches or \
-                any(self.built.get(k) != v for k, v in objects.items()):
+        loaded = dict(objects)
+        if row.object_sha256 is not None:
+            # the object the row names is one its entry vouches for, loaded or not
+            own = f"{row.kernel}|{row.arch}"
+            if loaded.setdefault(own, row.object_sha256) != row.object_sha256:
+                return
+        if not recordable(row, loaded) or _arch_of(row.identity) not in self.arches or \
+                any(self.built.get(k) != v for k, v in loaded.items()):
             return
-        self.rows.put(self._key(row.identity), row, {k: str(v) for k, v in objects.items()})
+        self.rows.put(self._key(row.identity), row, {k: str(v) for k, v in loaded.items()})
 
     def junit_cases(self) -> list[tuple[str, str, str, str]]:
         """(classname, name, outcome, message) of every cell answered from the cache, as

@@ -265,9 +265,9 @@ def _session(ctx: RunContext, step: str, manifests: list[Path], cells: list[str]
             remembered = _remembered(ctx, manifests, backend, arches, cells, out)
             if remembered is not None:
                 junit_xml.add_cases(junit, remembered.junit_cases())
-                if all(c in ctx.writer.done for c in cells
-                       if c.rsplit("|", 2)[-2] in arches):
-                    continue  # every cell answered: no session to start
+                if remembered.answered and all(c in ctx.writer.done for c in cells
+                                               if c.rsplit("|", 2)[-2] in arches):
+                    continue  # every cell answered or already run: no session to start
             result = session.run_cells(
                 manifests, arches, backend, workers=ctx.config.workers,
                 junit_xml=str(junit), seed=ctx.config.seed, verbose=ctx.config.verbose,

@@ -104,7 +104,8 @@ def test_compile_and_audit_report_cells_as_they_are_done_not_at_the_end(
 
 
 def _session_ctx(tmp_path: Path) -> tuple[RunContext, list[int]]:
-    config = RunConfig(arches=["gfx1100"], out=tmp_path / "run")
+    # a cache of the test's own: no check row another run left answers a cell here
+    config = RunConfig(arches=["gfx1100"], out=tmp_path / "run", cache_dir=str(tmp_path / "cache"))
     writer = store.RunWriter.create(config.out, store.make_envelope(backend="emu"))
     batches: list[int] = []
     real = writer.append
@@ -144,7 +145,7 @@ def test_session_rows_are_appended_in_batches_and_none_is_lost(
         return Result()
     monkeypatch.setattr(steps.session, "run_cells", run_cells)
     monkeypatch.setattr(steps, "SESSION_BATCH_SECONDS", 1e9)
-    rows, why = steps._session(ctx, "checks", [Path(ctx.manifest.path)])
+    rows, why = steps._session(ctx, "checks", [Path(ctx.manifest.path)], [])
     assert why == "" and len(rows) == 200
     assert sum(batches) == 200 and len(batches) == 4  # 64 + 64 + 64 + 8
     assert len(store.load(ctx.writer.path).rows) == 200
@@ -160,7 +161,7 @@ def test_a_session_that_raises_still_appends_what_finished(
         raise KeyboardInterrupt
     monkeypatch.setattr(steps.session, "run_cells", run_cells)
     with pytest.raises(KeyboardInterrupt):
-        steps._session(ctx, "checks", [Path(ctx.manifest.path)])
+        steps._session(ctx, "checks", [Path(ctx.manifest.path)], [])
     assert {r.kernel for r in store.load(ctx.writer.path).rows} == {f"k{i}" for i in range(10)}
 
 
@@ -179,7 +180,8 @@ def _mutants_ctx(tmp_path: Path) -> RunContext:
     from hqval.backends.emu import EmuBackend
     from hqval.manifest import DEFAULT_MUTANTS, load_mutants
 
-    config = RunConfig(arches=["gfx1100"], out=tmp_path / "run")
+    # a cache of the test's own: no check row another run left answers a cell here
+    config = RunConfig(arches=["gfx1100"], out=tmp_path / "run", cache_dir=str(tmp_path / "cache"))
     writer = store.RunWriter.create(config.out, store.make_envelope(backend="emu"))
     ctx = RunContext(config, [resolve_arch("gfx1100")], load_manifest(),
                      load_mutants(DEFAULT_MUTANTS),
