@@ -141,7 +141,9 @@ class CellKey:
                    json.dumps(environment(), sort_keys=True))
 
     def key(self, identity: str, arch: Any) -> str:
-        material = json.dumps({"layout": LAYOUT, "cell": identity, "arch": canonical(arch),
+        """``arch``: the ``Arch``, or its ``canonical`` form made once for many cells."""
+        arch_form = arch if isinstance(arch, list) else canonical(arch)
+        material = json.dumps({"layout": LAYOUT, "cell": identity, "arch": arch_form,
                                "seed": self.seed, "manifests": self.manifests,
                                "code": self.code, "tools": self.tools, "env": self.env},
                               sort_keys=True)
@@ -262,7 +264,7 @@ class SessionCache:
                 self._classes.setdefault(spec.name, prefix)
         self.rows = RowCache(cache)
         self.key = CellKey.of(loaded, seed)
-        self.arches = dict(arches)
+        self.arches = {name: canonical(a) for name, a in arches.items()}
         self.built = {str(k): v for k, v in built.items() if isinstance(v, str)}
         self.answered: list[Row] = []
 
