@@ -15,10 +15,16 @@ from hqval.audit.cache import (
     disassembler_identity,
     rules_identity,
 )
-from hqval.audit.occupancy import max_waves_per_simd, occupancy, vgpr_file, vgpr_granule
+from hqval.audit.occupancy import (
+    MAX_VGPRS_WAVE32,
+    max_waves_per_simd,
+    occupancy,
+    vgpr_budget,
+    vgpr_file,
+    vgpr_granule,
+)
 from hqval.audit.rules import FIXED_TOLERANCES, RULE_LETTER, RULES, V2_VALU_BUDGET
 from hqval.audit.static import (
-    MAX_VGPRS_WAVE32,
     AddressFlow,
     Audit,
     KernelCode,
@@ -59,6 +65,7 @@ __all__ = [
     "pointer_origins",
     "rules_identity",
     "summary",
+    "vgpr_budget",
     "vgpr_file",
     "vgpr_granule",
     "weight_args",

@@ -30,7 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hqval.audit.occupancy import occupancy, vgpr_file, vgpr_granule
+from hqval.audit.occupancy import (
+    occupancy,
+    vgpr_budget,
+    vgpr_budget_derivation,
+    vgpr_file,
+)
 from hqval.audit.rules import RULE_LETTER, V2_VALU_BUDGET
 from hqval.codeobject import Instruction
 from hqval.codeobject.disasm import _NO_DST, _TWO_DST
@@ -40,8 +45,6 @@ from hqval.result import Row, Status
 
 if TYPE_CHECKING:
     from hqval.manifest import KernelSpec
-
-MAX_VGPRS_WAVE32 = 256  # architectural limit of one wave32 on gfx10+
 
 
 def find_loops(instrs: list[Instruction]) -> list[tuple[int, int]]:
@@ -1015,11 +1018,7 @@ def rule_vgpr_budget(a: Audit) -> Row:
     vgprs = int(n.get(".vgpr_count", 0))
     flat = int(n.get(".max_flat_workgroup_size", 1024))
     wave = int(n.get(".wavefront_size", 32))
-    waves_per_wg = -(-flat // wave)
-    # A workgroup's waves share the 2 SIMDs of a WGP (CU mode: 2 SIMDs per CU on RDNA).
-    per_simd = -(-waves_per_wg // 2)
-    budget = min(MAX_VGPRS_WAVE32, vgpr_file(a.arch) // per_simd // vgpr_granule(a.arch)
-                 * vgpr_granule(a.arch))
+    budget = vgpr_budget(a.arch, flat, wave)
     ev = {"vgpr_count": vgprs, "sgpr_count": int(n.get(".sgpr_count", 0)),
           "lds_bytes": int(n.get(".group_segment_fixed_size", 0)), "wavefront_size": wave,
           "max_flat_workgroup_size": flat, "vgpr_file": vgpr_file(a.arch),
@@ -1030,8 +1029,7 @@ def rule_vgpr_budget(a: Audit) -> Row:
           "classes": dict(a.code.classes()),
           "loop_classes": dict(a.code.classes(a.code.main_loop())),
           "histogram": dict(a.code.histogram().most_common())}
-    deriv = (f"min(256, {vgpr_file(a.arch)} VGPRs / {per_simd} waves per SIMD for launch "
-             f"bounds {flat})")
+    deriv = vgpr_budget_derivation(a.arch, flat, wave)
     problems = []
     if wave != 32:
         problems.append(f"wave{wave} (the ABI is wave32)")

@@ -169,6 +169,51 @@ def test_occupancy_follows_the_vgpr_file() -> None:
     assert occupancy(ARCHES["gfx1030"], 46) == 16
 
 
+def test_the_vgpr_budget_splits_the_file_among_a_workgroups_waves() -> None:
+    """``vgpr_budget`` (the one bound rule (c) and the judge use): a workgroup's wave32
+    waves share the WGP's 2 SIMDs, each gets its share of the VGPR file rounded down to
+    the granule, at most 256."""
+    from hqval.audit import MAX_VGPRS_WAVE32, vgpr_budget
+
+    assert vgpr_budget(ARCHES["gfx1010"], 32) == MAX_VGPRS_WAVE32 == 256
+    assert vgpr_budget(ARCHES["gfx1010"], 128) == 256   # 2 waves per SIMD: 512, capped
+    assert vgpr_budget(ARCHES["gfx1010"], 1024) == 64   # 16 waves per SIMD of 1024
+    assert vgpr_budget(ARCHES["gfx1100"], 1024) == 96   # 1536 / 16, granule 24
+    assert vgpr_budget(ARCHES["gfx1100"], 480) == 192   # 15 waves: 8 per SIMD
+    assert vgpr_budget(ARCHES["gfx1102"], 352) == 160   # 1024 / 6 = 170, granule 16
+    assert vgpr_budget(ARCHES["gfx1100"], 1024, 64) == 192  # wave64: 8 per SIMD
+    for flat, wave in ((0, 32), (32, 0), (-64, 32)):
+        with pytest.raises(ValueError, match="at least one"):
+            vgpr_budget(ARCHES["gfx1100"], flat, wave)
+
+
+def test_rule_c_states_the_vgpr_budget_of_its_launch_bounds(tmp_path: Path,
+                                                            cache: Path) -> None:
+    """Rule (c)'s tolerance is ``vgpr_budget`` of the object's launch bounds: a real
+    kernel of 32 threads and the same kernel built for 1024 (64 VGPRs on gfx1010, 96 on
+    gfx1100), and one without launch bounds, which fails for 1024 != its block 32."""
+    from hqval.audit import vgpr_budget
+
+    (tmp_path / "wide").mkdir()
+    wide = replace(tiny(tmp_path / "wide", "HQ_LAUNCH_BOUNDS(1024)"), block=1024)
+    cases = [(REAL.by_name("gemv_mq4g256v2_r1"), 32, Status.PASS, (256, 256)),
+             (wide, 1024, Status.PASS, (64, 96)), (tiny(tmp_path, ""), 1024, Status.FAIL,
+                                                   (64, 96))]
+    for spec, flat, status, budgets in cases:
+        for arch, budget in zip(("gfx1010", "gfx1100"), budgets, strict=True):
+            c = audit_row(spec, arch, cache, "audit_vgpr_budget")
+            assert c.status is status, (spec.name, arch, c.message)
+            assert c.details["max_flat_workgroup_size"] == flat
+            assert c.tolerance == budget == vgpr_budget(ARCHES[arch], flat), (spec.name, arch)
+
+
+def audit_row(spec: KernelSpec, arch: str, cache: Path, check: str) -> Row:
+    res = compile_kernel(spec, arch, cache)
+    assert res.code_object is not None, res.message
+    code = analyze(res.code_object, arch)[spec.symbol]
+    return next(r for r in audit_kernel(spec, ARCHES[arch], code) if r.check == check)
+
+
 def test_notes_symbols_and_summary_of_a_real_object(cache: Path) -> None:
     spec = REAL.by_name("gemv_mq4g256v2_r2")
     res = compile_kernel(spec, "gfx1151", cache)
