@@ -210,7 +210,8 @@ def _known_format(value: Any) -> str | None:
     return None
 
 
-def _block(value: Any) -> str | None:
+def block_problem(value: Any) -> str | None:
+    """Why ``value`` is no manifest ``block`` (threads per block), or None."""
     if isinstance(value, int) and not isinstance(value, bool) and 32 <= value <= 1024 \
             and value % 32 == 0:
         return None
@@ -329,7 +330,7 @@ def _kernel_fields(mutants: bool, schema: int = SCHEMA_VERSION,
         "block": (Spec.scalar(int, required=False, enum=(32,),
                               fix="schema 1 is one wave32 per block: block: 32 (schema 2: "
                                   "any multiple of 32 up to 1024)") if schema == 1 else
-                  Spec.scalar(int, required=False, validators=(_block,),
+                  Spec.scalar(int, required=False, validators=(block_problem,),
                               fix="threads per block: a multiple of 32 up to 1024")),
         "requires": Spec.scalar(str, enum=REQUIRES),
         "baseline": Spec.scalar(str, required=False, validators=(_c_identifier,),

@@ -13,9 +13,10 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from hqval.admission.policy import PATH_OF_KIND, PathPolicy, Policy
+from hqval.audit.occupancy import vgpr_budget, vgpr_budget_derivation
 from hqval.audit.rules import FIXED_TOLERANCES
 from hqval.checks.cell import CHECKS, stated_tolerances
 from hqval.matrix import Arch
@@ -442,13 +443,17 @@ def kernel_entry_damage(entry: Any) -> str:
 
 
 def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
-                   written_schema: int, judged: Sequence[Row] | None = None) -> list[str]:
+                   written_schema: int, judged: Sequence[Row] | None = None,
+                   known_arches: Mapping[str, Arch] | None = None) -> list[str]:
     """Every row the envelope does not vouch for, named: a row of another run (its
     ``run_id``), of an arch or backend the run did not use, of a kernel its manifest does
-    not hold, or judging a code object other than the one the run compiled; and every row
-    whose own fields contradict its status.  Empty: the run is its own.  ``judged``: the
-    rows as ``judge`` recomputed them (in the same order): a row the run never expected
-    is damage unless its judged status is a failure or an error."""
+    not hold, judging a code object other than the one the run compiled, or stating a
+    bound its check or audit rule never compares with; and every row whose own fields
+    contradict its status.  Empty: the run is its own.  ``judged``: the rows as ``judge``
+    recomputed them (in the same order): a row the run never expected is damage unless
+    its judged status is a failure or an error.  ``known_arches``: the arches the audit's
+    per-kernel bounds are re-derived on (default: matrices/arches.yaml, as ``hqval run``
+    resolves them)."""
     out = envelope_damage(envelope, rows, written_schema)
     out += [f"{r.identity}: {why}" for r in rows if (why := self_contradiction(r))]
     out += kill_damage(rows)
@@ -465,6 +470,15 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
     # the expected cells are read from the envelope once, not once per row (a matrix run
     # has ~8000 rows and as many expected cells: rebuilding the sets per row was quadratic)
     expected = _expected_ids(envelope) if "steps" in envelope else None
+    known = known_arches
+
+    def arch_of(name: str) -> Arch | None:
+        nonlocal known
+        if known is None:
+            from hqval.matrix import load_arches
+            known = load_arches()
+        return known.get(name)
+
     for r, judged_status in zip(rows, statuses, strict=True):
         why = ""
         if r.run_id != run_id:
@@ -493,11 +507,9 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
                 why = (f"states tolerance {r.tolerance:g}, which {r.check} never compares "
                        "with (its tolerances: "
                        f"{', '.join(f'{t:g}' for t in sorted(stated_tolerances(r.check)))})")
-            elif r.kind == "audit" and r.tolerance is not None \
-                    and (bound := FIXED_TOLERANCES.get(r.check.removeprefix("audit_"))) \
-                    is not None and r.tolerance != bound:
-                why = (f"states tolerance {r.tolerance:g}, but rule "
-                       f"{r.check.removeprefix('audit_')} always compares with {bound:g}")
+            elif r.kind == "audit" \
+                    and (bad := audit_bound_damage(r, kernels.get(r.kernel), arch_of)):
+                why = bad
             elif r.kind == "check" and isinstance(seed, int) and not isinstance(seed, bool) \
                     and r.seed is not None and r.seed != seed:
                 # a check's fixtures are drawn from the run's seed: a row stating another
@@ -524,6 +536,58 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
         if why:
             out.append(f"{r.identity}: {why}")
     return out
+
+
+def audit_bound_damage(r: Row, entry: Any, arch_of: Callable[[str], Arch | None]) -> str:
+    """Why an audit row states a bound its rule never compares with, or "".  A rule with
+    one fixed bound (``FIXED_TOLERANCES``) states it in every row; ``vgpr_budget`` states
+    the VGPR budget of the row's arch for its kernel's launch bounds (``hqval.audit.
+    occupancy.vgpr_budget``), which a pass has only when they are the manifest's ``block``
+    in wave32: re-derived here from the arch (``arch_of``: its name -> the Arch, None where
+    this hqval has none) and the block of the kernel's ``entry`` in the run's kernel table.
+    A vgpr_budget pass without a bound is no row the rule wrote either (each of its
+    verdicts states it)."""
+    rule = r.check.removeprefix("audit_")
+    fixed = FIXED_TOLERANCES.get(rule)
+    if fixed is None and rule != "vgpr_budget":
+        return ""
+    t = r.tolerance
+    if t is None:
+        return (f"passes without the bound rule {rule} compares with (its tolerance)"
+                if r.status is Status.PASS and fixed is None else "")
+    if fixed is not None:
+        return "" if t == fixed else \
+            f"states tolerance {t:g}, but rule {rule} always compares with {fixed:g}"
+    from hqval.manifest import block_problem
+
+    block = entry.get("block") if isinstance(entry, Mapping) else None
+    if not isinstance(block, int) or block_problem(block) is not None:
+        # every run that writes audit rows records its kernels' block (hqval.manifest.
+        # kernel_table): an entry without one is not what the run wrote
+        return (f"its kernel's entry in the run's kernel table has no block ({block!r} is "
+                "not a multiple of 32 from 32 to 1024): the VGPR budget rule vgpr_budget "
+                "compares with cannot be re-derived (damaged)")
+    arch = arch_of(r.arch)
+    if arch is None:
+        return (f"arch {r.arch} is none of this hqval's arches (matrices/arches.yaml): the "
+                "VGPR budget rule vgpr_budget compares with cannot be re-derived")
+    flat, wave, whose = block, 32, f"block {block}"
+    if r.status is not Status.PASS:
+        # the rule derives its bound from the object's launch bounds and wave size, and
+        # fails an object whose launch bounds are not the block or whose waves are not
+        # wave32: a row that did not pass is judged by the ones it states
+        f, w = r.details.get("max_flat_workgroup_size"), r.details.get("wavefront_size")
+        if _positive(f) and _positive(w) and (f, w) != (flat, 32):
+            flat, wave, whose = f, w, f"the launch bounds {f} of wave{w} it states"
+    bound = vgpr_budget(arch, flat, wave)
+    if t == bound:
+        return ""
+    return (f"states tolerance {t:g}, but rule vgpr_budget compares with {bound} on "
+            f"{r.arch} for {whose}: {vgpr_budget_derivation(arch, flat, wave)}")
+
+
+def _positive(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _waiver_damage(r: Row, entry: Any) -> str:

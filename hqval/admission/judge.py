@@ -79,13 +79,15 @@ class Judged:
         return self.admission.exit_code
 
 
-def judge_run(run: RunLike, policy: Policy) -> JudgedRun:
+def judge_run(run: RunLike, policy: Policy,
+              arches: Mapping[str, Arch] | None = None) -> JudgedRun:
     """One run judged with its own kernel table: timing verdicts recomputed from the
-    samples under ``policy``'s gates."""
+    samples under ``policy``'s gates.  ``arches``: the arches the audit's per-kernel
+    bounds are re-derived on (``binding_damage``; default: matrices/arches.yaml)."""
     kernels = kernel_table([run.envelope])
     schema = int(getattr(run, "written_schema", 0))
     rows = tuple(rejudge_rows(run.rows, gate_for_row(policy, kernels)))
-    damage = tuple(binding_damage(run.envelope, run.rows, schema, rows))
+    damage = tuple(binding_damage(run.envelope, run.rows, schema, rows, arches))
     note = ""
     if schema >= BOUND_SCHEMA and not damage:
         # the table the judge reads, confirmed by the run's manifest or its rows
@@ -131,8 +133,8 @@ def judge(
 
     if arches is None:
         arches = arch_caps_from_matrix()
-    judged = tuple(judge_run(r, policy) for r in runs)
-    base = tuple(judge_run(r, policy) for r in baseline)
+    judged = tuple(judge_run(r, policy, arches) for r in runs)
+    base = tuple(judge_run(r, policy, arches) for r in baseline)
     cmp = None
     regressed: list[str] = []
     if base:

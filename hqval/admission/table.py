@@ -2,8 +2,9 @@
 
 The table says which (qt, path) each kernel's rows are evidence for, where it is built
 (``requires``, ``built_for``), what is a mutant (``mutant_of``) or a suite self-test
-(``self_test``), what never gates (``production: false``) and which audit rules the
-manifest waives (``audit_waive``).  An envelope is a file in the run directory: an edit
+(``self_test``), what never gates (``production: false``), which audit rules the
+manifest waives (``audit_waive``) and the threads per block the VGPR budget of its audit
+rows is re-derived from (``block``).  An envelope is a file in the run directory: an edit
 of it (a failing kernel made ``production: false``) must not change a verdict.
 
 ``confirm_table``: where the manifest the run recorded (``manifest``, ``manifest_sha256``;
@@ -28,10 +29,11 @@ from hqval.result import Row, Status
 if TYPE_CHECKING:
     from hqval.manifest import Manifest
 
-# the fields of a kernel table entry the judge reads (hqval.admission.evidence.kernel_table
-# and _waiver_damage): each is compared with the manifest's
+# the fields of a kernel table entry the judge reads (hqval.admission.evidence.kernel_table,
+# _waiver_damage and audit_bound_damage, which re-derives the VGPR budget from ``block``):
+# each is compared with the manifest's
 GATING_FIELDS = ("qt", "kind", "path", "requires", "built_for", "mutant_of", "production",
-                 "self_test", "audit_waive")
+                 "self_test", "audit_waive", "block")
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,62 @@ def test_an_audit_row_stating_another_fixed_bound_is_damage(
     assert f"{ident}: {named}" in res.err
 
 
+VGPR = f"audit_vgpr_budget[gemv_mq4g256v2_r1|{ARCH}|isa]"
+BUDGET_32 = (f"but rule vgpr_budget compares with 256 on {ARCH} for block 32: min(256, 1024 "
+             "VGPRs / 1 waves per SIMD for launch bounds 32)")
+
+
+def _vgprs(run: Path) -> float:
+    return float(_row(run, VGPR)["measured"])
+
+
+@pytest.mark.parametrize("edit,named", [
+    (lambda run, r: r.update(tolerance=512.0), lambda run: f"states tolerance 512, {BUDGET_32}"),
+    (lambda run, r: r.update(tolerance=_vgprs(run)),
+     lambda run: f"states tolerance {_vgprs(run):g}, {BUDGET_32}"),
+    (lambda run, r: r.update(tolerance=512.0, measured=300.0),
+     lambda run: f"states tolerance 512, {BUDGET_32}"),
+], ids=["looser", "tighter", "vgprs-beyond"])
+def test_a_vgpr_budget_row_stating_another_budget_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit, edit: Callable[[Path, dict[str, Any]], None],
+        named: Callable[[Path], str]) -> None:
+    """The VGPR budget pass of a 32-thread kernel on gfx1010 (256: the whole 1024-VGPR
+    file of one wave per SIMD, capped at 256) stating 512, or its own VGPR count (a
+    tighter budget, still agreeing with itself), or 512 with 300 VGPRs: the judge
+    re-derives the budget from the arch and the kernel table's block
+    (``audit.occupancy.vgpr_budget``) and none of these is a row the rule wrote (once:
+    admitted, exit 0)."""
+    run = copy_of()
+    assert _row(run, VGPR)["status"] == "pass" and _row(run, VGPR)["tolerance"] == 256.0
+    said = named(run)
+    rewrite_each(run, lambda r: edit(run, r) if r["identity"] == VGPR else None)
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert f"damaged: {run}: {VGPR}: {said}" in res.err
+
+
+@pytest.mark.parametrize("edit,named", [
+    (lambda k: k.update(block=1024),
+     "states tolerance 256, but rule vgpr_budget compares with 64 on gfx1010 for block 1024"),
+    (lambda k: k.pop("block"),
+     "its kernel's entry in the run's kernel table has no block (None is not a multiple of "
+     "32 from 32 to 1024): the VGPR budget rule vgpr_budget compares with cannot be "
+     "re-derived"),
+], ids=["block-1024", "no-block"])
+def test_a_vgpr_budget_row_of_another_block_is_damage(
+        copy_of: Callable[[], Path], hqval: Admit, edit: Callable[[dict[str, Any]], Any],
+        named: str) -> None:
+    """The kernel's block edited in the envelope's kernel table to 1024 (its rows' budget
+    would be 64) or taken out of it (every run that audits records it): its genuine
+    VGPR budget row is not one the table vouches for (the row is named before the table
+    is checked against the manifest)."""
+    run = copy_of()
+    edit_envelope(run, lambda env: edit(env["kernels"]["gemv_mq4g256v2_r1"]))
+    res = hqval("admit", str(run))
+    assert res.code == 2
+    assert f"damaged: {run}: {VGPR}: {named}" in res.err
+
+
 def test_an_envelope_whose_backend_contradicts_its_table_is_damage(
         copy_of: Callable[[], Path], hqval: Admit) -> None:
     """The envelope's backend summary says hip while its per-arch table (which binds the

@@ -42,8 +42,11 @@ def _set(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
     ("production", False), ("qt", 6), ("path", "moe_decode"), ("kind", "gemm"),
     ("mutant_of", "gemv_mq4c_r1"), ("built_for", []), ("requires", "wmma_gfx12"),
     ("audit_waive", [{"rule": "no_spill", "reason": "edited"}]),
+    # block 64 leaves its VGPR budget rows' 256 on gfx1010 as they are: only the manifest
+    # tells (the judge re-derives that budget from the block)
+    ("block", 64),
 ], ids=["production", "qt", "path", "kind", "mutant_of", "built_for", "requires",
-        "audit_waive"])
+        "audit_waive", "block"])
 def test_an_edited_kernel_table_entry_is_damage(copy_of: Callable[[], Path], hqval: Admit,
                                                 field: str, value: Any) -> None:
     """A run whose qt=44 decode kernel fails, its envelope's entry for that kernel edited
