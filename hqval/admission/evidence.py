@@ -545,7 +545,7 @@ def audit_bound_damage(r: Row, entry: Any, arch_of: Callable[[str], Arch | None]
     occupancy.vgpr_budget``), which a pass has only when they are the manifest's ``block``
     in wave32: re-derived here from the arch (``arch_of``: its name -> the Arch, None where
     this hqval has none) and the block of the kernel's ``entry`` in the run's kernel table.
-    A vgpr_budget pass without a bound is no row the rule wrote either (each of its
+    A pass of these rules without a bound is no row the rule wrote either (each of their
     verdicts states it)."""
     rule = r.check.removeprefix("audit_")
     fixed = FIXED_TOLERANCES.get(rule)
@@ -554,7 +554,7 @@ def audit_bound_damage(r: Row, entry: Any, arch_of: Callable[[str], Arch | None]
     t = r.tolerance
     if t is None:
         return (f"passes without the bound rule {rule} compares with (its tolerance)"
-                if r.status is Status.PASS and fixed is None else "")
+                if r.status is Status.PASS else "")
     if fixed is not None:
         return "" if t == fixed else \
             f"states tolerance {t:g}, but rule {rule} always compares with {fixed:g}"

@@ -57,8 +57,9 @@ def test_a_row_of_another_run_arch_or_object_is_named() -> None:
     assert binding_damage(run.envelope, run.rows, 3) == []
     other = Row("check", "bit_identity", "k", "gfx1100", "emu", Status.PASS, run_id="b" * 32)
     arch = Row("check", "bit_identity", "k", "gfx1201", "emu", Status.PASS, run_id=RUN_ID)
-    obj = Row("audit", "audit_no_spill", "k", "gfx1100", "isa", Status.PASS, run_id=RUN_ID,
-              object_sha256="c" * 64)
+    # (no_spill's pass states its bound: one without it is damage of its own)
+    obj = Row("audit", "audit_no_spill", "k", "gfx1100", "isa", Status.PASS, measured=0.0,
+              tolerance=0.0, run_id=RUN_ID, object_sha256="c" * 64)
     bare = Row("audit", "audit_vgpr", "k", "gfx1100", "isa", Status.PASS, run_id=RUN_ID)
     out = binding_damage(run.envelope, [*run.rows, other, arch, obj, bare], 3)
     assert out == [
@@ -281,3 +282,19 @@ def test_a_failing_vgpr_budget_row_states_the_budget_of_its_own_launch_bounds(
         "gfx1010 for the launch bounds 1024 of wave32 it states: min(256, 1024 VGPRs / 16 "
         "waves per SIMD for launch bounds 1024)"]
 
+
+@needs_clang
+def test_a_fixed_bound_pass_without_its_bound_is_damage(code_cache: Path) -> None:
+    """no_spill's real pass states its bound 0; the same pass stating none (its measured
+    value no longer compared with anything) is not a row the rule wrote."""
+    from hqval.manifest import load_manifest
+
+    spec = load_manifest().by_name("gemv_mq4g256v2_r1")
+    rows, sha = _audited(spec, "gfx1010", code_cache)
+    real = rows["no_spill"]
+    assert real.status is Status.PASS and real.tolerance == 0.0
+    assert _bound_damage(spec, "gfx1010", sha, real) == []
+    forged = dataclasses.replace(real, tolerance=None, measured=12.0)
+    assert _bound_damage(spec, "gfx1010", sha, forged) == [
+        f"{real.identity}: passes without the bound rule no_spill compares with (its "
+        "tolerance)"]

@@ -18,7 +18,8 @@ POLICY = load_policy()
 def _rows(status: Status = Status.PASS) -> list[Row]:
     a = "gfx1100"
     rows = [Row("compile", "compile", "gemv44", a, "toolchain", Status.PASS),
-            Row("audit", "audit_no_spill", "gemv44", a, "isa", Status.PASS)]
+            Row("audit", "audit_no_spill", "gemv44", a, "isa", Status.PASS, measured=0.0,
+                tolerance=0.0)]
     rows += [Row("check", c, "gemv44", a, "emu", status if c == "bit_identity" else Status.PASS)
              for c in ("bit_identity", "reference_parity")]
     return rows
