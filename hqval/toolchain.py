@@ -487,6 +487,14 @@ def cache_key(spec: KernelSpec, arch: str, compiler: Compiler,
     """Everything that decides the object's bytes: the compiler's identity, the whole
     command (flags, target, defines, include dirs) and the contents of every dependency.
     Paths under the source's directory are kept relative so two checkouts share entries."""
+    return _keyed_closure(spec, arch, compiler, cache_dir)[0]
+
+
+def _keyed_closure(spec: KernelSpec, arch: str, compiler: Compiler,
+                   cache_dir: str | Path | None = None
+                   ) -> tuple[str, list[tuple[str, str]]]:
+    """``cache_key`` and the ``source_closure`` it was computed from."""
+    closure = source_closure(spec, arch, compiler, cache_dir)
     root = (spec.manifest or spec.source).resolve().parent
     # spec.* paths are resolved absolute; the key holds them relative to the tree
 
@@ -506,9 +514,9 @@ def cache_key(spec: KernelSpec, arch: str, compiler: Compiler,
         "preinclude": [rel(p) for p in spec.preinclude],
         "source": rel(spec.source_for(arch)),
         "system_includes": [rel(d) for d in compiler.compat_includes],
-        "files": [(rel(p), d) for p, d in source_closure(spec, arch, compiler, cache_dir)],
+        "files": [(rel(p), d) for p, d in closure],
     }
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest(), closure
 
 
 _selected: list[Path] = []  # the command's --cache-dir (``selected_cache``), innermost last
@@ -718,6 +726,21 @@ def _infrastructure(what: str, exc: OSError | safeio.SafeIOError, details: dict[
             "error_type": type(exc).__name__}
 
 
+def _details(spec: KernelSpec, arch: str, compiler: Compiler) -> dict[str, Any]:
+    """A compile result's own details: the compiler, and the arch's variant source."""
+    details: dict[str, Any] = {"compiler": compiler.version, "compiler_path": compiler.path}
+    if spec.source_for(arch) != spec.source:
+        details["source"] = str(spec.source_for(arch))  # the arch's variant
+    return details
+
+
+def _missing_symbol(spec: KernelSpec, arch: str, symbols: frozenset[str]) -> str:
+    return (f"symbol {spec.symbol!r} is not in the code object of "
+            f"{spec.source_for(arch).name} "
+            f"(kernels: {', '.join(sorted(s for s in symbols if not s.endswith('.kd')))}); "
+            "fix the manifest's symbol or the source's extern \"C\" name")
+
+
 def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = None,
                    compiler: Compiler | None = None) -> CompileResult:
     """Build (or fetch from the validated cache) the code object holding ``spec.symbol``
@@ -732,7 +755,7 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
         return CompileResult(False, None, str(exc), False, time.perf_counter() - t0)
     base: dict[str, Any] = {"compiler": compiler.version, "compiler_path": compiler.path}
     try:
-        key = cache_key(spec, arch, compiler, cache_dir)
+        key, closure = _keyed_closure(spec, arch, compiler, cache_dir)
     except (ContainmentError, safeio.SafeIOError) as exc:
         return CompileResult(False, None, " ".join(str(exc).split()), False,
                              time.perf_counter() - t0,
@@ -747,10 +770,8 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
     root = cache_root(cache_dir)
     co, meta = _entry(root, key)
     cmd = compile_command(spec, arch, compiler)
-    details = dict(base)
-    if spec.source_for(arch) != spec.source:
-        details["source"] = str(spec.source_for(arch))  # the arch's variant
-    deps = tuple(source_closure(spec, arch, compiler, cache_dir))  # memoised by cache_key
+    details = _details(spec, arch, compiler)
+    deps = tuple(closure)
     roots = trusted_roots(spec, compiler)
     with _lock_for(key):
         try:
@@ -825,12 +846,8 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                              time.perf_counter() - t0, key, cmd,
                              _infrastructure("cache", exc, details))
     if spec.symbol not in symbols:
-        return CompileResult(
-            False, co, f"symbol {spec.symbol!r} is not in the code object of "
-            f"{spec.source_for(arch).name} "
-            f"(kernels: {', '.join(sorted(s for s in symbols if not s.endswith('.kd')))}); "
-            "fix the manifest's symbol or the source's extern \"C\" name",
-            cached, time.perf_counter() - t0, key, cmd, details, deps, digest)
+        return CompileResult(False, co, _missing_symbol(spec, arch, symbols), cached,
+                             time.perf_counter() - t0, key, cmd, details, deps, digest)
     return CompileResult(True, co, "cached" if cached else "compiled", cached,
                          time.perf_counter() - t0, key, cmd, details, deps, digest)
 
@@ -951,6 +968,38 @@ class CompileCell:
         )
 
 
+def _shared_compile(first: CompileResult, spec: KernelSpec, arch: str,
+                    compiler: Compiler) -> CompileResult | None:
+    """The result of a cell whose cache key is ``first``'s (a compile or a validated cache
+    hit of this process, just now), without validating the same entry again: the same key
+    is the same compiler, command material and dependency contents, so the same object.
+    Its own symbol is looked up in the bytes ``first`` validated (read again, and used
+    only while they still hash to ``first``'s digest).  None (compile the cell itself)
+    when ``first`` has no validated object or the cell's command differs."""
+    t0 = time.perf_counter()
+    co, digest = first.code_object, first.sha256
+    if co is None or digest is None or first.details.get("infrastructure") \
+            or compile_command(spec, arch, compiler) != first.command:
+        return None
+    details = _details(spec, arch, compiler)
+    if {k: v for k, v in first.details.items() if k != "rebuilt"} != details:
+        return None
+    try:
+        data = safeio.read_bytes(co, limit=MAX_INPUT_BYTES, what="cached object")
+    except safeio.SafeIOError:
+        return None
+    if hashlib.sha256(data).hexdigest() != digest:
+        return None
+    symbols: frozenset[str] = _parsed_once("symbols", digest, data)
+    cmd = first.command
+    if spec.symbol not in symbols:
+        return CompileResult(False, co, _missing_symbol(spec, arch, symbols), True,
+                             time.perf_counter() - t0, first.key, cmd, details,
+                             first.dependencies, digest)
+    return CompileResult(True, co, "cached", True, time.perf_counter() - t0, first.key, cmd,
+                         details, first.dependencies, digest)
+
+
 def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
                    jobs: int | None = None, cache_dir: str | Path | None = None,
                    include_unsupported: bool = False,
@@ -991,8 +1040,9 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
             first = firsts[k].result()
             done[(group[0][0].name, group[0][1])] = first
             for spec, arch_name in group[1:]:
-                done[(spec.name, arch_name)] = compile_kernel(spec, arch_name, cache_dir,
-                                                              compiler)
+                done[(spec.name, arch_name)] = (
+                    _shared_compile(first, spec, arch_name, compiler)
+                    or compile_kernel(spec, arch_name, cache_dir, compiler))
             if on_cell is not None:
                 for spec, arch_name in group:
                     on_cell(CompileCell(spec, arch_name, done[(spec.name, arch_name)]))

@@ -250,6 +250,55 @@ def test_matrix_keeps_going_past_a_failing_cell(tmp_path: Path) -> None:
     assert len(rows) == 6
 
 
+def test_cells_of_one_object_share_its_validation_and_check_their_own_symbol(
+        tmp_path: Path) -> None:
+    """Specs with one cache key: the first compiles (or validates the entry), the others
+    take its validated object and look up their own symbol in it."""
+    good = tiny_spec(tmp_path)
+    other = replace(good, name="tiny_again")
+    typo = replace(good, name="tiny_typo", symbol="tinny")
+    cells = compile_matrix([good, other, typo], [load_arches()["gfx1100"]],
+                           cache_dir=tmp_path / "cache")
+    got = {c.spec.name: c.result for c in cells}
+    first, again, wrong = got["tiny"], got["tiny_again"], got["tiny_typo"]
+    assert first is not None and again is not None and wrong is not None
+    assert first.ok and not first.cached
+    assert again.ok and again.cached and again.key == first.key
+    assert again.sha256 == first.sha256 and again.code_object == first.code_object
+    assert again.dependencies == first.dependencies and again.command == first.command
+    assert not wrong.ok and "'tinny'" in wrong.message and wrong.sha256 == first.sha256
+    # the same cells one at a time: the same results, but for the time taken
+    alone = compile_kernel(other, "gfx1100", tmp_path / "cache")
+    assert (alone.ok, alone.cached, alone.key, alone.sha256, alone.details,
+            alone.dependencies) == (again.ok, again.cached, again.key, again.sha256,
+                                    again.details, again.dependencies)
+    alone_wrong = compile_kernel(typo, "gfx1100", tmp_path / "cache")
+    assert alone_wrong.message == wrong.message
+
+
+def test_a_shared_object_changed_since_its_validation_is_not_shared(tmp_path: Path) -> None:
+    """The bytes a cell's symbol is read from must still be the bytes its group's first
+    cell validated; otherwise the cell validates the entry itself (and finds it bad)."""
+    from hqval.toolchain import _shared_compile
+
+    good = tiny_spec(tmp_path)
+    first = compile_kernel(good, "gfx1100", tmp_path / "cache")
+    assert first.ok and first.code_object is not None
+    other = replace(good, name="tiny_again")
+    compiler = find_compiler()
+    shared = _shared_compile(first, other, "gfx1100", compiler)
+    assert shared is not None and shared.ok and shared.sha256 == first.sha256
+    data = bytearray(first.code_object.read_bytes())
+    data[-1] ^= 0xFF
+    first.code_object.write_bytes(bytes(data))
+    assert _shared_compile(first, other, "gfx1100", compiler) is None
+    again = compile_kernel(other, "gfx1100", tmp_path / "cache")
+    assert again.ok and not again.cached and again.details["rebuilt"].startswith("sha256")
+    # nor is a cell whose command differs (another define is another object)
+    defined = replace(good, name="tiny_defined", defines=(("TINY_EXTRA", "1"),))
+    assert _shared_compile(again, defined, "gfx1100", compiler) is None
+
+
 @pytest.mark.slow
 def test_every_kernel_and_mutant_compiles_for_the_ci_arches() -> None:
     """Through the session's own code object cache (``$HQVAL_CACHE``, as every command
