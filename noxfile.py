@@ -113,6 +113,11 @@ def install_suite(session: nox.Session, extras: str = "") -> None:
         session.log("ROCm found at /opt/rocm: installing the hip extra (hip-python)")
         extras = "hip"
     session.install("-e", f".[{extras}]" if extras else ".")
+    # The install is editable, so nothing has compiled the package's bytecode; where the
+    # environment sets PYTHONDONTWRITEBYTECODE (CI runners often do) no process writes it,
+    # and every process that imports hqval (each check worker of a run, each command a
+    # test runs) compiles its ~140 modules again.  py_compile writes it regardless, once.
+    session.run("python", "-m", "compileall", "-q", "hqval", silent=True)
 
 
 def run_dir(tag: str) -> str:
