@@ -15,9 +15,10 @@ wave-instruction count of a launch is hqval's dynamic count (the two emulators r
 same code object, so the same instructions); tinygrad's rate is that count over its
 time.  ``--matrix DIR`` runs ``hqval run --backend emu`` (every arch unless ``--arch`` is
 given) twice in a cache of its own under DIR, empty the first time: the cold and the warm
-matrix, each timed (wall, and the CPU of the run and every process it started) with its
-step times, then their rows compared.  Exit 1 if ``--compare-rows`` or ``--matrix`` finds
-a differing row, 2 for bad input or a matrix run that wrote no rows.
+matrix (hqval's bytecode compiled before either), each timed (wall, and the CPU of the
+run and every process it started) with its step times, then their rows compared.  Exit 1
+if ``--compare-rows`` or ``--matrix`` finds a differing row, 2 for bad input or a matrix
+run that wrote no rows.
 """
 
 from __future__ import annotations
@@ -239,6 +240,11 @@ def matrix(top: Path, arches: list[str], extra: list[str]) -> int:
         return 2
     top.mkdir(parents=True, exist_ok=True)  # the logs go here even when a run writes nothing
     cache = top / "cache"
+    # "cold" is hqval's caches empty, not Python's: the package's bytecode is compiled
+    # first, as an install compiles it (where PYTHONDONTWRITEBYTECODE is set, every worker
+    # process would otherwise compile hqval's modules again, some seconds of a warm run)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "hqval")],
+                   check=True, capture_output=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     env.pop("HQVAL_CACHE", None)
