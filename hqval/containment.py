@@ -385,6 +385,27 @@ def _named_identifier(d: Diagnostic, tree: Sequence[Path]) -> str | None:
     return m.group(1)
 
 
+# clang's warning (-Wpass-failed) when a kernel's amdgpu_waves_per_eu (the second argument
+# of HIP's __launch_bounds__) is not met; a request above the arch's wave slots is dropped
+# with this warning too.  The code object does not record the request.
+_OCCUPANCY_MISS = re.compile(
+    r"failed to meet occupancy target given by 'amdgpu-waves-per-eu' in "
+    r"'([A-Za-z_][A-Za-z0-9_]*)': desired occupancy was (\d+), final occupancy is (\d+)")
+
+
+def occupancy_misses(stderr: str) -> dict[str, list[int]]:
+    """The kernels of a build whose declared minimum waves per execution unit the compiler
+    reports it could not meet, as symbol -> [desired, final]: read from the warnings of
+    ``stderr`` (SARIF, or plain text from a compiler without it)."""
+    parsed = _sarif(stderr)
+    texts = [d.text for d in parsed[0]] if parsed is not None else stderr.splitlines()
+    out: dict[str, list[int]] = {}
+    for text in texts:
+        if m := _OCCUPANCY_MISS.search(text):
+            out[m[1]] = [int(m[2]), int(m[3])]
+    return out
+
+
 def diagnostics(stderr: str, trusted: Sequence[Path], tree: Sequence[Path] = (),
                 limit: int = 12) -> str:
     """The compiler's first errors as lines ``path:line:col: level: text``.  A diagnostic

@@ -36,6 +36,7 @@ from hqval.containment import (
     check_dependencies,
     diagnostics,
     flag_problem,
+    occupancy_misses,
     private_dir,
     run_contained,
     special_files,
@@ -142,6 +143,9 @@ class CompileResult:
     # the sha256 of the object's bytes as validated (or built) here: the compile row and
     # the run's objects table record this digest, never a later re-read of the file
     sha256: str | None = None
+    # the compiler's occupancy findings of the object's build, for every kernel in it
+    # (symbol -> [desired, final] waves per EU; ``occupancy_misses``), as its entry records
+    misses: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _version(path: str) -> str:
@@ -605,11 +609,31 @@ def _parsed_once(what: str, digest: str, data: bytes) -> Any:
     return got
 
 
-def object_mac(cache: Path, key: str, digest: str, size: int, arch: str) -> str:
+def object_mac(cache: Path, key: str, digest: str, size: int, arch: str,
+               misses: dict[str, list[int]]) -> str:
     """The tag an entry's record in ``cache`` (a ``cache_root``) carries: the cache key it
-    is filed under, the object's digest, size and processor, under this machine's cache
-    key (``hqval.cacheauth``)."""
-    return cacheauth.seal(cache.parent, "object", key, digest, str(size), arch)
+    is filed under, the object's digest, size and processor and the compiler's occupancy
+    findings of its build, under this machine's cache key (``hqval.cacheauth``)."""
+    return cacheauth.seal(cache.parent, "object", key, digest, str(size), arch,
+                          _misses_text(misses))
+
+
+def _misses_text(misses: dict[str, list[int]]) -> str:
+    return json.dumps(misses, sort_keys=True, separators=(",", ":"))
+
+
+def _recorded_misses(value: object) -> dict[str, list[int]] | None:
+    """An entry record's ``occupancy_misses`` (symbol -> [desired, final]), or None when
+    it is absent or malformed."""
+    if not isinstance(value, dict):
+        return None
+    out: dict[str, list[int]] = {}
+    for sym, pair in value.items():
+        if not (isinstance(sym, str) and isinstance(pair, list) and len(pair) == 2
+                and all(type(v) is int for v in pair)):
+            return None
+        out[sym] = [int(pair[0]), int(pair[1])]
+    return out
 
 
 def validate_entry(co: Path, meta: Path, key: str, arch: str | None = None) -> str | None:
@@ -625,40 +649,49 @@ def validated(co: Path, meta: Path, key: str, arch: str | None = None
     entry another job made is never used, however self-consistent.  The object is read
     and hashed on every call; what is parsed out of its bytes is memoised by that hash.
     A cache key that cannot be used raises ``cacheauth.CacheKeyError``."""
-    problem, digest = _check_entry(co, meta, key, arch)
+    problem, digest, _ = _check_entry(co, meta, key, arch)
     return (problem, None) if problem is not None else (None, digest)
 
 
-def _check_entry(co: Path, meta: Path, key: str, arch: str | None) -> tuple[str | None, str]:
+def _check_entry(co: Path, meta: Path, key: str, arch: str | None
+                 ) -> tuple[str | None, str, dict[str, list[int]]]:
+    """(None, the object's sha256, the compiler's occupancy findings of its build) for a
+    usable entry, else (why not, "", {})."""
     if not co.is_file() or not meta.is_file():
-        return "missing", ""
+        return "missing", "", {}
     try:
         info = safeio.load_json(meta, what="cache record", limit=1 << 20)
     except safeio.SafeIOError as exc:
-        return f"unreadable metadata ({exc})", ""
+        return f"unreadable metadata ({exc})", "", {}
     if not isinstance(info, dict):
-        return "unreadable metadata (not a JSON object)", ""
+        return "unreadable metadata (not a JSON object)", "", {}
     if info.get("key") != key:
-        return "stale: metadata is for another key", ""
+        return "stale: metadata is for another key", "", {}
+    misses = _recorded_misses(info.get("occupancy_misses"))
+    if misses is None:
+        # the build's warnings are gone with it: an entry without them is built again
+        return ("stale: no record of the compiler's occupancy findings (an entry an "
+                "older hqval wrote)"), "", {}
     try:
         data = safeio.read_bytes(co, limit=MAX_INPUT_BYTES, what="cached object")
     except safeio.SafeIOError as exc:
-        return f"unreadable object ({exc})", ""
+        return f"unreadable object ({exc})", "", {}
     if len(data) != info.get("size"):
-        return f"size {len(data)} != recorded {info.get('size')}", ""
+        return f"size {len(data)} != recorded {info.get('size')}", "", {}
     digest = hashlib.sha256(data).hexdigest()
     if digest != info.get("sha256"):
-        return "sha256 mismatch (corrupt entry)", ""
+        return "sha256 mismatch (corrupt entry)", "", {}
     if data[:4] != b"\x7fELF" or int.from_bytes(data[18:20], "little") != EM_AMDGPU:
-        return "not an AMDGPU ELF", ""
+        return "not an AMDGPU ELF", "", {}
     if arch is not None and (target := _parsed_once("target", digest, data)) != arch:
-        return f"built for {target or 'an unreadable target'}, not {arch}", ""
-    mine = object_mac(co.parent.parent, key, digest, len(data), str(info.get("arch")))
+        return f"built for {target or 'an unreadable target'}, not {arch}", "", {}
+    mine = object_mac(co.parent.parent, key, digest, len(data), str(info.get("arch")),
+                      misses)
     if not isinstance(info.get("mac"), str) or not hmac.compare_digest(info["mac"], mine) \
             or (arch is not None and info.get("arch") != arch):
         return ("not authenticated by this machine's cache key (an entry another job, "
-                "another key or an older hqval wrote)"), ""
-    return None, digest
+                "another key or an older hqval wrote)"), "", {}
+    return None, digest, misses
 
 
 def object_symbols(co: Path) -> frozenset[str]:
@@ -775,7 +808,7 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
     roots = trusted_roots(spec, compiler)
     with _lock_for(key):
         try:
-            problem, digest = validated(co, meta, key, arch)
+            problem, digest, misses = _check_entry(co, meta, key, arch)
         except cacheauth.CacheKeyError as exc:
             return CompileResult(False, None, str(exc), False, time.perf_counter() - t0, key,
                                  cmd, {**details, "infrastructure": True,
@@ -814,16 +847,17 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                            or f"compiler exited {proc.returncode}")
                     return CompileResult(False, None, msg, False, time.perf_counter() - t0,
                                          key, cmd, details)
+                misses = occupancy_misses(proc.stderr)
                 try:
                     digest = _sha256(out)
                     size = out.stat().st_size
-                    mac = object_mac(root, key, digest, size, arch)
+                    mac = object_mac(root, key, digest, size, arch, misses)
                     os.replace(out, co)
                     _write_json(meta, {"key": key, "sha256": digest, "size": size,
                                        "compiler": compiler.version, "arch": arch,
                                        "source": str(spec.source_for(arch)),
                                        "command": list(cmd), "created": time.time(),
-                                       "mac": mac})
+                                       "occupancy_misses": misses, "mac": mac})
                 except cacheauth.CacheKeyError as exc:
                     return CompileResult(False, None, str(exc), False,
                                          time.perf_counter() - t0, key, cmd,
@@ -849,7 +883,18 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
         return CompileResult(False, co, _missing_symbol(spec, arch, symbols), cached,
                              time.perf_counter() - t0, key, cmd, details, deps, digest)
     return CompileResult(True, co, "cached" if cached else "compiled", cached,
-                         time.perf_counter() - t0, key, cmd, details, deps, digest)
+                         time.perf_counter() - t0, key, cmd,
+                         _with_occupancy(details, misses, spec.symbol), deps, digest, misses)
+
+
+def _with_occupancy(details: dict[str, Any], misses: dict[str, list[int]], symbol: str
+                    ) -> dict[str, Any]:
+    """``details`` with the kernel's own occupancy finding, if its build reported one."""
+    if (miss := misses.get(symbol)) is not None:
+        # clang's -Wpass-failed: the declared minimum waves per EU was not met (the audit's
+        # vgpr_budget judges it; the object does not record the request)
+        details["occupancy_target_missed"] = {"desired": miss[0], "final": miss[1]}
+    return details
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -982,7 +1027,8 @@ def _shared_compile(first: CompileResult, spec: KernelSpec, arch: str,
             or compile_command(spec, arch, compiler) != first.command:
         return None
     details = _details(spec, arch, compiler)
-    if {k: v for k, v in first.details.items() if k != "rebuilt"} != details:
+    if {k: v for k, v in first.details.items()
+            if k not in ("rebuilt", "occupancy_target_missed")} != details:
         return None
     try:
         data = safeio.read_bytes(co, limit=MAX_INPUT_BYTES, what="cached object")
@@ -995,9 +1041,10 @@ def _shared_compile(first: CompileResult, spec: KernelSpec, arch: str,
     if spec.symbol not in symbols:
         return CompileResult(False, co, _missing_symbol(spec, arch, symbols), True,
                              time.perf_counter() - t0, first.key, cmd, details,
-                             first.dependencies, digest)
+                             first.dependencies, digest, first.misses)
     return CompileResult(True, co, "cached", True, time.perf_counter() - t0, first.key, cmd,
-                         details, first.dependencies, digest)
+                         _with_occupancy(details, first.misses, spec.symbol),
+                         first.dependencies, digest, first.misses)
 
 
 def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],

@@ -276,6 +276,31 @@ def test_cells_of_one_object_share_its_validation_and_check_their_own_symbol(
     assert alone_wrong.message == wrong.message
 
 
+def test_a_shared_object_gives_each_cell_its_own_kernels_occupancy_finding(
+        tmp_path: Path) -> None:
+    """One object, two kernels: the one whose launch bounds ask for more waves per SIMD
+    than gfx1100 has slots (clang drops the request and warns) has the finding, shared
+    from the first cell's compile or not; the other has none."""
+    two = TINY + """
+HQ_GLOBAL void __attribute__((amdgpu_flat_work_group_size(1, 32), amdgpu_waves_per_eu(32)))
+greedy(const unsigned char* W, const float* x, float* y, int M, int K) {
+    if (hq_lane() == 0) y[1] = x[1] * TINY_SCALE + (float)W[1];
+}
+"""
+    plain = tiny_spec(tmp_path, source=two)
+    greedy = replace(plain, name="greedy", symbol="greedy")
+    cells = compile_matrix([plain, greedy], [load_arches()["gfx1100"]],
+                           cache_dir=tmp_path / "cache")
+    got = {c.spec.name: c.result for c in cells}
+    first, shared = got["tiny"], got["greedy"]
+    assert first is not None and shared is not None and first.key == shared.key
+    assert first.ok and "occupancy_target_missed" not in first.details
+    assert shared.ok and shared.cached
+    assert shared.details["occupancy_target_missed"] == {"desired": 32, "final": 16}
+    alone = compile_kernel(greedy, "gfx1100", tmp_path / "cache")
+    assert alone.details == shared.details
+
+
 def test_a_shared_object_changed_since_its_validation_is_not_shared(tmp_path: Path) -> None:
     """The bytes a cell's symbol is read from must still be the bytes its group's first
     cell validated; otherwise the cell validates the entry itself (and finds it bad)."""

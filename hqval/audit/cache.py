@@ -93,6 +93,9 @@ class _Job:
     code_object: Path
     baseline: tuple[KernelSpec, Path] | None
     key: str = ""
+    # (desired, final) where the compiler reported the declared minimum waves per EU unmet
+    # (``CompileResult.details["occupancy_target_missed"]``): not in the object's bytes
+    occupancy_miss: tuple[int, int] | None = None
 
 
 def audit_key(job: _Job, tools: str) -> str:
@@ -104,6 +107,7 @@ def audit_key(job: _Job, tools: str) -> str:
         "spec": _facts(job.spec), "object": _object_sha256(job.code_object),
         "baseline": None if job.baseline is None else
         {"spec": _facts(job.baseline[0]), "object": _object_sha256(job.baseline[1])},
+        "occupancy_miss": None if job.occupancy_miss is None else list(job.occupancy_miss),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
@@ -181,7 +185,8 @@ def _audit_job(job: _Job) -> list[Row]:
         if job.baseline is not None:
             bspec, bco = job.baseline
             baseline = analyze(bco, arch_name)[bspec.symbol]
-        rows = audit_kernel(job.spec, job.arch, code, baseline)
+        rows = audit_kernel(job.spec, job.arch, code, baseline,
+                            occupancy_miss=job.occupancy_miss)
     except (IsaError, KeyError, ValueError) as exc:
         return [Row(kind="audit", check="audit", kernel=job.spec.name, arch=arch_name,
                     backend="isa", status=Status.ERROR, message=str(exc))]
@@ -351,6 +356,11 @@ def _run_jobs(groups: list[list[_Job]], jobs: int | None
             yield groups[futures[fut]], fut.result()
 
 
+def _occupancy_miss(res: Any) -> tuple[int, int] | None:
+    miss = getattr(res, "details", {}).get("occupancy_target_missed")
+    return None if miss is None else (int(miss["desired"]), int(miss["final"]))
+
+
 def audit_matrix(cells: Iterable[tuple[KernelSpec, Any]], arch: Any,
                  cache_dir: str | Path | None = None, jobs: int | None = None,
                  real_manifest: Path | None = None) -> list[Row]:
@@ -393,7 +403,8 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
                     bspec, bres = pair
                     if bres is not None and bres.ok and bres.code_object is not None:
                         baseline = (bspec, Path(bres.code_object))
-                job = _Job(spec, arch, Path(res.code_object), baseline)
+                job = _Job(spec, arch, Path(res.code_object), baseline,
+                           occupancy_miss=_occupancy_miss(res))
                 if tools is None:
                     tools = disassembler_identity()
                 plan.append((spec, dataclasses.replace(job, key=audit_key(job, tools))))

@@ -4,7 +4,8 @@ address arithmetic (``AddressFlow``), and the six rules decided from them.
 
   header_scalar   (a) qt=44/45 headers are read by scalar loads, never vector loads
   no_spill        (b) no VGPR/SGPR spills, no scratch
-  vgpr_budget     (c) VGPRs within the arch's budget for the kernel's launch bounds
+  vgpr_budget     (c) VGPRs within the arch's budget for the kernel's launch bounds,
+                      and the declared minimum waves per EU met
   v2_valu_delta   (d) VALU cost per group-row of a v2 kernel over its v1 baseline <= 3
   wmma            (e) prefill kernels contain v_wmma of the arch's generation
   payload_offset  (f) the payload is read at offset 8 of the group
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hqval.audit.occupancy import (
+    max_waves_per_simd,
     occupancy,
     vgpr_budget,
     vgpr_budget_derivation,
@@ -764,6 +766,9 @@ class Audit:
     code: KernelCode
     baseline: KernelCode | None = None
     rows: list[Row] = field(default_factory=list)
+    # (desired, final): the compiler could not meet the kernel's declared minimum waves per
+    # EU (__launch_bounds__'s second argument), as its build reported
+    occupancy_miss: tuple[int, int] | None = None
 
     @property
     def arch_name(self) -> str:
@@ -1037,9 +1042,26 @@ def rule_vgpr_budget(a: Audit) -> Row:
         problems.append(f"launch bounds {flat} != block {a.spec.block}")
     if vgprs > budget:
         problems.append(f"{vgprs} VGPRs > budget {budget}")
+    note = ""
+    if a.occupancy_miss is not None:
+        # The launch bounds' minimum waves per EU is part of the kernel's declared budget;
+        # clang warns when it does not meet it (its own occupancy, LDS included), and drops
+        # a request above the arch's wave slots.  What the request can get is at most the
+        # slots: a kernel below that is short of its declaration.
+        desired, final = a.occupancy_miss
+        slots = max_waves_per_simd(a.arch)
+        ev.update(declared_min_waves_per_eu=desired, compiler_final_occupancy=final)
+        dropped = (f"; {a.arch_name} has {slots} wave slots per SIMD, so clang drops the "
+                   "request and allocates as if there were none" if desired > slots else "")
+        if final < min(desired, slots):
+            problems.append(f"launch bounds ask for at least {desired} waves per SIMD and "
+                            f"the compiler could not meet it: final occupancy {final} "
+                            f"(clang's warning){dropped}")
+        else:
+            note = f"; launch bounds ask for {desired} waves per SIMD{dropped}"
     status = Status.FAIL if problems else Status.PASS
     msg = "; ".join(problems) or f"{vgprs} VGPRs <= {budget}, occupancy " \
-        f"{ev['occupancy_waves_per_simd']} waves/SIMD"
+        f"{ev['occupancy_waves_per_simd']} waves/SIMD{note}"
     return a.row("vgpr_budget", status, msg, measured=float(vgprs), tolerance=float(budget),
                  derivation=deriv, details=ev)
 
@@ -1236,8 +1258,9 @@ def rule_payload_offset(a: Audit) -> Row:
 
 
 def audit_kernel(spec: KernelSpec, arch: Any, code: KernelCode,
-                 baseline: KernelCode | None = None) -> list[Row]:
-    a = Audit(spec, arch, code, baseline)
+                 baseline: KernelCode | None = None, *,
+                 occupancy_miss: tuple[int, int] | None = None) -> list[Row]:
+    a = Audit(spec, arch, code, baseline, occupancy_miss=occupancy_miss)
     for rule in (rule_header_scalar, rule_no_spill, rule_vgpr_budget, rule_v2_valu_delta,
                  rule_wmma, rule_payload_offset):
         rule(a)
