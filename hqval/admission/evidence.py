@@ -393,6 +393,10 @@ def envelope_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
         if not isinstance(envelope.get("expected"), Mapping):
             out.append("envelope.json has no expected (the count of each step's expected "
                        "cells)")
+        arch_list = envelope.get("arch")
+        if isinstance(arch_list, list) and len(set(map(str, arch_list))) != len(arch_list):
+            out.append(f"envelope.json arch {arch_list!r} names an arch twice (a run lists "
+                       "each arch it ran once)")
         backends = envelope.get("backends")
         single = envelope.get("backend")
         lacking = [] if isinstance(single, str) and single else [
@@ -413,12 +417,25 @@ def envelope_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
             if single != summary:
                 out.append(f"envelope.json backend is {single!r}, but its backends table "
                            f"says {summary!r}: the envelope is damaged")
+    if any(r.kind == "check" for r in rows) and not _is_seed(envelope.get("seed")):
+        # every check row's fixtures are drawn from the run's seed, which binding_damage
+        # holds each row to: without it that check would be off
+        out.append(f"envelope.json seed {envelope.get('seed', '(none)')!r} is not the run's "
+                   "seed (an integer from 0 to 2**32-1), but the run holds check rows drawn "
+                   "from it")
     table = envelope.get("kernels")
     for name, k in (table.items() if isinstance(table, Mapping) else ()):
         why = kernel_entry_damage(k)
         if why:
             out.append(f"envelope.json kernels[{name!r}]: {why}")
     return out
+
+
+def _is_seed(value: Any) -> bool:
+    """A seed ``hqval run --seed`` takes (``hqval.options.seed_value``)."""
+    from hqval.options import SEED_MAX
+
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= SEED_MAX
 
 
 def kernel_entry_damage(entry: Any) -> str:
@@ -510,11 +527,14 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
             elif r.kind == "audit" \
                     and (bad := audit_bound_damage(r, kernels.get(r.kernel), arch_of)):
                 why = bad
-            elif r.kind == "check" and isinstance(seed, int) and not isinstance(seed, bool) \
-                    and r.seed is not None and r.seed != seed:
-                # a check's fixtures are drawn from the run's seed: a row stating another
-                # was made in another context
-                why = f"ran with seed {r.seed}, not the run's ({seed})"
+            elif r.kind == "check" and r.seed != seed \
+                    and (r.seed is not None or judged_status not in (Status.FAIL, Status.ERROR)):
+                # a check's fixtures are drawn from the run's seed and every check row
+                # states it (hqval.checks.cell): a row stating another, or none, was made in
+                # another context (envelope_damage: the envelope's seed is an integer); a
+                # failure or error stating none still fails, never hidden as damage
+                why = (f"ran with seed {r.seed}, not the run's ({seed})" if r.seed is not None
+                       else f"states no seed, but every check row states the run's ({seed})")
             elif r.kind in RUN_STEP_KINDS:
                 obj = objects.get(f"{r.kernel}|{r.arch}")
                 if r.object_sha256 is not None and r.object_sha256 != obj:

@@ -22,7 +22,10 @@ STEP_OF_KIND = {"compile": "compile", "audit": "audit", "check": "checks",
 
 def bound_run(rows: Sequence[Row], kernels: Mapping[str, Mapping[str, Any]],
               arches: Sequence[str], path: str = "run", **envelope: Any) -> Run:
-    stamped = [dataclasses.replace(r, run_id=RUN_ID) for r in rows]
+    # every check row states the run's seed (0), as hqval.checks.cell writes it
+    stamped = [dataclasses.replace(r, run_id=RUN_ID,
+                                   seed=0 if r.kind == "check" and r.seed is None else r.seed)
+               for r in rows]
     expected: dict[str, list[str]] = {s: [] for s in EVIDENCE_STEPS}
     for r in stamped:
         if r.kind in STEP_OF_KIND:
@@ -41,5 +44,5 @@ def bound_run(rows: Sequence[Row], kernels: Mapping[str, Mapping[str, Any]],
            "kernels": {k: dict(v) for k, v in kernels.items()},
            "steps": ["compile", "audit", "checks", "mutants", "timing", "admit", "report"],
            "expected_cells": expected, "expected": {k: len(v) for k, v in expected.items()},
-           "objects": {}, **envelope}
+           "objects": {}, "seed": 0, **envelope}
     return Run(Path(path), env, stamped, hqval.SCHEMA_VERSION)

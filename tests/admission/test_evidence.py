@@ -107,7 +107,8 @@ def test_an_unexpected_row_among_many_is_named_once_the_expected_cells_are_read_
     kernels = {f"k{i}": {"qt": 44, "kind": "gemv"} for i in range(51)}
     run = bound_run(ok, kernels, ["gfx1100"])
     assert binding_damage(run.envelope, run.rows, 3) == []
-    stray = Row("check", "bit_identity", "k7", "gfx1100", "emu", Status.PASS, run_id=RUN_ID)
+    stray = Row("check", "bit_identity", "k7", "gfx1100", "emu", Status.PASS, run_id=RUN_ID,
+                seed=0)
     failed = dataclasses.replace(stray, kernel="k8", status=Status.FAIL)
     out = binding_damage(run.envelope, [*run.rows, stray, failed], 3)
     assert out == ["bit_identity[k7|gfx1100|emu]: a cell the run never expected (it is none "
