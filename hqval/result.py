@@ -102,7 +102,14 @@ class Row:
             v = d.get(key)
             if v is None:
                 return None
-            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            if isinstance(v, str):
+                # to_dict writes a non-finite number as its repr, and only that: any other
+                # text ("0.0", " 1e-4", "١") is no row hqval wrote
+                if v not in _NON_FINITE:
+                    raise TypeError(f"{key} is the text {v!r}, not a number (a row states "
+                                    "a number, or nan, inf or -inf as text)")
+                return float(v)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise TypeError(f"{key} is {type(v).__name__}, not a number")
             return float(v)
 
@@ -142,6 +149,8 @@ class Row:
 
 
 _FIELDS = dataclasses.fields(Row)
+# the text Row.to_dict gives a non-finite measured value or tolerance (JSON has none)
+_NON_FINITE = frozenset(repr(v) for v in (math.nan, math.inf, -math.inf))
 
 
 def cell_id(check: str, kernel: str, arch: str, backend: str) -> str:
