@@ -177,7 +177,9 @@ def recorded_as_a_run(w: store.RunWriter, arches: Sequence[str]) -> None:
     w.append(notes)
     w.update_envelope(steps=["compile", "audit", "checks", "mutants", "timing", "admit",
                              "report"], expected_cells=expected,
-                      expected={k: len(v) for k, v in expected.items()}, objects={})
+                      expected={k: len(v) for k, v in expected.items()}, objects={},
+                      seed=next((r.seed for r in w.written if r.kind == "check"
+                                 and r.seed is not None), 0))
 
 
 @pytest.fixture
@@ -186,11 +188,17 @@ def make_run(tmp_path: Path) -> RunFactory:
 
     def make(rows: Sequence[Row], *, arch: str = "gfx1100", backend: str = "emu",
              name: str | None = None, host: str = "lab-1",
-             runtime: dict[str, str] | None = None) -> Path:
+             runtime: dict[str, str] | None = None,
+             kernels: dict[str, dict[str, object]] | None = None) -> Path:
         env = store.make_envelope(backend=backend, arch=arch, device=f"{backend}:{arch}",
                                   compiler="clang-19", compiler_version="19.1.7",
                                   runtime=runtime,
-                                  argv=["hqval", "run", "--arch", arch], kernels=KERNELS)
+                                  argv=["hqval", "run", "--arch", arch],
+                                  # the kernels the rows name, as a run's manifest table
+                                  # holds the kernels it ran
+                                  kernels={**{k: v for k, v in KERNELS.items()
+                                              if any(r.kernel.split("@", 1)[0] == k
+                                                     for r in rows)}, **(kernels or {})})
         env["host"] = host
         w = store.RunWriter.create(tmp_path / (name or f"run{next(counter)}"), env)
         w.append(rows)

@@ -35,6 +35,7 @@ from hqval.admission.evidence import (
     missing_cells,
 )
 from hqval.admission.judge import (
+    DamagedRun,
     Judged,
     JudgedRun,
     admit_runs,
@@ -42,6 +43,7 @@ from hqval.admission.judge import (
     compare_runs,
     judge,
     judge_run,
+    undamaged,
 )
 from hqval.admission.policy import (
     CAPS,
@@ -60,12 +62,13 @@ from hqval.admission.policy import (
 
 __all__ = [
     "CAPS", "EVIDENCE_STEPS", "HARDWARE_EMULATOR", "PATH_OF_KIND", "POLICY_PATH",
-    "Admission", "AdmissionStatus", "Cell", "Evidence", "Judged", "JudgedRun", "KernelInfo",
+    "Admission", "AdmissionStatus", "Cell", "DamagedRun", "Evidence", "Judged", "JudgedRun",
+    "KernelInfo",
     "Need", "PathPolicy", "Policy", "PolicyError", "admit", "admit_cell", "admit_runs",
     "applied_gate", "arch_caps_from_matrix", "combine", "compare_runs", "dumps",
     "emulator_gap", "expected_cells_damage", "expected_evidence",
     "gate_for_row", "gate_skips", "is_infrastructure", "judge", "judge_run",
     "kernel_statuses", "kernel_table", "load_policy", "missing_cells", "parse_policy",
-    "problem_lines", "to_markdown",
+    "problem_lines", "to_markdown", "undamaged",
 ]
 

@@ -79,6 +79,26 @@ class Judged:
         return self.admission.exit_code
 
 
+class DamagedRun(ValueError):
+    """A run the judge cannot vouch for (``JudgedRun.damage``), given to a reader whose
+    answer rests on a whole run (a comparison, a history, a baseline): the message names
+    the run and its first damaged rows."""
+
+
+def undamaged(run: JudgedRun, what: str = "RUN") -> JudgedRun:
+    """``run`` itself, or ``DamagedRun`` when its envelope does not vouch for its rows:
+    ``hqval admit`` says a damaged run is exit 2, and so does every other reader of a
+    judged run's verdicts (``hqval compare``, ``hqval history``, ``--baseline``), never
+    comparing rows the run did not write."""
+    if run.damage:
+        shown = "; ".join(run.damage[:3])
+        more = f" (+{len(run.damage) - 3} more)" if len(run.damage) > 3 else ""
+        raise DamagedRun(f"{what} {run.path}: damaged: {shown}{more}; its rows cannot be "
+                         "vouched for (hqval admit lists every one): re-run it into a fresh "
+                         "--out")
+    return run
+
+
 def judge_run(run: RunLike, policy: Policy,
               arches: Mapping[str, Arch] | None = None) -> JudgedRun:
     """One run judged with its own kernel table: timing verdicts recomputed from the
@@ -150,6 +170,11 @@ def judge(
     adm = combine(each, [str(j.path) for j in judged])
     if regressed:
         adm = dataclasses.replace(adm, regressions=tuple(regressed))
+    # a baseline the judge cannot vouch for is damaged evidence of this admission (its
+    # rows decide what counts as a regression): exit 2, naming it
+    base_damage = tuple(f"--baseline {b.path}: {d}" for b in base for d in b.damage)
+    if base_damage:
+        adm = dataclasses.replace(adm, damage=adm.damage + base_damage)
     return Judged(judged, adm, policy, base, cmp)
 
 
@@ -189,13 +214,15 @@ def compare_runs(base: RunLike, new: RunLike, *, policy: Policy | None = None,
     matrices/policy.yaml), each judged on its own (``judge_run``) and compared under the
     gates that judged them; ``history``: earlier loaded runs; ``same_device``: True when
     the caller knows both were timed on one GPU, for runs that do not record its UUID
-    (what the envelopes record takes precedence)."""
+    (what the envelopes record takes precedence).  A damaged run raises ``DamagedRun``
+    (``undamaged``)."""
     from hqval.results.compare import compare_rows
     from hqval.results.compare import same_device as envelopes_same_device
 
     pol = policy if policy is not None else load_policy()
-    b, n = judge_run(base, pol), judge_run(new, pol)
-    hist = [judge_run(h, pol) for h in history]
+    b = undamaged(judge_run(base, pol), "BASE")
+    n = undamaged(judge_run(new, pol), "NEW")
+    hist = [undamaged(judge_run(h, pol), "--history") for h in history]
     recorded = envelopes_same_device(base.envelope, new.envelope)  # what they record wins
     return compare_rows(b.rows, n.rows, str(base.path), str(new.path),
                         gate_for=applied_gate, history=[h.rows for h in hist],

@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.admission import PolicyError, compare_runs, load_policy
+    from hqval.admission import DamagedRun, PolicyError, compare_runs, load_policy
     from hqval.cli import UsageError
     from hqval.results.compare import same_device, to_markdown
     from hqval.results.store import RunDirError, load_runs
@@ -49,8 +49,11 @@ def run(args: argparse.Namespace) -> int:
     if args.same_device and same_device(base.envelope, new.envelope) is False:
         raise UsageError(f"--same-device: {args.base} and {args.new} record different "
                          "devices (GPU UUIDs) in their envelopes; leave --same-device out")
-    cmp = compare_runs(base, new, policy=policy, history=history,
-                       same_device=True if args.same_device else None)
+    try:
+        cmp = compare_runs(base, new, policy=policy, history=history,
+                           same_device=True if args.same_device else None)
+    except DamagedRun as exc:
+        raise UsageError(str(exc)) from None
     md = to_markdown(cmp, all_cells=args.all)
     print(md, end="")
     if args.output:

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hqval.admission import PolicyError, load_policy
+    from hqval.admission import DamagedRun, PolicyError, load_policy
     from hqval.cli import UsageError
     from hqval.results.store import RunDirError, load_runs
     from hqval.timing.history import cell_histories, history_svg
@@ -39,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if len(runs) < 2:
         raise UsageError("history needs at least 2 runs (oldest first), e.g. runs/*/")
-    histories = cell_histories(runs, policy, select=args.select)
+    try:
+        histories = cell_histories(runs, policy, select=args.select)
+    except DamagedRun as exc:
+        raise UsageError(str(exc)) from None
     if not histories:
         raise UsageError("no timing cell with stored samples in these runs"
                          + (f" matching -k {args.select!r}" if args.select else ""))

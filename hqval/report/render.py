@@ -129,7 +129,10 @@ def plots(data: ReportData) -> list[Plot]:
             from hqval.timing.history import cell_histories
 
             ordered = sorted(data.runs, key=tv.run_label)
-            fits = {h.identity: h.fit for h in cell_histories(ordered, data.policy)}
+            # the report is no gate: a damaged run is plotted too (its admission.json says
+            # exit 2)
+            fits = {h.identity: h.fit
+                    for h in cell_histories(ordered, data.policy, strict=False)}
         out.append(Plot("history", "history", f"Ratio across {len({c.run_label for c in cells})}"
                         " runs, per cell seen in more than one", svg.history_plot(hist, fits)))
     for c in cells:

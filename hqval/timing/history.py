@@ -212,11 +212,13 @@ class CellHistory:
 
 
 def cell_histories(runs: Sequence[object], policy: object, *,
-                   select: str | None = None) -> list[CellHistory]:
+                   select: str | None = None, strict: bool = True) -> list[CellHistory]:
     """Every gated timing cell of ``runs`` (loaded ``hqval.results.store.Run``, oldest
     first) re-judged under ``policy`` (an ``hqval.admission.Policy``), one night per run
-    that holds it (labelled by the run's date, else its directory name)."""
-    from hqval.admission import Policy, applied_gate, judge_run
+    that holds it (labelled by the run's date, else its directory name).  ``strict``: a
+    run the judge cannot vouch for raises ``hqval.admission.DamagedRun`` (the report, no
+    gate, plots it anyway)."""
+    from hqval.admission import Policy, applied_gate, judge_run, undamaged
     from hqval.results.store import Run
     from hqval.timing.gate import is_gated
 
@@ -226,7 +228,8 @@ def cell_histories(runs: Sequence[object], policy: object, *,
     tol: dict[str, float] = {}
     for run in loaded:
         label = run.path.name or str(run.path)
-        for r in judge_run(run, policy).rows:
+        judged = judge_run(run, policy)
+        for r in (undamaged(judged) if strict else judged).rows:
             v = r.details.get("verdict")
             if not is_gated(r) or not isinstance(v, dict) or r.details.get("untrusted"):
                 continue

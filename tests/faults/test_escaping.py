@@ -25,10 +25,15 @@ def _tables_keep_their_columns(md: str) -> None:
 
 def test_hqval_compare_escapes_identities_and_labels(make_run: RunFactory, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # a kernel of the runs' own tables, its rows as a check writes them (compare refuses a
+    # run whose rows its envelope does not vouch for)
+    table = {EVIL: {"qt": 44, "kind": "gemv", "requires": "any"}}
     base = make_run([Row("check", "reference_parity", EVIL, "gfx1100", "emu", Status.PASS,
-                         measured=1e-6)], name=f"base {EVIL}".replace("/", "_"))
+                         measured=1e-6, tolerance=1e-4, seed=0)],
+                    name=f"base {EVIL}".replace("/", "_"), kernels=table)
     new = make_run([Row("check", "reference_parity", EVIL, "gfx1100", "emu", Status.FAIL,
-                        measured=1.0, message=f"wrong | {EVIL}")], name="new")
+                        measured=1.0, tolerance=1e-4, seed=0, message=f"wrong | {EVIL}")],
+                   name="new", kernels=table)
     out = tmp_path / "cmp.md"
     assert main(["compare", str(base), str(new), "-o", str(out)]) == 1
     capsys.readouterr()
