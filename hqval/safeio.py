@@ -389,7 +389,22 @@ def loads_yaml(text: str, *, what: str, max_depth: int = MAX_DEPTH,
         loader.dispose()
 
 
+# a run directory's own evidence (hqval.results.store writes them, and nothing else):
+# a run holds its envelope and its rows beside its lock
+RUN_ENVELOPE = "envelope.json"
+RUN_ROWS = "rows.jsonl"
+RUN_LOCK = ".hqval-lock"
+RUN_FILES = (RUN_ENVELOPE, RUN_ROWS, RUN_LOCK)
+
+
 def _refuse_target(path: Path, what: str) -> None:
+    if path.name in RUN_FILES and any(
+            os.path.lexists(path.parent / n) for n in (RUN_ENVELOPE, RUN_ROWS)):
+        # an output a user named (--json, -o, --junit-xml) over a run's own evidence would
+        # destroy the run it reports on: only the run's store writes those
+        raise _fail(_label(what, path), "is a file of the hqval run directory "
+                    f"{os.fspath(path.parent)} (its evidence); hqval writes an output there "
+                    "never", "choose another path", path=path)
     try:
         st = os.lstat(path)
     except FileNotFoundError:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
     from hqval.matrix import resolve_arches
     from hqval.results.compare import to_markdown as compare_markdown
-    from hqval.results.store import load_runs, write_atomic
+    from hqval.results.store import load_runs
 
     try:
         expected = ([a.name for a in resolve_arches(args.expect_arch)]
@@ -111,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc = json.loads(dumps(adm))
         doc["missing_arches"] = missing
-        write_atomic(args.json, json.dumps(doc, indent=2) + "\n")
+        # through the one writer (hqval.safeio.write_atomic): never through a link, over a
+        # directory or over a run's own files
+        options.write_json(doc, args.json)
     code = max(adm.exit_code, 2) if missing else adm.exit_code
     verdict = {0: "complete evidence, no failure", 1: "a row failed or regressed",
                2: "damaged, incomplete or unproven evidence or an infrastructure problem: "

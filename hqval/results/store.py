@@ -43,9 +43,9 @@ from hqval.result import Row, Status
 if TYPE_CHECKING:
     import pandas as pd
 
-ENVELOPE = "envelope.json"
-ROWS = "rows.jsonl"
-LOCK = ".hqval-lock"
+ENVELOPE = safeio.RUN_ENVELOPE
+ROWS = safeio.RUN_ROWS
+LOCK = safeio.RUN_LOCK
 # what every envelope holds once migrated: a run without them is damaged, not empty
 REQUIRED = ("schema_version", "arch", "kernels")
 # the row kinds that are evidence: each such cell is written once by the run that ran it
