@@ -58,6 +58,11 @@ class Option:
                                   "metavar": self.metavar}
         if self.type is not None:
             kwargs["type"] = self.type
+        elif self.choices is not None:
+            # argparse checks ``choices`` on a value given on the command line only, never
+            # on a default: an environment value (HQVAL_BACKEND=Emu) is checked by the
+            # type, which argparse applies to a string default too
+            kwargs["type"] = one_of(self.choices)
         if self.bare is not None:
             kwargs.update(nargs="?", const=self.bare)
         if self.repeat:
@@ -84,16 +89,37 @@ EMU_MAX_WEIGHTS = 1 << 29
 
 # numpy's seed range
 SEED_MAX = 2**32 - 1
+# the most timing samples per arm and timed runs one cell may ask for: 100 and 3 are the
+# defaults; far beyond these a bench never ends (10**20 iterations was taken)
+TIMING_ITERATIONS_MAX = 1_000_000
+TIMING_RUNS_MAX = 1000
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """An argparse ``type``: one of ``choices``, exactly as written."""
+    def parse(text: str) -> str:
+        if text not in choices:
+            # argparse's own words for a value off its choices
+            raise argparse.ArgumentTypeError(
+                f"invalid choice: {text!r} (choose from {', '.join(map(repr, choices))})")
+        return text
+    parse.__name__ = "choice"
+    return parse
+
+
+_DIGITS = frozenset("0123456789")
 
 
 def int_range(minimum: int | None = None, maximum: int | None = None,
               what: str = "an integer") -> Callable[[str], int]:
-    """An argparse ``type``: an integer within [minimum, maximum]."""
+    """An argparse ``type``: an integer within [minimum, maximum], written in ASCII digits
+    with an optional sign (``int`` alone also takes "1_000" and other scripts' digits)."""
     def parse(text: str) -> int:
-        try:
-            value = int(str(text).strip(), 10)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        word = str(text).strip()
+        digits = word[1:] if word[:1] in ("+", "-") else word
+        if not digits or not set(digits) <= _DIGITS:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        value = int(word, 10)
         if minimum is not None and value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is below {minimum}: give {what}")
         if maximum is not None and value > maximum:

@@ -52,9 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=options.nonneg_int(), default=32,
                         help="untimed A/B sample pairs before each run (module load, first "
                              "touch, clock ramp; default 32)")
-    parser.add_argument("--iterations", type=options.positive_int(), default=100,
+    parser.add_argument("--iterations",
+                        type=options.positive_int(options.TIMING_ITERATIONS_MAX), default=100,
                         help="samples per arm per run")
-    parser.add_argument("--runs", type=options.positive_int(), default=3,
+    parser.add_argument("--runs", type=options.positive_int(options.TIMING_RUNS_MAX), default=3,
                         help="independent timed runs per cell, pooled for the ratio "
                              "(default 3)")
     parser.add_argument("--max-reruns", type=options.nonneg_int(), default=2,

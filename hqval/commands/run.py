@@ -35,9 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "place of --cache-dir and $HQVAL_CACHE)")
     parser.add_argument("--no-timing", action="store_true",
                         help="skip timing even on hardware")
-    parser.add_argument("--timing-iterations", type=options.positive_int(), default=100,
+    parser.add_argument("--timing-iterations",
+                        type=options.positive_int(options.TIMING_ITERATIONS_MAX), default=100,
                         help="timing samples per arm per run (default 100)")
-    parser.add_argument("--timing-runs", type=options.positive_int(), default=3,
+    parser.add_argument("--timing-runs",
+                        type=options.positive_int(options.TIMING_RUNS_MAX), default=3,
                         help="timing runs (default 3)")
     options.VERBOSE.add_to(parser)
 
