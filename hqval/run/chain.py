@@ -54,6 +54,32 @@ def source_hashes(specs: Sequence[KernelSpec], root: Path) -> dict[str, str]:
     return provenance.files(((str(p), file_sha256(p)) for p in sorted(paths)), root)
 
 
+def unrecorded_inputs(envelope: Mapping[str, object], specs: Sequence[KernelSpec],
+                      root: Path) -> str:
+    """Why the run's record of what it compiled cannot be checked, or "": every run
+    records the sha256 of each source its kernels name (``sources``, made when it opened)
+    and, once it built a code object, of every file the compiler read
+    (``provenance.files``, the compile step).  An envelope without them would let
+    ``changed_inputs`` and ``added_inputs`` find nothing to compare, and ``--resume``
+    would judge an edited tree with the old rows."""
+    sources = envelope.get("sources")
+    named = set(source_hashes(specs, root))
+    if not isinstance(sources, Mapping):
+        return "envelope.json has no sources (the sha256 of each kernel source it compiled)"
+    lacking = sorted(named - set(map(str, sources)))
+    if lacking:
+        return (f"envelope.json sources does not record {lacking[0]}, a source of its "
+                "manifest's kernels")
+    objects = envelope.get("objects")
+    prov = envelope.get("provenance")
+    files = prov.get("files") if isinstance(prov, Mapping) else None
+    if isinstance(objects, Mapping) and objects \
+            and not (isinstance(files, Mapping) and files):
+        return ("envelope.json provenance records no file the compiler read, but the run "
+                "built code objects")
+    return ""
+
+
 def changed_inputs(envelope: Mapping[str, object], root: Path) -> str:
     """The first source or included file whose contents differ from what the run recorded
     (its sources when it opened, every file the compiler read: ``provenance.files``), or
@@ -174,9 +200,14 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
                               "the same --manifest, --arch, --backend, --seed, --policy and "
                               "mutant and timing options, or start a new --out")
-        changed = changed_inputs(writer.envelope, Path(manifest.path).resolve().parent) \
-            or added_inputs(writer.envelope, specs, arches, Path(manifest.path).resolve().parent,
-                            config.cache_dir)
+        root = Path(manifest.path).resolve().parent
+        unrecorded = unrecorded_inputs(writer.envelope, specs, root)
+        if unrecorded:
+            writer.close()
+            raise RunDirError(f"--resume {config.out}: {unrecorded}: the envelope is damaged "
+                              "and an edit since the run cannot be seen; start a new --out")
+        changed = changed_inputs(writer.envelope, root) \
+            or added_inputs(writer.envelope, specs, arches, root, config.cache_dir)
         if changed:
             writer.close()
             raise RunDirError(f"--resume {config.out}: {changed}: its rows judged the old "
