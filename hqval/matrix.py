@@ -401,15 +401,21 @@ class ArchError(ValueError):
 def resolve_arches(names: Sequence[str] | None, path: str | Path | None = None) -> list[Arch]:
     """The one ``--arch`` resolver: repeatable values, comma lists, ``all`` (every gfx
     target of arches.yaml) and ``sm_XX`` (the cuda backend's targets) -> Arch list, in the
-    order given, without duplicates.  Nothing given, an empty value (``--arch ,``) or an
-    unknown name is an ``ArchError`` naming the fix."""
+    order given, without duplicates.  Nothing given, an empty entry (``--arch ,``,
+    ``HQVAL_ARCH=gfx1010,,`` from a list whose other entries expanded to nothing: an arch
+    that silently vanished) or an unknown name is an ``ArchError`` naming the fix."""
     if not names:
         raise ArchError("no --arch given; pass --arch gfx1100 (repeatable, or a comma list), "
                         "or --arch all")
-    flat = [n.strip() for raw in names for n in str(raw).split(",") if n.strip()]
-    if not flat:
+    entries = [n.strip() for raw in names for n in str(raw).split(",")]
+    if not any(entries):
         raise ArchError(f"--arch {','.join(map(str, names))!r} names no arch; pass --arch "
                         "gfx1100 (repeatable, or a comma list), or --arch all")
+    if not all(entries):
+        raise ArchError(f"--arch {','.join(map(str, names))!r} has an empty entry (an arch "
+                        "that expanded to nothing?); pass --arch gfx1100 (repeatable, or a "
+                        "comma list without empty entries), or --arch all")
+    flat = entries
     arches = load_arches(path)
     unknown = [n for n in flat if n != "all" and n not in arches and not NVIDIA_ARCH.fullmatch(n)]
     if unknown:

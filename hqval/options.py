@@ -150,6 +150,19 @@ def nonneg_float(text: str) -> float:
     return value
 
 
+def path_value(text: str) -> str:
+    """A file or directory option's value: a path, never empty (an empty ``--out`` or
+    ``--manifest`` would mean the default, the suite's own kernels or ``runs/``, silently)
+    and without a NUL byte (no path holds one)."""
+    if not str(text).strip():
+        raise argparse.ArgumentTypeError(
+            "an empty path: give a file or directory (an environment variable set to '' "
+            "counts as given: unset it for the default)")
+    if "\0" in str(text):
+        raise argparse.ArgumentTypeError(f"{text!r} holds a NUL byte, which no path does")
+    return str(text)
+
+
 def workers_value(text: str) -> str:
     """``--workers``: a non-negative count of pytest-xdist workers, or ``auto``/``logical``
     (xdist's own words: one per CPU); kept as the string pytest-xdist takes."""
@@ -167,8 +180,10 @@ ARCH = Option(
 MANIFEST = Option(
     ("--manifest",), "HQVAL_MANIFEST",
     "kernels.yaml of an external kernel tree (default: the suite's own kernels/kernels.yaml)",
+    type=path_value,
 )
-JSON_OUT = Option(("--json",), None, "also write the result rows as JSON to this path")
+JSON_OUT = Option(("--json",), None, "also write the result rows as JSON to this path",
+                  type=path_value)
 BACKEND = Option(
     ("--backend",), "HQVAL_BACKEND",
     "execution backend: emu (CPU wave interpreter), hip, cuda, or auto",
@@ -177,6 +192,7 @@ BACKEND = Option(
 CACHE_DIR = Option(
     ("--cache-dir",), "HQVAL_CACHE",
     "content-addressed code object cache (default ~/.cache/hqval)",
+    type=path_value,
 )
 JSON_PRINT = Option(
     ("--json",), None,
@@ -194,11 +210,12 @@ WORKERS = Option(("--workers", "-n"), "HQVAL_WORKERS",
                  default="2", type=workers_value)
 BASELINE = Option(("--baseline",), None,
                   "baseline run directory (repeatable): a regression against it fails the cell",
-                  repeat=True, metavar="RUN")
+                  repeat=True, metavar="RUN", type=path_value)
 
 
 POLICY = Option(("--policy",), "HQVAL_POLICY",
-                "admission policy YAML (default: matrices/policy.yaml)", metavar="YAML")
+                "admission policy YAML (default: matrices/policy.yaml)", metavar="YAML",
+                type=path_value)
 
 # the options of a check session (hqval check, hqval mutants)
 CHECK = Option(("--check",), None, "only this check (repeatable; default: all)",

@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.ARCH.add_to(parser)
     options.MANIFEST.add_to(parser)
     options.JSON_OUT.add_to(parser)
-    parser.add_argument("--out", help="also write a results run directory (envelope + rows)")
+    parser.add_argument("--out", type=options.path_value,
+                        help="also write a results run directory (envelope + rows)")
     parser.add_argument("--policy", default=None,
                         help="policy YAML whose timing gates judge the cells "
                              "(default: matrices/policy.yaml)")

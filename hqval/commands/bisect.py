@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fixed", action="store_true",
                         help="find the first good commit after --bad (the fix) instead of the "
                              "first bad one after --good")
-    parser.add_argument("--out", default=None, metavar="DIR",
+    parser.add_argument("--out", type=options.path_value, default=None, metavar="DIR",
                         help="where each step's run directory and bisect.json go (default "
                              "runs/bisect-<UTC timestamp>)")
     parser.add_argument("--paths", action="append", default=[], metavar="PATH",

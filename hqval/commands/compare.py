@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="both runs were timed on one GPU (for runs whose envelopes do "
                              "not record its UUID): absolute time is then judged too")
     options.POLICY.add_to(parser)
-    parser.add_argument("-o", "--output", default=None, help="also write the markdown here")
+    parser.add_argument("-o", "--output", type=options.path_value, default=None,
+                        help="also write the markdown here")
 
 
 def run(args: argparse.Namespace) -> int:

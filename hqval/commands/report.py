@@ -14,7 +14,7 @@ from hqval import options
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories to merge")
-    parser.add_argument("-o", "--out", required=True, metavar="DIR",
+    parser.add_argument("-o", "--out", type=options.path_value, required=True, metavar="DIR",
                         help="output directory for report.html, checkpoint.md, admission.json")
     for opt in (options.BASELINE, options.POLICY):
         opt.add_to(parser)

@@ -19,7 +19,7 @@ from hqval import options
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for opt in (options.ARCH, options.BACKEND, options.MANIFEST, options.CACHE_DIR):
         opt.add_to(parser)
-    parser.add_argument("--out", default=None, metavar="DIR",
+    parser.add_argument("--out", type=options.path_value, default=None, metavar="DIR",
                         help="run directory (default runs/<arch>-<UTC timestamp>)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out: cells already recorded are kept, "

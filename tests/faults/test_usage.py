@@ -18,6 +18,8 @@ Hq = Callable[..., Result]
 
 @pytest.mark.parametrize("arch, why", [(",", "names no arch"), ("", "names no arch"),
                                        (" , ", "names no arch"),
+                                       ("gfx1010,", "has an empty entry"),
+                                       ("gfx1010,,gfx1030", "has an empty entry"),
                                        ("gfx9999", "unknown arch gfx9999"),
                                        ("gfx1100,sm_x", "unknown arch sm_x")])
 def test_bad_arch_is_a_usage_error(tree: Path, tmp_path: Path, hqval: Hq, arch: str,
@@ -27,6 +29,42 @@ def test_bad_arch_is_a_usage_error(tree: Path, tmp_path: Path, hqval: Hq, arch: 
     res = hqval(*args)
     assert res.code == 2 and why in res.err and len(res.err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_an_arch_list_with_an_empty_entry_from_the_environment_is_a_usage_error(
+        tree: Path, tmp_path: Path, hqval: Hq, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HQVAL_ARCH=gfx1010,$OTHER with OTHER unset: the other arch would vanish from the
+    run; it is refused, naming the empty entry (once: gfx1010 alone ran, exit 0)."""
+    args = run_args(tree, tmp_path / "run")
+    i = args.index("--arch")
+    del args[i:i + 2]
+    monkeypatch.setenv("HQVAL_ARCH", "gfx1010,,")
+    res = hqval(*args)
+    assert res.code == 2 and "has an empty entry" in res.err, res.err
+    assert len(res.err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flag", ["--out", "--manifest", "--cache-dir", "--policy",
+                                  "--baseline"])
+def test_an_empty_path_is_a_usage_error(tree: Path, tmp_path: Path, hqval: Hq, flag: str,
+                                        monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty path would mean the default (``--manifest ''``: the suite's own kernels
+    instead of the tree; ``--out ''``: runs/ in the working directory): refused in one line
+    naming the option, before anything is written (once: the defaults ran)."""
+    args = run_args(tree, tmp_path / "run")
+    if flag in args:
+        args[args.index(flag) + 1] = ""
+    else:
+        args += [flag, ""]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        hqval(*args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "an empty path" in err and flag in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists() and not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("backend, arch", [("hip", "gfx1010"), ("cuda", "sm_90")])
