@@ -174,25 +174,23 @@ def check_function(name: str) -> CheckFn:
     return result
 
 
-def _emu_errors() -> tuple[type[BaseException], type[BaseException],
-                         type[BaseException]] | None:
+def _emu_errors() -> tuple[type[BaseException], type[BaseException]] | None:
     try:
-        from hqval.emu.errors import KernelTrap, OutOfBounds, UnsupportedInstruction
+        from hqval.emu.errors import KernelFault, UnsupportedInstruction
     except ImportError:
         return None
-    return OutOfBounds, UnsupportedInstruction, KernelTrap
+    return KernelFault, UnsupportedInstruction
 
 
 def kernel_fault(exc: BaseException) -> str:
-    """"trap" or "memory fault" when ``exc`` is a kernel's own behaviour on the emulator
-    (it executed ``s_trap``/``s_sethalt``, or accessed memory outside every allocation),
-    else ""."""
+    """What the kernel did when ``exc`` is its own behaviour on the emulator
+    (``hqval.emu.errors.KernelFault``: "trap" for ``s_trap``/``s_sethalt``, "memory fault"
+    outside every allocation, "illegal instruction", "never finished" for an endless loop
+    or a barrier deadlock, "bad jump"), else ""."""
     emu_errors = _emu_errors()
-    if emu_errors is None:
+    if emu_errors is None or not isinstance(exc, emu_errors[0]):
         return ""
-    if isinstance(exc, emu_errors[2]):
-        return "trap"
-    return "memory fault" if isinstance(exc, emu_errors[0]) else ""
+    return str(getattr(exc, "label", "fault"))
 
 
 def unknown_checks(names: list[str] | None) -> str:
@@ -273,15 +271,17 @@ def _run_cell(ctx: CheckContext, check: str, spec: KernelSpec, fn: CheckFn) -> R
         ctx.decided = True  # the kernel's own behaviour, as deterministic as its outputs
         return ctx.row(check, spec, Status.FAIL, f"guard: {exc}")
     except Exception as exc:
-        if emu_errors is not None and isinstance(exc, emu_errors[0]):
+        fault = kernel_fault(exc)
+        if fault:
+            # the kernel's own behaviour (a trap, halt, fault, illegal instruction or a
+            # launch that never ends): a failure naming the instruction and its address
             ctx.decided = True
-            return ctx.row(check, spec, Status.FAIL, f"memory fault: {exc}")
-        if emu_errors is not None and isinstance(exc, emu_errors[2]):
-            # the kernel's own behaviour (a trap or halt it executed): a failure
-            ctx.decided = True
-            return ctx.row(check, spec, Status.FAIL, f"trap: {exc}",
-                           details={"trap": str(getattr(exc, "instruction", "")),
-                                    "address": int(getattr(exc, "address", 0))})
+            details: dict[str, Any] = {"address": int(getattr(exc, "address", 0))}
+            details["trap" if fault == "trap" else "fault"] = str(
+                getattr(exc, "instruction", ""))
+            if fault == "memory fault":
+                details = {}  # the message names address and instruction (as before)
+            return ctx.row(check, spec, Status.FAIL, f"{fault}: {exc}", details=details)
         if emu_errors is not None and isinstance(exc, emu_errors[1]):
             # The emulator cannot run the kernel: no verdict either way.  Untested on this
             # arch, naming the instruction (never a failure of the kernel).

@@ -28,9 +28,22 @@ class UnsupportedInstruction(EmuError):
         )
 
 
-class KernelTrap(EmuError):
+class KernelFault(EmuError):
+    """The kernel's own behaviour ended the launch: as deterministic as its outputs, and on
+    hardware the launch aborts or never finishes, so the kernel fails (never an emulator
+    gap, never hqval's machinery).  Every subclass names the instruction and its address
+    (``instruction``, ``address``); ``label`` is what a row calls the fault."""
+
+    label = "fault"
+    instruction = ""
+    address = 0
+
+
+class KernelTrap(KernelFault):
     """The kernel executed ``s_trap`` (``__builtin_trap()``, a failed device assert) or
     halted its wave (``s_sethalt``): on hardware the launch aborts, so the kernel fails."""
+
+    label = "trap"
 
     def __init__(self, instruction: str, address: int, kernel: str, arch: str) -> None:
         self.instruction = instruction
@@ -43,8 +56,51 @@ class KernelTrap(EmuError):
             "assert, or a fault path the kernel reached)")
 
 
-class OutOfBounds(EmuError):
+class IllegalInstruction(KernelFault):
+    """The kernel executed a word the arch's disassembler decodes as no instruction
+    (``.long``): on hardware an illegal-instruction exception aborts the launch."""
+
+    label = "illegal instruction"
+
+    def __init__(self, text: str, address: int, kernel: str, arch: str) -> None:
+        self.instruction = text
+        self.address = address
+        self.kernel = kernel
+        self.arch = arch
+        super().__init__(
+            f"kernel {kernel!r} executed {text!r} at 0x{address:x} on {arch}, which is no "
+            f"instruction of {arch} (its disassembler decodes none there): an illegal "
+            "instruction aborts the launch on hardware")
+
+
+class LaunchNeverEnds(KernelFault):
+    """The launch did not finish: an endless loop (the step bound reached), or waves
+    waiting at a barrier others never reach."""
+
+    label = "never finished"
+
+    def __init__(self, message: str, instruction: str, address: int) -> None:
+        self.instruction = instruction
+        self.address = address
+        super().__init__(message)
+
+
+class BadJump(KernelFault):
+    """The kernel jumped to an address holding no instruction of its code object, or ran
+    past its last instruction: on hardware, a fault or garbage executed."""
+
+    label = "bad jump"
+
+    def __init__(self, message: str, instruction: str, address: int) -> None:
+        self.instruction = instruction
+        self.address = address
+        super().__init__(message)
+
+
+class OutOfBounds(KernelFault):
     """A memory access outside every allocation (or outside the workgroup's LDS)."""
+
+    label = "memory fault"
 
     def __init__(
         self, address: int, nbytes: int, instruction: str, kernel: str, arch: str, space: str

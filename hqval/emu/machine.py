@@ -20,7 +20,14 @@ import numpy as np
 from hqval.codeobject import CodeObject, CodeObjectError, Instruction, KernelInfo
 from hqval.codeobject import load as load_code_object
 from hqval.emu import memory, scalar, vector
-from hqval.emu.errors import EmuError, UnknownArch, UnsupportedInstruction
+from hqval.emu.errors import (
+    BadJump,
+    EmuError,
+    IllegalInstruction,
+    LaunchNeverEnds,
+    UnknownArch,
+    UnsupportedInstruction,
+)
 from hqval.emu.fparith import launch_fp
 from hqval.emu.memory import Memory
 from hqval.emu.operands import EXEC, TTMP0, Ctx, WaveState
@@ -172,9 +179,20 @@ class Module:
         return self._programs[symbol]
 
 
+# What llvm-objdump prints for a word it decodes as no instruction of the arch: data, not
+# an instruction the interpreter lacks (executing it is the kernel's illegal instruction).
+UNDECODED = (".long", ".short", ".byte", ".word", "<unknown>")
+
+
 def _unsupported(ins: Instruction, cx: Ctx, why: str) -> Callable[[WaveState, Any], Any]:
     def raise_it(st: WaveState, w: Any) -> None:
         raise UnsupportedInstruction(ins.mnemonic, ins.addr, cx.kernel, cx.arch, why)
+    return raise_it
+
+
+def _illegal(ins: Instruction, cx: Ctx) -> Callable[[WaveState, Any], Any]:
+    def raise_it(st: WaveState, w: Any) -> None:
+        raise IllegalInstruction(ins.text, ins.addr, cx.kernel, cx.arch)
     return raise_it
 
 
@@ -190,6 +208,9 @@ _PER_KERNEL = ("s_branch", "s_cbranch", "s_getpc", "s_setpc", "s_swappc", "s_cal
                "s_sethalt",
                "s_setreg")
 _MEMORY = ("SMEM", "VMEM", "LDS")
+# The bound on a launch's (batched) instruction steps when the caller gives none: past it
+# the launch never ends (``LaunchNeverEnds``, the kernel's failure), read at each launch.
+MAX_STEPS = 10_000_000
 
 
 def _translate(ins: Instruction, cx: Ctx, nlanes: int
@@ -214,6 +235,11 @@ def translate_kernel(info: KernelInfo, instrs: list[Instruction], arch: str,
     fns, classes = [], []
     missing: list[tuple[str, int, str]] = []
     for ins in instrs:
+        if ins.mnemonic in UNDECODED:
+            # raised only if executed, as below; no instruction the emulator lacks
+            fns.append(_illegal(ins, cx))
+            classes.append(CLASSES.index("other"))
+            continue
         try:
             res = _translate(ins, cx, nlanes)
         except UnsupportedInstruction as exc:
@@ -301,16 +327,17 @@ class Machine:
     def launch(self, module: Module, symbol: str, grid: Sequence[int], block: Sequence[int],
                args: Sequence[int], dynamic_lds: int = 0,
                trace: Callable[[int, str, int], None] | None = None,
-               max_steps: int = 10_000_000) -> LaunchStats:
+               max_steps: int | None = None) -> LaunchStats:
         """Run ``grid`` x ``block`` work-items of ``symbol``.  ``args`` are ints laid out by
         the kernel's metadata (pointers from ``alloc``, i32 scalars); hidden arguments are
         filled in.  ``trace(address, instruction text, number of waves)`` is called for
         every instruction executed (a debugging aid; slow).  ``max_steps`` bounds the number
         of (batched) instruction steps: a kernel that spins waiting for another workgroup,
         which this scheduler may never run concurrently, stops with an error instead of
-        hanging."""
+        hanging (``MAX_STEPS`` when not given)."""
         import time
 
+        max_steps = MAX_STEPS if max_steps is None else max_steps
         key, digests = None, None
         if trace is None and self.mem.recorder is None:
             key, digests = self._launch_key(module, symbol, grid, block, args, dynamic_lds,
@@ -391,7 +418,7 @@ class Machine:
     def launch_many(self, module: Module, symbol: str,
                     launches: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int],
                                              Sequence[tuple[int, int]]]],
-                    max_steps: int = 10_000_000) -> list[LaunchStats]:
+                    max_steps: int | None = None) -> list[LaunchStats]:
         """Independent launches of one kernel run as one wave batch: ``launches`` are
         ``(grid, block, args, spans)``, every one with the same block; ``spans`` are the
         ``(addr, nbytes)`` ranges of that launch's buffers.  Each allocation holding a span
@@ -404,6 +431,7 @@ class Machine:
         errors exactly as sequential launches do rerun them one at a time."""
         import time
 
+        max_steps = MAX_STEPS if max_steps is None else max_steps
         if not launches:
             return []
         blocks = {tuple(int(b) for b in [*list(blk), 1, 1][:3]) for _, blk, _, _ in launches}
@@ -642,7 +670,11 @@ class Machine:
                 waiting = np.bincount(wg, weights=(at_barrier | done), minlength=nwg)
                 release = waiting[wg] == waves_per_wg
                 if not (release & at_barrier).any():
-                    raise EmuError(f"barrier deadlock in {prog.info.name}")
+                    ins = prog.instructions[int(pcs[at_barrier].min()) - 1]
+                    raise LaunchNeverEnds(
+                        f"barrier deadlock in {prog.info.name} on {self.arch}: waves wait "
+                        f"at {ins.text!r} (0x{ins.addr:x}) for waves of their workgroup "
+                        f"that ended without reaching it", ins.text, ins.addr)
                 at_barrier &= ~release
                 continue
             pc = int(pcs[runnable].min())
@@ -655,8 +687,10 @@ class Machine:
             # run straight-line code for this group until it branches apart or stops
             while True:
                 if pc >= ninstr:
-                    raise EmuError(f"{prog.info.name} ran past its last instruction "
-                                   f"(missing s_endpgm?)")
+                    last = prog.instructions[-1]
+                    raise BadJump(f"{prog.info.name} ran past its last instruction "
+                                  f"({last.text!r} at 0x{last.addr:x}; missing s_endpgm?)",
+                                  last.text, last.addr)
                 if whole:
                     all_waves[classes[pc]] += 1
                 else:
@@ -664,11 +698,12 @@ class Machine:
                 steps += 1
                 if steps > max_steps:
                     ins = prog.instructions[pc]
-                    raise EmuError(
+                    raise LaunchNeverEnds(
                         f"{prog.info.name} on {self.arch} ran {max_steps} steps without "
                         f"finishing (at 0x{ins.addr:x} {ins.text!r}): an endless loop, or a "
                         f"wait on another workgroup, which the interpreter does not run "
-                        f"concurrently; raise max_steps if the kernel is just long")
+                        f"concurrently; raise max_steps if the kernel is just long",
+                        ins.text, ins.addr)
                 if trace is not None:
                     ins = prog.instructions[pc]
                     trace(ins.addr, ins.text, st.n if whole else len(w))

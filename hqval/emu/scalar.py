@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from hqval.codeobject import Instruction
-from hqval.emu.errors import EmuError, KernelTrap
+from hqval.emu.errors import BadJump, EmuError, KernelTrap
 from hqval.emu.fparith import fp_quiet
 from hqval.emu.operands import EXEC, SCC, VCC, Ctx, Sel, WaveState, parse_operand, sreader, swriter
 
@@ -259,9 +259,9 @@ def translate(ins: Instruction, cx: Ctx) -> tuple[Fn, str] | None:
             idx = {}
             for a in uniq.tolist():
                 if a not in index_of:
-                    raise EmuError(f"{ins.mnemonic} at 0x{ins.addr:x} in {cx.kernel} jumps to "
-                                   f"0x{a:x}, which is not an instruction of the kernel or "
-                                   f"of a function in its code object")
+                    raise BadJump(f"{ins.mnemonic} at 0x{ins.addr:x} in {cx.kernel} jumps to "
+                                  f"0x{a:x}, which is not an instruction of the kernel or "
+                                  f"of a function in its code object", ins.text, ins.addr)
                 idx[a] = index_of[a]
             if len(uniq) == 1:
                 return idx[uniq.tolist()[0]]
