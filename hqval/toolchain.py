@@ -253,8 +253,37 @@ def find_compiler(env: Mapping[str, str] | None = None) -> Compiler:
 # new list), and contents are always re-hashed.
 
 
+# What clang prints when it crashed rather than diagnosed the source (its own bug report
+# request, a frontend that died by a signal, a subprocess it could not run).
+CRASH_MARKERS = ("PLEASE submit a bug report", "command failed due to signal",
+                 "unable to execute command", "Stack dump:")
+
+
+def compiler_crash(returncode: int, stderr: str) -> str:
+    """Why the compiler process died instead of judging the source ('' when it judged
+    it): killed by a signal (a negative code, or 128+N from a shell), clang's crash exit
+    codes (254, 255), or clang's own crash report.  hqval's toolchain, not the kernel: an
+    infrastructure error (exit 2) whatever the source."""
+    if returncode < 0:
+        return f"the compiler was killed by signal {-returncode}"
+    if returncode > 128:
+        return f"the compiler crashed (exit {returncode})"
+    marker = next((m for m in CRASH_MARKERS if m in stderr), "")
+    return f"the compiler crashed ({marker!r})" if marker and returncode != 0 else ""
+
+
+def _crash_message(path: str, why: str) -> str:
+    return (f"{why}: {path} is broken, not the kernel; fix: install a working clang "
+            "(apt-get install clang-19 lld-19) or point HQVAL_CLANG at one")
+
+
 class DependencyError(RuntimeError):
     """The preprocessor could not list the dependencies (the compile would fail too)."""
+
+
+class CompilerCrash(DependencyError):
+    """The preprocessor run crashed or wrote no dependency rule (``compiler_crash``):
+    hqval's toolchain, an infrastructure error."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -419,11 +448,19 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler,
                 "files of the kernel tree") from None
         except (OSError, subprocess.SubprocessError) as exc:
             raise DependencyError(f"{compiler.path} -M failed: {exc}") from exc
+        crash = compiler_crash(proc.returncode, proc.stderr)
+        if crash:
+            raise CompilerCrash(_crash_message(compiler.path, crash))
         if proc.returncode != 0:
             raise DependencyError(diagnostics(proc.stderr, roots)
                                   or f"preprocessor exited {proc.returncode}")
-        deps = [os.path.normpath(os.path.join(private, d))
-                for d in _parse_make_rule(proc.stdout)]
+        try:
+            rule = _parse_make_rule(proc.stdout)
+        except DependencyError:
+            # it exited 0 without writing the rule -M asks for: the compiler is broken
+            raise CompilerCrash(_crash_message(
+                compiler.path, "the compiler's -M output is no dependency rule")) from None
+        deps = [os.path.normpath(os.path.join(private, d)) for d in rule]
     check_dependencies(deps, roots)
     searched = _remember(spec, cmd, deps)
     try:
@@ -785,7 +822,11 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
     try:
         compiler = compiler or find_compiler()
     except ToolchainError as exc:
-        return CompileResult(False, None, str(exc), False, time.perf_counter() - t0)
+        # no usable compiler: hqval's toolchain, not the kernel
+        return CompileResult(False, None, str(exc), False, time.perf_counter() - t0,
+                             details={"infrastructure": True,
+                                      "infrastructure_cause": "compiler",
+                                      "error_type": type(exc).__name__})
     base: dict[str, Any] = {"compiler": compiler.version, "compiler_path": compiler.path}
     try:
         key, closure = _keyed_closure(spec, arch, compiler, cache_dir)
@@ -797,6 +838,12 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
         return CompileResult(False, None, f"cannot read {exc.filename}: {exc.strerror}; fix the "
                              "manifest's source path or restore the file", False,
                              time.perf_counter() - t0)
+    except CompilerCrash as exc:
+        return CompileResult(False, None, str(exc), False, time.perf_counter() - t0,
+                             command=compile_command(spec, arch, compiler),
+                             details={**base, "infrastructure": True,
+                                      "infrastructure_cause": "compiler",
+                                      "error_type": type(exc).__name__})
     except DependencyError as exc:
         return CompileResult(False, None, str(exc), False, time.perf_counter() - t0,
                              command=compile_command(spec, arch, compiler), details=base)
@@ -842,6 +889,15 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                     return CompileResult(False, None, f"compiler timed out after "
                                          f"{COMPILE_TIMEOUT_S} s", False,
                                          time.perf_counter() - t0, key, cmd, details)
+                crash = compiler_crash(proc.returncode, proc.stderr)
+                if crash or (proc.returncode == 0 and (not out.is_file()
+                                                       or out.stat().st_size == 0)):
+                    why = crash or "the compiler exited 0 without writing the code object"
+                    return CompileResult(False, None, _crash_message(compiler.path, why),
+                                         False, time.perf_counter() - t0, key, cmd,
+                                         {**details, "infrastructure": True,
+                                          "infrastructure_cause": "compiler",
+                                          "error_type": "CompilerCrash"})
                 if proc.returncode != 0 or not out.is_file() or out.stat().st_size == 0:
                     msg = (diagnostics(proc.stderr, roots)
                            or f"compiler exited {proc.returncode}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from hqval.audit.static import analyze, audit_kernel
 from hqval.audit.waivers import apply_waivers
 from hqval.codeobject import CodeObjectError, find_objdump, tool_identity
+from hqval.errors import infrastructure_details, is_infrastructure
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
@@ -173,6 +174,15 @@ def _store_rows(cache_dir: str | Path | None, key: str, rows: list[Row]) -> None
 EXECUTED_RULES = ("header_scalar", "payload_offset", "v2_valu_delta")
 
 
+def _error_row(kernel: str, arch: str, exc: BaseException) -> Row:
+    """The one row of a kernel whose code object could not be audited: an infrastructure
+    error when hqval's own machinery failed (the disassembler missing or crashing, I/O),
+    so the run exits 2 and ``--resume`` redoes it, never the kernel's error."""
+    return Row(kind="audit", check="audit", kernel=kernel, arch=arch, backend="isa",
+               status=Status.ERROR, message=str(exc),
+               details=infrastructure_details(exc) if is_infrastructure(exc) else {})
+
+
 def _audit_job(job: _Job) -> list[Row]:
     """The rule rows of one kernel (before waivers), or one error row when its code
     object cannot be read.  Where the emulator runs the kernel and its baseline, the rules
@@ -187,9 +197,8 @@ def _audit_job(job: _Job) -> list[Row]:
             baseline = analyze(bco, arch_name)[bspec.symbol]
         rows = audit_kernel(job.spec, job.arch, code, baseline,
                             occupancy_miss=job.occupancy_miss)
-    except (IsaError, KeyError, ValueError) as exc:
-        return [Row(kind="audit", check="audit", kernel=job.spec.name, arch=arch_name,
-                    backend="isa", status=Status.ERROR, message=str(exc))]
+    except (IsaError, KeyError, ValueError, OSError) as exc:
+        return [_error_row(job.spec.name, arch_name, exc)]
     return _with_executed(job, code, rows)
 
 
@@ -409,9 +418,7 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
                     tools = disassembler_identity()
                 plan.append((spec, dataclasses.replace(job, key=audit_key(job, tools))))
             except (IsaError, KeyError, ValueError, OSError) as exc:
-                plan.append((spec, Row(kind="audit", check="audit", kernel=spec.name,
-                                       arch=arch_name, backend="isa", status=Status.ERROR,
-                                       message=str(exc))))
+                plan.append((spec, _error_row(spec.name, arch_name, exc)))
         plans.append((arch, plan))
     found: dict[str, list[Row]] = {}
     misses: list[_Job] = []

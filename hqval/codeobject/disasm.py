@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hqval.codeobject.errors import CodeObjectError
+from hqval.codeobject.errors import ToolFailed
 
 _LINE = re.compile(
     r"^\s+(?P<text>.*?)\s*//\s*(?P<addr>[0-9A-Fa-f]+):\s*(?P<words>(?:[0-9A-Fa-f]{8}\s?)+)"
@@ -329,7 +329,7 @@ def find_llvm_tool(name: str) -> str:
         exe = shutil.which(c)
         if exe:
             return exe
-    raise CodeObjectError(f"{name} not found (tried {', '.join(candidates)}); fix: apt-get "
+    raise ToolFailed(f"{name} not found (tried {', '.join(candidates)}); fix: apt-get "
                           "install llvm-19, or put ROCm's llvm/bin on PATH")
 
 
@@ -339,7 +339,7 @@ def find_objdump() -> str:
     if env:
         path = shutil.which(env)
         if path is None:
-            raise CodeObjectError(f"HQVAL_OBJDUMP={env} is not an executable; fix: point it "
+            raise ToolFailed(f"HQVAL_OBJDUMP={env} is not an executable; fix: point it "
                                   "at an llvm-objdump that knows AMDGPU, or unset it")
         return path
     return find_llvm_tool("llvm-objdump")
@@ -367,9 +367,17 @@ def objdump_text(raw: bytes, mcpu: str, objdump: str | None = None) -> str:
     with tempfile.NamedTemporaryFile(suffix=".co") as f:
         f.write(raw)
         f.flush()
-        proc = subprocess.run([tool, "-d", f"--mcpu={mcpu}", f.name],
-                              capture_output=True, text=True, timeout=300, check=False)
+        try:
+            proc = subprocess.run([tool, "-d", f"--mcpu={mcpu}", f.name],
+                                  capture_output=True, text=True, timeout=300, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ToolFailed(f"{tool} could not run on the code object for {mcpu} (hqval's "
+                             f"disassembler, not the kernel): {exc}; fix: install a working "
+                             "llvm-objdump (llvm-19) or set HQVAL_OBJDUMP") from exc
     if proc.returncode != 0:
-        raise CodeObjectError(f"llvm-objdump failed on the code object for {mcpu}: "
-                              f"{proc.stderr.strip()[:400]}")
+        how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
+               else f"exited {proc.returncode}")
+        raise ToolFailed(f"{tool} {how} on the code object for {mcpu} (hqval's "
+                         f"disassembler, not the kernel): {proc.stderr.strip()[:400]}; fix: "
+                         "install a working llvm-objdump (llvm-19) or set HQVAL_OBJDUMP")
     return proc.stdout

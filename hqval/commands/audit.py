@@ -6,10 +6,12 @@ generation, payload offset.  Exit 0 only if every applicable rule passed.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from hqval import markdown as md
 from hqval import options
+from hqval.result import Status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,4 +70,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"hqval audit: {len(arches)} arches, {time.perf_counter() - t0:.2f} s")
     if args.json:
         options.write_json([r.to_dict() for r in rows], args.json)
+    infra = [r for r in rows if r.status is Status.ERROR and r.details.get("infrastructure")]
+    if infra:
+        # hqval's machinery (the disassembler, I/O), never the kernels' failure
+        first = (infra[0].message.splitlines() or [""])[0]
+        print(f"hqval audit: infrastructure error in {len(infra)} cell(s) (first: "
+              f"{infra[0].identity}: {first})", file=sys.stderr)
+        return 2
     return 0 if all(r.status.ok for r in rows) else 1
