@@ -123,6 +123,16 @@ def _incomplete(missing: Sequence[str]) -> str:
             "--resume")
 
 
+def _infrastructure_reason(rows: Sequence[Row]) -> str:
+    """The reason of a cell whose evidence holds infrastructure errors ('' when none)."""
+    infra = sorted({r.identity for r in rows if is_infrastructure(r)})
+    if not infra:
+        return ""
+    shown = ", ".join(infra[:6]) + (" ..." if len(infra) > 6 else "")
+    return (f"incomplete: {len(infra)} cell(s) met an infrastructure error ({shown}): "
+            "hqval's machinery, not the kernel; fix it, then rerun with --resume")
+
+
 def admit_cell(
     pp: PathPolicy, arch: Arch, rows: Sequence[Row], qt_rows: Sequence[Row],
     notes: Sequence[str] = (), regressed: Sequence[str] = (),
@@ -181,6 +191,13 @@ def admit_cell(
         if failing or decode_fail:
             reasons.append("fallback evidence failed: " + ", ".join(failing + decode_fail))
             return cell(AdmissionStatus.REJECTED, fb_rows, failing + decode_fail)
+        infra = _infrastructure_reason([*fb_rows, *(
+            r for r in qt_rows if r.identity not in own and r.kind in ("compile", "audit",
+                                                                       "check")
+            and (not named or r.kernel in named))])
+        if infra:
+            reasons.append(infra)
+            return cell(AdmissionStatus.INCOMPLETE)
         if evidence.missing:
             reasons.append(_incomplete(evidence.missing))
             return cell(AdmissionStatus.INCOMPLETE)
@@ -216,6 +233,10 @@ def admit_cell(
                            f"{r.details.get('baseline')} failed on its own launch"
                            for r in gates if _failed(r) and _baseline_failed(r)})
         return cell(AdmissionStatus.REJECTED, [r for r in gates if _failed(r)], failing)
+    infra = _infrastructure_reason(gates)
+    if infra:
+        reasons.append(infra)
+        return cell(AdmissionStatus.INCOMPLETE)
     if not evidence.kernels and evidence.elsewhere:
         reasons.insert(0, f"no kernel of this path is built for {arch.name} (the tree limits "
                           f"{_listed(list(evidence.elsewhere))} to other arches)")

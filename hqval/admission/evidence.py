@@ -119,7 +119,11 @@ def is_infrastructure(row: Row) -> bool:
 
 
 def _failed(row: Row) -> bool:
-    return row.status in (Status.FAIL, Status.ERROR)
+    """A row that says the kernel failed: a failure, or an error of the kernel's own (an
+    infrastructure error is hqval's machinery failing: no verdict about the kernel, so
+    its cell is incomplete, never rejected for it)."""
+    return row.status is Status.FAIL or (row.status is Status.ERROR
+                                         and not is_infrastructure(row))
 
 
 def emulator_gap(row: Row) -> str | None:
