@@ -27,6 +27,7 @@ what of its messages may leave.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -159,9 +160,10 @@ def check_dependencies(deps: Sequence[str], roots: Sequence[Path]) -> None:
 
 
 def special_files(roots: Sequence[Path], limit: int = 50_000) -> list[str]:
-    """FIFOs and device files under ``roots`` (walked without following links, ``.git``
-    skipped, at most ``limit`` entries): a preprocessor that opens one would block or read
-    without end, so a tree holding one is refused before clang runs."""
+    """FIFOs, device files and symbolic-link loops under ``roots`` (walked without
+    following links, ``.git`` skipped, at most ``limit`` entries): a preprocessor that opens
+    one would block, read without end or fail, so a tree holding one is refused before
+    clang runs."""
     found: list[str] = []
     seen = 0
     for root in dict.fromkeys(roots):
@@ -189,7 +191,9 @@ def special_files(roots: Sequence[Path], limit: int = 50_000) -> list[str]:
                 elif stat.S_ISLNK(st.st_mode):
                     try:
                         t = os.stat(e.path)
-                    except OSError:
+                    except OSError as exc:
+                        if exc.errno == errno.ELOOP:  # opening it fails with ELOOP: refused
+                            found.append(e.path)  # like a FIFO, not a kernel's compile error
                         continue
                     if stat.S_ISFIFO(t.st_mode) or stat.S_ISCHR(t.st_mode) or \
                             stat.S_ISBLK(t.st_mode):

@@ -765,7 +765,8 @@ def _specials(roots: tuple[Path, ...], sig: tuple[tuple[str, int], ...]) -> tupl
 def contain(spec: KernelSpec, arch: str, compiler: Compiler) -> None:
     """What is checked before clang runs at all: the manifest's flags are on the allow-list,
     the source is a regular file, and the kernel tree's directories on the include path
-    hold no FIFO or device (a preprocessor opening one would block or read without end).
+    hold no FIFO, device (a preprocessor opening one would block or read without end) or
+    symbolic-link loop.
     Raises ``ContainmentError`` (one line naming the flag or file and the fix)."""
     for flag in spec.flags:
         why = flag_problem(flag)
@@ -783,9 +784,9 @@ def contain(spec: KernelSpec, arch: str, compiler: Compiler) -> None:
         from hqval.containment import printable
 
         raise ContainmentError(
-            f"{spec.name}: the kernel tree holds {len(found)} FIFO or device file(s) on the "
-            f"include path (first: {printable(found[0])}); fix: remove them, a compiler that "
-            "opened one would hang")
+            f"{spec.name}: the kernel tree holds {len(found)} FIFO or device file(s) or "
+            f"symbolic-link loop(s) on the include path (first: {printable(found[0])}); fix: "
+            "remove them, a compiler that opened one would hang or fail")
 
 
 def _infrastructure(what: str, exc: OSError | safeio.SafeIOError, details: dict[str, Any]
