@@ -135,3 +135,45 @@ def test_a_misbehaving_kernel_fails_its_row_naming_what_it_did(
     assert not row["details"].get("infrastructure")
     for words in KERNELS[kernel][1]:
         assert words in row["message"], row["message"]
+
+
+def test_a_kernel_that_never_ends_fails_its_cell_in_a_run(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hqval run`` of the small tree whose qt=44 header load spins for ever on every
+    real header (a loop the compiler cannot drop: an asm statement in it): the qt=44
+    decode cell is rejected, each of its kernel's check rows failing "never finished"
+    at the loop's address; qt=45 (same body, other header) stays emulated.  Once: errors
+    "could not reach a verdict" after 10 M steps a launch (minutes each)."""
+    import re
+    import shutil
+
+    from hqval.cli import main
+    from hqval.emu import machine
+    from tests.faults.conftest import admission, rows, run_args
+
+    dest = tmp_path / "tree"
+    shutil.copytree(tree.parent, dest)
+    header = dest / "include" / "hq4_header.h"
+    text = header.read_text()
+    old = ("        return Hq4Raw{hq_load_u32(gp), hq_load_u32(gp + 4)};"
+           "  // addresses lane-invariant")
+    assert old in text
+    header.write_text(text.replace(old, (
+        "        const Hq4Raw r{hq_load_u32(gp), hq_load_u32(gp + 4)};\n"
+        "        if (r.a != 0x7fc00001u) for (;;) asm volatile(\"s_nop 0\");\n"
+        "        return r;"), 1))
+    out = tmp_path / "run"
+    monkeypatch.setattr(machine, "MAX_STEPS", 200_000)
+    monkeypatch.setenv("HQVAL_EMU_REPLAY", "off")
+    with no_hang(600):
+        code = main(run_args(dest / "kernels.yaml", out, "--no-mutants", "--cache-dir",
+                             str(tmp_path / "cache")))
+    assert code == 1
+    assert admission(out)[(44, "decode")] == "rejected"
+    assert admission(out)[(45, "decode")] == "emulated"
+    spun = [r for r in rows(out) if r["kind"] == "check"
+            and r["kernel"] == "gemv_mq4g256v2_r1" and r["status"] != "unsupported"]
+    assert spun and all(r["status"] == "fail" for r in spun)
+    for r in spun:
+        assert re.search(r"never finished: .* steps without finishing \(at 0x[0-9a-f]+ "
+                         r"'s_nop 0'\)", str(r["message"])), r
