@@ -185,8 +185,9 @@ def _emu_errors() -> tuple[type[BaseException], type[BaseException]] | None:
 def kernel_fault(exc: BaseException) -> str:
     """What the kernel did when ``exc`` is its own behaviour on the emulator
     (``hqval.emu.errors.KernelFault``: "trap" for ``s_trap``/``s_sethalt``, "memory fault"
-    outside every allocation, "illegal instruction", "never finished" for an endless loop
-    or a barrier deadlock, "bad jump"), else ""."""
+    outside every allocation, "illegal instruction", "bad jump"), else "" (a launch that
+    never finished, ``LaunchNeverEnds``, is no verdict: the interpreter cannot tell an
+    endless loop from a wait on another workgroup)."""
     emu_errors = _emu_errors()
     if emu_errors is None or not isinstance(exc, emu_errors[0]):
         return ""

@@ -73,9 +73,13 @@ class IllegalInstruction(KernelFault):
             "instruction aborts the launch on hardware")
 
 
-class LaunchNeverEnds(KernelFault):
-    """The launch did not finish: an endless loop (the step bound reached), or waves
-    waiting at a barrier others never reach."""
+class LaunchNeverEnds(EmuError):
+    """The launch did not finish: the step bound reached, or waves waiting at a barrier
+    others never reach.  Not a ``KernelFault``: the interpreter runs a launch's waves by
+    lowest program counter, never concurrently, so a kernel waiting on another workgroup
+    (a flag it sets, a barrier it reaches later) that hardware runs to the end stops here
+    too.  The cell reaches no verdict (an error naming the instruction and address: the
+    run is incomplete, exit 2), never a failure of a kernel that may be correct."""
 
     label = "never finished"
 

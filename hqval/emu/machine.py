@@ -209,7 +209,7 @@ _PER_KERNEL = ("s_branch", "s_cbranch", "s_getpc", "s_setpc", "s_swappc", "s_cal
                "s_setreg")
 _MEMORY = ("SMEM", "VMEM", "LDS")
 # The bound on a launch's (batched) instruction steps when the caller gives none: past it
-# the launch never ends (``LaunchNeverEnds``, the kernel's failure), read at each launch.
+# the launch never ends (``LaunchNeverEnds``: no verdict), read at each launch.
 MAX_STEPS = 10_000_000
 
 
