@@ -767,16 +767,24 @@ def kernel_table(specs: Sequence[KernelSpec],
             for s in specs}
 
 
+def mutants_file(manifest: Manifest) -> Path | None:
+    """The mutants that break ``manifest``'s tree, for ``hqval run`` and ``hqval mutants``
+    alike: the tree's own (``mutants:``), else the suite's (kernels/mutants/mutants.yaml,
+    which on an external tree break the suite's kernels, a self-test), else None."""
+    if manifest.mutants is not None:
+        return manifest.mutants
+    return Path(DEFAULT_MUTANTS) if Path(DEFAULT_MUTANTS).is_file() else None
+
+
 def run_mutants(manifest: Manifest, external: bool, enabled: bool = True
                 ) -> tuple[Manifest | None, frozenset[str]]:
-    """The mutants ``hqval run`` runs with ``manifest`` and the names of those that are a
-    suite self-test: the tree's own mutants (``mutants:``), else the suite's
-    (kernels/mutants/mutants.yaml), which on an external tree (``--manifest``) break the
-    suite's kernels, not the tree's; None with ``--no-mutants``."""
-    if enabled and manifest.mutants is not None:
-        return load_mutants(manifest.mutants), frozenset()  # the tree's own mutants
-    if enabled and Path(DEFAULT_MUTANTS).is_file():
-        mutants = load_mutants(DEFAULT_MUTANTS)
-        return mutants, (frozenset(k.name for k in mutants.kernels) if external
-                         else frozenset())
-    return None, frozenset()
+    """The mutants ``hqval run`` runs with ``manifest`` (``mutants_file``) and the names
+    of those that are a suite self-test (the suite's on an external tree, ``--manifest``);
+    None with ``--no-mutants``."""
+    path = mutants_file(manifest) if enabled else None
+    if path is None:
+        return None, frozenset()
+    mutants = load_mutants(path)
+    own = manifest.mutants is not None
+    return mutants, (frozenset(k.name for k in mutants.kernels) if external and not own
+                     else frozenset())

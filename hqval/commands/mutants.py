@@ -21,7 +21,8 @@ from hqval import options
 
 MUTANTS = options.Option(
     ("--mutants",), "HQVAL_MUTANTS",
-    "mutant manifest (default: the suite's kernels/mutants/mutants.yaml)",
+    "mutant manifest (default: the --manifest tree's own, its `mutants:`, else the suite's "
+    "kernels/mutants/mutants.yaml)", type=options.path_value,
 )
 
 
@@ -39,20 +40,24 @@ def run(args: argparse.Namespace) -> int:
     from hqval.checks.mutation import build, gating, matrix_text, verdicts
     from hqval.checks.session import keyword_problem, run_cells
     from hqval.cli import UsageError
-    from hqval.manifest import DEFAULT_MANIFEST, DEFAULT_MUTANTS, load_manifest
+    from hqval.manifest import DEFAULT_MANIFEST, load_manifest, mutants_file
     from hqval.manifest import load_mutants as load_mutant_manifest
     from hqval.matrix import resolve_arches
     from hqval.result import Row, Status
     from hqval.run.progress import Display
 
     real_path = Path(args.manifest) if args.manifest else DEFAULT_MANIFEST
-    mutants_path = Path(args.mutants) if args.mutants else DEFAULT_MUTANTS
     try:
         arches = resolve_arches(args.arch)
         bad = unknown_checks(args.check)
         if bad:
             raise UsageError(bad)
         real = load_manifest(real_path)
+        # the mutants hqval run would run with this tree (its own, else the suite's)
+        mutants_path = Path(args.mutants) if args.mutants else mutants_file(real)
+        if mutants_path is None:
+            raise UsageError(f"{real_path} names no mutants (mutants:) and the suite's "
+                             "kernels/mutants/mutants.yaml is missing; give --mutants FILE")
         # a mutants file naming no ``manifest:`` resolves its baselines and mutant_of in
         # the --manifest tree (the suite's kernels.yaml without --manifest)
         mutants = load_mutant_manifest(mutants_path,

@@ -41,6 +41,26 @@ def test_survivors_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert "SURVIVED mutant[gemv_mut_halves_swapped_r1|gfx1030|emu]" in text
 
 
+def test_a_tree_with_its_own_mutants_gets_them_as_hqval_run_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--manifest TREE`` whose kernels.yaml names ``mutants:``: the kill matrix is of the
+    tree's own broken copies (``manifest.mutants_file``, the one hqval run uses), not of
+    the suite's (once: the suite's, a self-test of other kernels)."""
+    from hqval.manifest import load_manifest, mutants_file
+
+    tree = Path(__file__).resolve().parents[1] / "data" / "engine_tree" / "kernels.yaml"
+    own = mutants_file(load_manifest(tree))
+    assert own is not None and own.parent == tree.parent
+    out = tmp_path / "mutants.json"
+    main(["mutants", "--arch", "gfx1030", "--backend", "emu", "--workers", "0",
+          "--manifest", str(tree), "--check", "fallback", "--json", str(out),
+          "--cache-dir", str(tmp_path / "cache")])
+    capsys.readouterr()
+    verdicts = {r["kernel"] for r in json.loads(out.read_text()) if r["kind"] == "mutant"}
+    from hqval.manifest import load_mutants
+    assert verdicts == {k.name for k in load_mutants(own).kernels}
+
+
 def test_mutants_compile_and_audit_into_the_cache_dir(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from hqval.checks.mutation import build
