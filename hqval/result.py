@@ -173,3 +173,18 @@ def row_lines(rows: Sequence[Row], verbose: bool, what: str) -> list[str]:
     lines.append(f"hqval {what}: {len(rows)} cells: "
                  + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return lines
+
+
+def rows_exit_code(rows: Sequence[Row], what: str) -> int:
+    """A command's exit code over its rows: 2 when a row is an infrastructure error
+    (hqval's machinery: the cache, I/O, a fixture, a tool; never the kernels' failure),
+    said on stderr naming the first; else 1 when a row did not pass; else 0."""
+    import sys
+
+    infra = [r for r in rows if r.status is Status.ERROR and r.details.get("infrastructure")]
+    if infra:
+        first = (infra[0].message.splitlines() or [""])[0]
+        print(f"hqval {what}: infrastructure error in {len(infra)} cell(s) (first: "
+              f"{infra[0].identity}: {first})", file=sys.stderr)
+        return 2
+    return 0 if all(r.status.ok for r in rows) else 1

@@ -6,12 +6,10 @@ generation, payload offset.  Exit 0 only if every applicable rule passed.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from hqval import markdown as md
 from hqval import options
-from hqval.result import Status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
     from hqval.manifest import load_specs
     from hqval.matrix import gfx_arches
-    from hqval.result import Row, row_lines
+    from hqval.result import Row, row_lines, rows_exit_code
     from hqval.toolchain import ToolchainError, compile_matrix, find_compiler
 
     try:
@@ -70,11 +68,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"hqval audit: {len(arches)} arches, {time.perf_counter() - t0:.2f} s")
     if args.json:
         options.write_json([r.to_dict() for r in rows], args.json)
-    infra = [r for r in rows if r.status is Status.ERROR and r.details.get("infrastructure")]
-    if infra:
-        # hqval's machinery (the disassembler, I/O), never the kernels' failure
-        first = (infra[0].message.splitlines() or [""])[0]
-        print(f"hqval audit: infrastructure error in {len(infra)} cell(s) (first: "
-              f"{infra[0].identity}: {first})", file=sys.stderr)
-        return 2
-    return 0 if all(r.status.ok for r in rows) else 1
+    return rows_exit_code(rows, "audit")

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from hqval.cli import UsageError
     from hqval.manifest import DEFAULT_MANIFEST, load_manifest
     from hqval.matrix import resolve_arches
-    from hqval.result import Status
+    from hqval.result import Status, rows_exit_code
     from hqval.run.progress import Display
 
     try:
@@ -79,11 +79,4 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print("hqval check: no cells ran (check --arch, --check and -k)", file=sys.stderr)
         return 2
-    infra = [r for r in rows if r.status is Status.ERROR and r.details.get("infrastructure")]
-    if infra:
-        # hqval's machinery (the cache, I/O, a fixture), never the kernels' failure
-        first = (infra[0].message.splitlines() or [""])[0]
-        print(f"hqval check: infrastructure error in {len(infra)} cell(s) (first: "
-              f"{infra[0].identity}: {first})", file=sys.stderr)
-        return 2
-    return 0 if all(r.status.ok for r in rows) else 1
+    return rows_exit_code(rows, "check")
