@@ -221,6 +221,22 @@ def edit_envelope(run: Path, change: Callable[[dict[str, Any]], Any]) -> None:
 
 
 BIT_IDENTITY = f"bit_identity[gemv_mq4g256v2_r1|{ARCH}|emu]"
+PARITY = f"reference_parity[gemv_mq4g256v2_r1|{ARCH}|emu]"
+
+
+def set_fields(ident: str, **fields: Any) -> Callable[[dict[str, Any]], None]:
+    """A ``rewrite_each`` change: the row of cell ``ident`` gets ``fields``."""
+    def change(r: dict[str, Any]) -> None:
+        if r["identity"] == ident:
+            r.update(fields)
+    return change
+
+
+def assert_damaged(res: Result, *named: str) -> None:
+    """Exit 2, and stderr names each of ``named``."""
+    assert res.code == 2, res.out + res.err
+    for n in named:
+        assert n in res.err, res.err
 
 
 def fail_bit_identity(run: Path) -> None:
@@ -230,3 +246,22 @@ def fail_bit_identity(run: Path) -> None:
         if r["identity"] == BIT_IDENTITY:
             r["status"], r["measured"], r["message"] = "fail", 7.0, "wrong half"
     rewrite_each(run, change)
+
+
+def header_load_broken(tree: Path, dest: Path, statement: str) -> Path:
+    """A copy of the small tree (``tree``: its kernels.yaml) at ``dest`` whose qt=44
+    header load runs ``statement`` on every real header, behind a test the compiler cannot
+    fold (the rest of the kernel stays); returns the copy's kernels.yaml."""
+    import shutil
+
+    shutil.copytree(tree.parent, dest)
+    header = dest / "include" / "hq4_header.h"
+    text = header.read_text()
+    old = ("        return Hq4Raw{hq_load_u32(gp), hq_load_u32(gp + 4)};"
+           "  // addresses lane-invariant")
+    assert old in text
+    header.write_text(text.replace(old, (
+        "        const Hq4Raw r{hq_load_u32(gp), hq_load_u32(gp + 4)};\n"
+        f"        if (r.a != 0x7fc00001u) {statement}\n"
+        "        return r;"), 1))
+    return dest / "kernels.yaml"

@@ -6,31 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from .conftest import (
+    PARITY,
     Result,
+    assert_damaged,
     edit_envelope,
     rewrite_each,
+    set_fields,
 )
 
 Hq = Callable[..., Result]
-PARITY = "reference_parity[gemv_mq4g256v2_r1|gfx1010|emu]"
-
-
-def _set(ident: str, **fields: Any) -> Callable[[dict[str, Any]], None]:
-    def change(r: dict[str, Any]) -> None:
-        if r["identity"] == ident:
-            r.update(fields)
-    return change
-
-
-def _damaged(res: Result, *named: str) -> None:
-    assert res.code == 2, res.out + res.err
-    for n in named:
-        assert n in res.err, res.err
 
 
 @pytest.mark.parametrize("seed", ["removed", "0", False, -1, 2**40],
@@ -40,18 +28,18 @@ def test_an_envelope_seed_that_is_no_seed_is_damage(copy_of: Callable[[], Path],
     run = copy_of()
     edit_envelope(run, lambda e: e.pop("seed") if seed == "removed"
                   else e.__setitem__("seed", seed))
-    rewrite_each(run, _set(PARITY, seed=1))
-    _damaged(hqval("admit", str(run)), "envelope.json seed")
+    rewrite_each(run, set_fields(PARITY, seed=1))
+    assert_damaged(hqval("admit", str(run)), "envelope.json seed")
 
 
 def test_a_check_row_stating_no_seed_is_damage(copy_of: Callable[[], Path], hqval: Hq) -> None:
     run = copy_of()
-    rewrite_each(run, _set(PARITY, seed=None))
-    _damaged(hqval("admit", str(run)), f"{PARITY}: states no seed")
+    rewrite_each(run, set_fields(PARITY, seed=None))
+    assert_damaged(hqval("admit", str(run)), f"{PARITY}: states no seed")
 
 
 def test_an_envelope_naming_an_arch_twice_is_damage(copy_of: Callable[[], Path],
                                                     hqval: Hq) -> None:
     run = copy_of()
     edit_envelope(run, lambda e: e.__setitem__("arch", ["gfx1010", "gfx1010"]))
-    _damaged(hqval("admit", str(run)), "names an arch twice")
+    assert_damaged(hqval("admit", str(run)), "names an arch twice")

@@ -7,12 +7,20 @@ its rows (exit 1), naming the instruction and its address."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .conftest import ARCH, Result, admission, hqval_process, rewrite_each, rows, run_args
+from .conftest import (
+    ARCH,
+    Result,
+    admission,
+    header_load_broken,
+    hqval_process,
+    rewrite_each,
+    rows,
+    run_args,
+)
 
 Admit = Callable[..., Result]
 
@@ -51,19 +59,9 @@ def test_a_cell_only_compiled_is_exit_2(copy_of: Callable[[], Path], hqval: Admi
 
 def _trapping_tree(manifest: Path, dest: Path) -> Path:
     """The small tree with the qt=44 header load trapping on every launch: a real
-    ``__builtin_trap()`` (clang emits ``s_trap 2``) behind a test the compiler cannot fold,
-    so the rest of the kernel stays (its audit still sees the whole loop)."""
-    shutil.copytree(manifest.parent, dest)
-    header = dest / "include" / "hq4_header.h"
-    text = header.read_text()
-    old = ("        return Hq4Raw{hq_load_u32(gp), hq_load_u32(gp + 4)};"
-           "  // addresses lane-invariant")
-    assert old in text
-    header.write_text(text.replace(old, (
-        "        const Hq4Raw r{hq_load_u32(gp), hq_load_u32(gp + 4)};\n"
-        "        if (r.a != 0x7fc00001u) __builtin_trap();  // every real header traps\n"
-        "        return r;"), 1))
-    return dest / "kernels.yaml"
+    ``__builtin_trap()`` (clang emits ``s_trap 2``), the rest of the kernel kept (its audit
+    still sees the whole loop)."""
+    return header_load_broken(manifest, dest, "__builtin_trap();  // every real header traps")
 
 
 def test_a_kernel_that_traps_fails_its_rows_and_the_run_exits_1(tree: Path,

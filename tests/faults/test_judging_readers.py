@@ -8,35 +8,23 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from .conftest import (
+    PARITY,
     Result,
+    assert_damaged,
     fail_bit_identity,
     rewrite_each,
+    set_fields,
 )
 
 Hq = Callable[..., Result]
-PARITY = "reference_parity[gemv_mq4g256v2_r1|gfx1010|emu]"
-
-
-def _set(ident: str, **fields: Any) -> Callable[[dict[str, Any]], None]:
-    def change(r: dict[str, Any]) -> None:
-        if r["identity"] == ident:
-            r.update(fields)
-    return change
-
-
-def _damaged(res: Result, *named: str) -> None:
-    assert res.code == 2, res.out + res.err
-    for n in named:
-        assert n in res.err, res.err
 
 
 def _foreign(run: Path) -> None:
-    rewrite_each(run, _set(PARITY, run_id="0" * 32))
+    rewrite_each(run, set_fields(PARITY, run_id="0" * 32))
 
 
 @pytest.mark.parametrize("which", ["new", "base"])
@@ -45,14 +33,14 @@ def test_compare_of_a_damaged_run_is_exit_2(golden: Path, copy_of: Callable[[], 
     run = copy_of()
     _foreign(run)
     args = [str(golden), str(run)] if which == "new" else [str(run), str(golden)]
-    _damaged(hqval("compare", *args), "damaged", "written by run 000")
+    assert_damaged(hqval("compare", *args), "damaged", "written by run 000")
 
 
 def test_compare_of_damaged_history_is_exit_2(golden: Path, copy_of: Callable[[], Path],
                                               hqval: Hq) -> None:
     run = copy_of()
     _foreign(run)
-    _damaged(hqval("compare", str(golden), str(golden), "--history", str(run)),
+    assert_damaged(hqval("compare", str(golden), str(golden), "--history", str(run)),
              "--history", "damaged")
 
 
@@ -60,14 +48,14 @@ def test_history_of_a_damaged_run_is_exit_2(golden: Path, copy_of: Callable[[], 
                                             hqval: Hq) -> None:
     run = copy_of()
     _foreign(run)
-    _damaged(hqval("history", str(golden), str(run)), "damaged", "written by run 000")
+    assert_damaged(hqval("history", str(golden), str(run)), "damaged", "written by run 000")
 
 
 def test_a_damaged_baseline_row_is_exit_2(golden: Path, copy_of: Callable[[], Path],
                                           hqval: Hq) -> None:
     run = copy_of()
     _foreign(run)
-    _damaged(hqval("admit", str(golden), "--baseline", str(run)),
+    assert_damaged(hqval("admit", str(golden), "--baseline", str(run)),
              f"--baseline {run}", "written by run 000")
 
 

@@ -162,28 +162,18 @@ def test_a_kernel_that_never_ends_fails_its_cell_in_a_run(
     verdict" naming the loop's address; qt=45 (same body, other header) stays emulated
     (the step bound lowered: 10 M steps a launch take minutes each)."""
     import re
-    import shutil
 
     from hqval.cli import main
     from hqval.emu import machine
-    from tests.faults.conftest import admission, rows, run_args
+    from tests.faults.conftest import admission, header_load_broken, rows, run_args
 
-    dest = tmp_path / "tree"
-    shutil.copytree(tree.parent, dest)
-    header = dest / "include" / "hq4_header.h"
-    text = header.read_text()
-    old = ("        return Hq4Raw{hq_load_u32(gp), hq_load_u32(gp + 4)};"
-           "  // addresses lane-invariant")
-    assert old in text
-    header.write_text(text.replace(old, (
-        "        const Hq4Raw r{hq_load_u32(gp), hq_load_u32(gp + 4)};\n"
-        "        if (r.a != 0x7fc00001u) for (;;) asm volatile(\"s_nop 0\");\n"
-        "        return r;"), 1))
+    manifest = header_load_broken(tree, tmp_path / "tree",
+                                  'for (;;) asm volatile("s_nop 0");')
     out = tmp_path / "run"
     monkeypatch.setattr(machine, "MAX_STEPS", 200_000)
     monkeypatch.setenv("HQVAL_EMU_REPLAY", "off")
     with no_hang(600):
-        code = main(run_args(dest / "kernels.yaml", out, "--no-mutants", "--cache-dir",
+        code = main(run_args(manifest, out, "--no-mutants", "--cache-dir",
                              str(tmp_path / "cache")))
     assert code == 1
     assert admission(out)[(44, "decode")] == "rejected"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,20 +14,6 @@ from .conftest import (
 )
 
 Hq = Callable[..., Result]
-PARITY = "reference_parity[gemv_mq4g256v2_r1|gfx1010|emu]"
-
-
-def _set(ident: str, **fields: Any) -> Callable[[dict[str, Any]], None]:
-    def change(r: dict[str, Any]) -> None:
-        if r["identity"] == ident:
-            r.update(fields)
-    return change
-
-
-def _damaged(res: Result, *named: str) -> None:
-    assert res.code == 2, res.out + res.err
-    for n in named:
-        assert n in res.err, res.err
 
 
 @pytest.mark.parametrize("var,value,argv", [

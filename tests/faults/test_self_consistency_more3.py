@@ -6,31 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from .conftest import (
     BIT_IDENTITY,
+    PARITY,
     Result,
+    assert_damaged,
     rewrite_each,
+    set_fields,
 )
 
 Hq = Callable[..., Result]
-PARITY = "reference_parity[gemv_mq4g256v2_r1|gfx1010|emu]"
-
-
-def _set(ident: str, **fields: Any) -> Callable[[dict[str, Any]], None]:
-    def change(r: dict[str, Any]) -> None:
-        if r["identity"] == ident:
-            r.update(fields)
-    return change
-
-
-def _damaged(res: Result, *named: str) -> None:
-    assert res.code == 2, res.out + res.err
-    for n in named:
-        assert n in res.err, res.err
 
 
 @pytest.mark.parametrize("field,value", [
@@ -44,9 +32,9 @@ def _damaged(res: Result, *named: str) -> None:
 def test_a_field_of_another_type_is_damage(copy_of: Callable[[], Path], hqval: Hq,
                                            field: str, value: object) -> None:
     run = copy_of()
-    rewrite_each(run, _set(PARITY, **{field: value}))
+    rewrite_each(run, set_fields(PARITY, **{field: value}))
     res = hqval("admit", str(run))
-    _damaged(res, "rows.jsonl", "not a valid result row")
+    assert_damaged(res, "rows.jsonl", "not a valid result row")
 
 
 def test_a_non_finite_text_written_by_hqval_still_reads(copy_of: Callable[[], Path],
@@ -54,6 +42,6 @@ def test_a_non_finite_text_written_by_hqval_still_reads(copy_of: Callable[[], Pa
     """The control: a failing row whose measured value is 'inf' (as Row.to_dict writes a
     non-finite number) is read as inf and fails the cell."""
     run = copy_of()
-    rewrite_each(run, _set(BIT_IDENTITY, status="fail", measured="inf"))
+    rewrite_each(run, set_fields(BIT_IDENTITY, status="fail", measured="inf"))
     res = hqval("admit", str(run))
     assert res.code == 1, res.err

@@ -7,29 +7,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from .conftest import (
     Result,
+    assert_damaged,
 )
 
 Hq = Callable[..., Result]
-PARITY = "reference_parity[gemv_mq4g256v2_r1|gfx1010|emu]"
-
-
-def _set(ident: str, **fields: Any) -> Callable[[dict[str, Any]], None]:
-    def change(r: dict[str, Any]) -> None:
-        if r["identity"] == ident:
-            r.update(fields)
-    return change
-
-
-def _damaged(res: Result, *named: str) -> None:
-    assert res.code == 2, res.out + res.err
-    for n in named:
-        assert n in res.err, res.err
 
 
 @pytest.mark.parametrize("name", ["envelope.json", "rows.jsonl", ".hqval-lock"])
@@ -38,7 +24,7 @@ def test_admit_json_over_a_run_file_is_refused(copy_of: Callable[[], Path], hqva
     run = copy_of()
     before = (run / name).read_bytes()
     res = hqval("admit", str(run), "--json", str(run / name))
-    _damaged(res, f"{run / name}", "is a file of the hqval run directory")
+    assert_damaged(res, f"{run / name}", "is a file of the hqval run directory")
     assert (run / name).read_bytes() == before
     assert hqval("admit", str(run)).code == 0
 
