@@ -152,6 +152,26 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+# An error of many problems (a mutants file that does not fit its tree: one per entry) is
+# shown by its first ones and a count: a line of every problem ran to 30 KB.  A schema
+# error's message holds a problem per line; -v shows every one.
+PROBLEMS_SHOWN = 8
+
+
+def _problems_line(exc: BaseException, verbose: bool) -> str:
+    """``exc`` on one line (``_one_line``): its first ``PROBLEMS_SHOWN`` lines and how many
+    more there are, or every line under ``verbose``."""
+    lines = [" ".join(line.split()) for line in str(exc).splitlines() if line.strip()]
+    if verbose or len(lines) <= PROBLEMS_SHOWN:
+        return _one_line(exc)
+    return (f"{'; '.join(lines[:PROBLEMS_SHOWN])}; and {len(lines) - PROBLEMS_SHOWN} more "
+            f"({len(lines)} in all; hqval -v lists every one)")
+
+
+def _verbose(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "_traceback", False) or getattr(args, "verbose", False))
+
+
 def _guarded(args: argparse.Namespace) -> int:
     """``_main`` with every way out of a command made one line: an interrupt is exit 130
     (a run stopped by it is resumable: its rows are flushed, its lock released), an error
@@ -159,7 +179,7 @@ def _guarded(args: argparse.Namespace) -> int:
     under ``-v``."""
     from hqval.errors import InfrastructureError
 
-    verbose = bool(getattr(args, "_traceback", False) or getattr(args, "verbose", False))
+    verbose = _verbose(args)
     try:
         return _main(args)
     except KeyboardInterrupt:
@@ -196,7 +216,8 @@ def _main(args: argparse.Namespace) -> int:
         # a manifest or matrix problem, a file that cannot be read or written safely, is
         # bad input wherever it surfaces (every command, every step): one line, every
         # problem on it, exit 2
-        print(f"hqval {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"hqval {args.command}: error: {_problems_line(exc, _verbose(args))}",
+              file=sys.stderr)
         return 2
     except OSError as exc:  # a read-only --out, a full disk: one line naming the path
         where = f"{exc.filename}: " if exc.filename else ""

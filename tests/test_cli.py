@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,36 @@ def test_the_option_walk_finds_an_undocumented_option() -> None:
 def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "run" in capsys.readouterr().out
+
+
+def _many_problems(tmp_path: Path, n: int) -> Path:
+    entries = "".join(f"  - name: k{i}\n    source: src/k{i}.hip\n    qt: 44\n"
+                      f"    kind: gemv\n    requires: any\n" for i in range(n))
+    manifest = tmp_path / "kernels.yaml"
+    manifest.write_text(f"schema: 2\nkernels:\n{entries}")
+    return manifest
+
+
+@pytest.mark.parametrize("command", ["compile", "run"])
+def test_an_error_of_many_problems_shows_the_first_ones_and_a_count(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    manifest = _many_problems(tmp_path, 20)
+    extra = ["--out", str(tmp_path / "run")] if command == "run" else []
+    assert main([command, "--manifest", str(manifest), "--arch", "gfx1100", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"hqval {command}: error: ")
+    assert "src/k0.hip does not exist" in err and "src/k7.hip does not exist" in err
+    assert "src/k8.hip" not in err and "and 12 more (20 in all; hqval -v lists every one)" in err
+    assert not (tmp_path / "run").exists()
+    # -v: every problem, still one line
+    assert main(["-v", command, "--manifest", str(manifest), "--arch", "gfx1100", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "src/k19.hip does not exist" in err and "more (" not in err
+
+
+def test_an_error_of_few_problems_shows_every_one(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = _many_problems(tmp_path, 8)
+    assert main(["compile", "--manifest", str(manifest), "--arch", "gfx1100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "src/k7.hip does not exist" in err and "more (" not in err
