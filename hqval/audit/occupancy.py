@@ -30,11 +30,31 @@ def max_waves_per_simd(arch: Any) -> int:
     return 20 if name.startswith("gfx101") else 16
 
 
-def occupancy(arch: Any, vgprs: int) -> int:
-    """Waves per SIMD that the VGPR file admits for a wave32 kernel using ``vgprs``."""
+def lds_per_cu(arch: Any) -> int:
+    """LDS bytes of one CU: the arch's ``lds_bytes`` (matrices/arches.yaml)."""
+    value = getattr(arch, "lds_bytes", None)
+    if value:
+        return int(value)
+    from hqval.matrix import load_arches
+
+    return int(load_arches()[str(getattr(arch, "name", arch))].lds_bytes)
+
+
+def occupancy(arch: Any, vgprs: int, lds_bytes: int = 0, block: int = 32) -> int:
+    """Waves per SIMD a wave32 kernel using ``vgprs`` VGPRs and ``lds_bytes`` of LDS per
+    workgroup of ``block`` threads can have resident: the VGPR file and the wave slots,
+    and LDS (the CU's LDS over a workgroup's use, each workgroup's waves split over the
+    CU's 2 SIMDs).  SGPRs do not limit it on gfx10+ (each wave has its own fixed set;
+    clang-19 reports the same occupancy for 102 SGPRs as for a few).  The audit's rows
+    and the cost model state this one figure; tests/timing/test_cost.py checks it against
+    clang-19's occupancy remark, an LDS-bound kernel included."""
     g = vgpr_granule(arch)
     alloc = max(g, -(-vgprs // g) * g)
-    return min(max_waves_per_simd(arch), vgpr_file(arch) // alloc)
+    occ = min(max_waves_per_simd(arch), vgpr_file(arch) // alloc)
+    if lds_bytes > 0:
+        blocks = lds_per_cu(arch) // lds_bytes
+        occ = min(occ, max(1, blocks * -(-block // 32) // 2))
+    return occ
 
 
 def waves_per_simd(flat_workgroup_size: int, wave_size: int = 32) -> int:

@@ -307,19 +307,11 @@ def chain_cycles(ops: tuple[LoopOp, ...], lat: Any, w_cycles: float | None = Non
 
 
 def occupancy(cost: KernelCost, rates: ArchRates) -> int:
-    """Waves a SIMD can hold for ``cost``'s code object: the VGPR file and wave slots
-    (``hqval.audit.occupancy``), and LDS (a CU's ``lds_bytes`` over the blocks' use, their
-    waves split over its 2 SIMDs).  SGPRs do not limit it on gfx10+ (each wave has its
-    own fixed set; clang-19 reports the same occupancy for 102 SGPRs as for a few), and
-    tests/timing/test_cost.py checks the result against clang-19's occupancy remark."""
-    from hqval.audit.occupancy import occupancy as vgpr_occupancy
+    """Waves a SIMD can hold for ``cost``'s code object (``hqval.audit.occupancy``: the
+    VGPR file, the wave slots and LDS)."""
+    from hqval.audit.occupancy import occupancy as resident_waves
 
-    occ = vgpr_occupancy(rates.arch, cost.vgprs)
-    if cost.lds_bytes > 0:
-        waves_per_block = -(-cost.block // 32)
-        blocks = int(rates.arch.lds_bytes) // cost.lds_bytes
-        occ = min(occ, max(1, blocks * waves_per_block // 2))
-    return int(occ)
+    return resident_waves(rates.arch, cost.vgprs, cost.lds_bytes, cost.block)
 
 
 def weights_latency(rates: ArchRates, is_resident: bool) -> tuple[float, str]:

@@ -697,3 +697,24 @@ def test_the_address_flow_is_shared_only_by_the_same_instructions() -> None:
     rows = {r.check.removeprefix("audit_"): r
             for r in audit_kernel(spec, ARCHES["gfx1100"], other_arch, good)}
     assert rows["header_scalar"].status is Status.PASS
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None, reason="needs clang-19")
+@pytest.mark.parametrize("arch", ["gfx1010", "gfx1100"])
+def test_rule_c_states_the_occupancy_lds_allows(arch: str, tmp_path: Path) -> None:
+    """Rule (c)'s stated occupancy counts the LDS a workgroup takes (clang-19's own
+    remark for the kernel), not the VGPR file alone, which admits more waves."""
+    from ..conftest import clang19_occupancy  # type: ignore[import-not-found]
+    from ..timing.test_cost import OCC_PROBES
+
+    want, _, co = clang19_occupancy(arch, OCC_PROBES["lds"] + "\n", tmp_path)
+    spec = KernelSpec(name="k", source=tmp_path / "k.hip", symbol="k", qt=44, kind="gemv")
+    code = analyze(co, arch)["k"]
+    row = next(r for r in audit_kernel(spec, ARCHES[arch], code)
+               if r.check == "audit_vgpr_budget")
+    vgprs, lds = row.details["vgpr_count"], row.details["lds_bytes"]
+    assert lds == 16384
+    assert row.details["occupancy_waves_per_simd"] == want
+    assert f"occupancy {want} waves/SIMD" in row.message
+    assert summary(code, ARCHES[arch])["occupancy"] == want
+    assert occupancy(ARCHES[arch], vgprs) > want  # what the VGPRs alone would state
