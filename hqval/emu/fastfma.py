@@ -100,6 +100,41 @@ void hq_fma_odd_loop(char **args, const npy_intp *dim, const npy_intp *steps, vo
         *(double *)o = fma_odd(*(double *)a, *(double *)b, *(double *)c);
 }
 
+static u32 fbits(float x) { u32 u; __builtin_memcpy(&u, &x, 4); return u; }
+
+/* f32 -> f16 bits, nearest even (fparith.f32_to_f16: numpy's cast, then a NaN's quiet bit
+   set): a NaN keeps its sign and its payload's top bits; past the largest f16 is inf */
+static unsigned short f16_bits(float f) {
+    u32 x = fbits(f);
+    u32 sign = (x >> 16) & 0x8000u;
+    u32 ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u)
+        return (unsigned short)(sign | 0x7c00u | 0x0200u | ((ax >> 13) & 0x03ffu));
+    if (ax >= 0x477ff000u) /* 65520 and up (a tie at 65520 rounds to even: inf) */
+        return (unsigned short)(sign | 0x7c00u);
+    if (ax >= 0x38800000u) /* a normal f16: rebias the exponent, round the 13 bits off */
+        return (unsigned short)(sign | ((ax - 0x38000000u + 0x0fffu + ((ax >> 13) & 1u)) >> 13));
+    if (ax <= 0x33000000u) /* at most 2^-25: zero (2^-25 itself is a tie, to even) */
+        return (unsigned short)sign;
+    u32 e = ax >> 23, mant = (ax & 0x007fffffu) | 0x00800000u;
+    u32 shift = 126u - e; /* 14..24: units of 2^-24, the smallest f16 subnormal */
+    u32 h = mant >> shift, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (h & 1u)))
+        h++;
+    return (unsigned short)(sign | h);
+}
+
+/* v_fma_mix{lo,hi}_f16: a*b + c rounded once to f32 (round to odd at 53 bits, then the
+   f64 -> f32 cast), then to f16 (the ISA's f32_to_f16), as packed.fma_round then
+   fparith.f32_to_f16 do; the operands are f16 or f32 values widened to f64 */
+void hq_mix_f16_loop(char **args, const npy_intp *dim, const npy_intp *steps, void *data) {
+    npy_intp n = dim[0], s0 = steps[0], s1 = steps[1], s2 = steps[2], s3 = steps[3];
+    char *a = args[0], *b = args[1], *c = args[2], *o = args[3];
+    (void)data;
+    for (npy_intp i = 0; i < n; i++, a += s0, b += s1, c += s2, o += s3)
+        *(unsigned short *)o = f16_bits((float)fma_odd(*(double *)a, *(double *)b, *(double *)c));
+}
+
 void hq_fma_f32_loop(char **args, const npy_intp *dim, const npy_intp *steps, void *data) {
     npy_intp n = dim[0], s0 = steps[0], s1 = steps[1], s2 = steps[2], s3 = steps[3];
     char *a = args[0], *b = args[1], *c = args[2], *o = args[3];
@@ -112,17 +147,18 @@ void hq_fma_f32_loop(char **args, const npy_intp *dim, const npy_intp *steps, vo
 }
 """
 
-# numpy type numbers (stable C ABI): NPY_FLOAT, NPY_DOUBLE
-_NPY_FLOAT, _NPY_DOUBLE = 11, 12
+# numpy type numbers (stable C ABI): NPY_USHORT, NPY_FLOAT, NPY_DOUBLE
+_NPY_USHORT, _NPY_FLOAT, _NPY_DOUBLE = 4, 11, 12
 # index of PyUFunc_FromFuncAndData in numpy's ufunc C API table (stable since numpy 1.0)
 _FROM_FUNC_AND_DATA = 1
 
 
-Oracle = tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]
-# fparith's numpy (fma_odd_numpy, fma_f32_numpy), registered by fparith at import
+Oracle = tuple[Callable[..., np.ndarray], Callable[..., np.ndarray], Callable[..., np.ndarray]]
+# fparith's numpy (fma_odd_numpy, fma_f32_numpy, mix_f16_numpy), registered by fparith at
+# import
 _ORACLE: list[Oracle | None] = [None]
 # what fparith dispatches to: None = not decided yet, False = the numpy code, else the
-# (fma_odd, fma_f32) ufuncs
+# (fma_odd, fma_f32, mix_f16) ufuncs
 CURRENT: list[Any] = [None]
 
 
@@ -134,6 +170,7 @@ class _State:
     path: Path | None = None
     fma_odd: Any = None  # ufunc (ddd->d)
     fma_f32: Any = None  # ufunc (fff->f)
+    mix_f16: Any = None  # ufunc (ddd->H): f16 bits
     keep: ClassVar[list[Any]] = []  # ctypes arrays the ufuncs point into, and the library
 
 
@@ -232,8 +269,8 @@ def _authentic(target: Path, root: Path) -> bool:
     return cacheauth.usable(tag, root.parent, "emu-ext", _digest(data))
 
 
-def _ufuncs(path: Path) -> tuple[Any, Any, list[Any]]:
-    """(fma_odd, fma_f32) ufuncs over the loops in ``path``."""
+def _ufuncs(path: Path) -> tuple[Any, Any, Any, list[Any]]:
+    """(fma_odd, fma_f32, mix_f16) ufuncs over the loops in ``path``."""
     try:  # numpy 2 moved numpy.core to numpy._core
         umath = importlib.import_module("numpy._core._multiarray_umath")
     except ImportError:
@@ -249,17 +286,19 @@ def _ufuncs(path: Path) -> tuple[Any, Any, list[Any]]:
                              ctypes.c_int)(table[_FROM_FUNC_AND_DATA])
     keep: list[Any] = [lib]
     out = []
-    for sym, npy, name in (("hq_fma_odd_loop", _NPY_DOUBLE, b"hq_fma_odd"),
-                           ("hq_fma_f32_loop", _NPY_FLOAT, b"hq_fma_f32")):
+    d = _NPY_DOUBLE
+    for sym, npy, name in (("hq_fma_odd_loop", [d] * 4, b"hq_fma_odd"),
+                           ("hq_fma_f32_loop", [_NPY_FLOAT] * 4, b"hq_fma_f32"),
+                           ("hq_mix_f16_loop", [d, d, d, _NPY_USHORT], b"hq_mix_f16")):
         funcs = (ctypes.c_void_p * 1)(ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value)
         data = (ctypes.c_void_p * 1)(None)
-        types = ctypes.create_string_buffer(bytes([npy] * 4), 4)
+        types = ctypes.create_string_buffer(bytes(npy), 4)
         doc = ctypes.c_char_p(b"exact single-rounding multiply-add (hqval.emu.fastfma)")
         keep += [funcs, data, types, name, doc]
         # identity -1 is PyUFunc_None; the last argument is unused
         out.append(make(ctypes.addressof(funcs), ctypes.addressof(data),
                         ctypes.addressof(types), 1, 3, 1, -1, name, doc.value, 0))
-    return out[0], out[1], keep
+    return out[0], out[1], out[2], keep
 
 
 def special_values_f32() -> np.ndarray:
@@ -273,10 +312,11 @@ def special_values_f32() -> np.ndarray:
     return np.array(bits, np.uint32).view(np.float32)
 
 
-def _self_check(fma_odd: Any, fma_f32: Any, oracle: Oracle) -> str | None:
-    """The first difference from the numpy code (``oracle``: fparith's fma_odd_numpy and
-    fma_f32_numpy) on every triple of special values, or None.  Run before first use."""
-    odd_numpy, f32_numpy = oracle
+def _self_check(fma_odd: Any, fma_f32: Any, mix_f16: Any, oracle: Oracle) -> str | None:
+    """The first difference from the numpy code (``oracle``: fparith's fma_odd_numpy,
+    fma_f32_numpy and mix_f16_numpy) on every triple of special values, or None.  Run
+    before first use."""
+    odd_numpy, f32_numpy, mix_numpy = oracle
     v = special_values_f32()
     a, b, c = np.meshgrid(v, v, v, indexing="ij")
     a, b, c = a.reshape(-1), b.reshape(-1), c.reshape(-1)
@@ -286,12 +326,22 @@ def _self_check(fma_odd: Any, fma_f32: Any, oracle: Oracle) -> str | None:
         a64, b64, c64 = (x.astype(np.float64) for x in (a, b, c))
         want64 = odd_numpy(a64, b64, c64).view(np.uint64)
         got64 = np.asarray(fma_odd(a64, b64, c64)).view(np.uint64)
-    for w, g, what in ((want, got, "f32"), (want64, got64, "f64 round-to-odd")):
+        # and f16's rounding edges as sums (x*1 + 0): normal and subnormal ties, the
+        # overflow tie 65520, 2^-25
+        edges = np.array([0x3F801000, 0x3F803000, 0xC7001000, 0x477FF000, 0x477FEFFF,
+                          0x33000000, 0x33000001, 0x33C00000, 0x34200000, 0x387FF000,
+                          0x387FE000], np.uint32).view(np.float32).astype(np.float64)
+        m64, n64, o64 = (np.concatenate([x, y]) for x, y in (
+            (a64, edges), (b64, np.ones_like(edges)), (c64, np.zeros_like(edges))))
+        want16 = np.asarray(mix_numpy(m64, n64, o64))
+        got16 = np.asarray(mix_f16(m64, n64, o64))
+    for w, g, what in ((want, got, "f32"), (want64, got64, "f64 round-to-odd"),
+                       (want16, got16, "v_fma_mix f16")):
         bad = np.flatnonzero(w != g)
         if bad.size:
             k = int(bad[0])
-            return (f"{what} fma of {a[k].view(np.uint32):#x}, {b[k].view(np.uint32):#x}, "
-                    f"{c[k].view(np.uint32):#x}: compiled {int(g[k]):#x}, numpy "
+            x, y, z = (m64[k], n64[k], o64[k]) if w is want16 else (a64[k], b64[k], c64[k])
+            return (f"{what} fma of {x!r}, {y!r}, {z!r}: compiled {int(g[k]):#x}, numpy "
                     f"{int(w[k]):#x} ({bad.size} of {w.size} differ)")
     return None
 
@@ -303,8 +353,8 @@ def choice() -> str:
     return mode
 
 
-def load(oracle: Oracle | None = None) -> tuple[Any, Any] | None:
-    """The compiled (fma_odd, fma_f32) ufuncs, or None where the numpy code is to be used
+def load(oracle: Oracle | None = None) -> tuple[Any, Any, Any] | None:
+    """The compiled (fma_odd, fma_f32, mix_f16) ufuncs, or None where the numpy code is to be used
     (``status()`` says why).  Decided once per process, on first use, after comparing them
     with ``oracle`` (fparith's numpy functions, which pass themselves)."""
     if _State.chosen is None:
@@ -318,8 +368,8 @@ def load(oracle: Oracle | None = None) -> tuple[Any, Any] | None:
         else:
             try:
                 path = build()
-                odd, f32, keep = _ufuncs(path)
-                bad = _self_check(odd, f32, oracle)
+                odd, f32, mix, keep = _ufuncs(path)
+                bad = _self_check(odd, f32, mix, oracle)
                 if bad:
                     raise EmuError(f"the compiled FMA differs from the numpy oracle: {bad}")
             except (EmuError, OSError, AttributeError, ImportError, ValueError) as exc:
@@ -331,8 +381,10 @@ def load(oracle: Oracle | None = None) -> tuple[Any, Any] | None:
                       file=sys.stderr)
             else:
                 _State.chosen, _State.reason, _State.path = "compiled", str(path), path
-                _State.fma_odd, _State.fma_f32, _State.keep = odd, f32, keep
-    CURRENT[0] = (_State.fma_odd, _State.fma_f32) if _State.chosen == "compiled" else False
+                _State.fma_odd, _State.fma_f32, _State.mix_f16 = odd, f32, mix
+                _State.keep = keep
+    CURRENT[0] = ((_State.fma_odd, _State.fma_f32, _State.mix_f16)
+                  if _State.chosen == "compiled" else False)
     return CURRENT[0] or None
 
 
@@ -348,7 +400,7 @@ def reset() -> None:
     _State.chosen = None
     _State.reason = ""
     _State.path = None
-    _State.fma_odd = _State.fma_f32 = None
+    _State.fma_odd = _State.fma_f32 = _State.mix_f16 = None
     _State.keep = []
     CURRENT[0] = None
 

@@ -56,10 +56,10 @@ def _round_odd_f64(s: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 def _fast() -> Any:
-    """The compiled (fma_odd, fma_f32) ufuncs, or False for the numpy code."""
+    """The compiled (fma_odd, fma_f32, mix_f16) ufuncs, or False for the numpy code."""
     f = fastfma.CURRENT[0]
     if f is None:
-        fastfma.load((fma_odd_numpy, fma_f32_numpy))
+        fastfma.load((fma_odd_numpy, fma_f32_numpy, mix_f16_numpy))
         f = fastfma.CURRENT[0]
     return f
 
@@ -301,4 +301,25 @@ def round_odd_f32(x: Any) -> np.ndarray:
     return np.asarray(bits.astype(np.uint32).view(np.float32))
 
 
-fastfma._ORACLE[0] = (fma_odd_numpy, fma_f32_numpy)
+def mix_f16(a: Any, b: Any, c: Any) -> np.ndarray:
+    """v_fma_mix{lo,hi}_f16's result as f16 bits (uint16) for f64 operands that are f16 or
+    f32 values (broadcasting): a*b + c rounded once to f32, then ``f32_to_f16``.  The
+    compiled loop of ``hqval.emu.fastfma`` where it is available, else ``mix_f16_numpy``;
+    the two are bit-identical (``tests/emu/test_fastfma.py``)."""
+    f = _fast()
+    if not f:
+        return mix_f16_numpy(a, b, c)
+    with fp_quiet(invalid="ignore", over="ignore"):
+        r = f[2](a, b, c, dtype=np.uint16, casting="unsafe")
+    return r if type(r) is np.ndarray else np.asarray(r)
+
+
+def mix_f16_numpy(a: Any, b: Any, c: Any) -> np.ndarray:
+    """The oracle of ``mix_f16``: ``fma_odd_numpy``, the f64 -> f32 cast, ``f32_to_f16``."""
+    r = fma_odd_numpy(a, b, c)
+    with fp_quiet(invalid="ignore", over="ignore"):
+        f = r.astype(np.float32)
+    return np.asarray(f32_to_f16(f).view(np.uint16))
+
+
+fastfma._ORACLE[0] = (fma_odd_numpy, fma_f32_numpy, mix_f16_numpy)

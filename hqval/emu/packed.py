@@ -18,6 +18,7 @@ from hqval.emu.fparith import (
     fp_quiet,
     max_isa,
     min_isa,
+    mix_f16,
 )
 from hqval.emu.operands import NULL, Ctx, Operand, Sel, WaveState, vwrite
 
@@ -226,23 +227,27 @@ def translate_packed(name: str, ops: list[Operand], mods: dict[str, str], cx: Ct
         def mix(st: WaveState, w: Sel) -> None:
             # ISA pseudocode: f32 fma, then (mixlo/mixhi) f32_to_f16
             with fp_quiet(invalid="ignore"):  # widening a signalling NaN
-                r = fma_round(g0(st, w), g1(st, w), g2(st, w), F32)
-            r = f32_to_f16(r) if out == F16 else r
-            if clamp:
-                r = np.clip(r, 0, 1).astype(out)
-            if out == F32:
-                vwrite(st, w, d, np.asarray(r, F32).view(np.uint32))
-                return
+                if out == F16 and not clamp:  # both roundings in one call
+                    h = mix_f16(g0(st, w), g1(st, w), g2(st, w))
+                else:
+                    r = fma_round(g0(st, w), g1(st, w), g2(st, w), F32)
+                    r = f32_to_f16(r) if out == F16 else r
+                    if clamp:
+                        r = np.clip(r, 0, 1).astype(out)
+                    if out == F32:
+                        vwrite(st, w, d, np.asarray(r, F32).view(np.uint32))
+                        return
+                    h = np.asarray(r, F16).view(np.uint16)
             if isinstance(w, slice):
                 # the destination half in place (little-endian: element 1 of each pair
                 # of uint16 is the high half); the other half is left as it is
                 half = st.V[d][w].view(np.uint16)[..., half_index::2]
                 if st.full:
-                    np.copyto(half, np.asarray(r, F16).view(np.uint16))
+                    np.copyto(half, h)
                 else:
-                    np.copyto(half, np.asarray(r, F16).view(np.uint16), where=st.em[w])
+                    np.copyto(half, h, where=st.em[w])
                 return
-            bits = np.asarray(r, F16).view(np.uint16).astype(np.uint32)
+            bits = h.astype(np.uint32)
             old = st.V[d][w]
             if name == "v_fma_mixhi_f16":
                 new = (old & np.uint32(0xFFFF)) | (bits << np.uint32(16))

@@ -103,6 +103,65 @@ def test_round_to_odd_f64_and_f16_and_mix_are_bit_identical(fresh: object) -> No
                               fparith.fma_f16_numpy(*h).view(np.uint16))
 
 
+def _mix_operands(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """v_fma_mix operands as the emulator widens them (f16 or f32 values, as f64): every
+    f32 triple of ``_triples``, random f16 bit patterns (NaN payloads, infinities,
+    subnormals), products whose sums fall in f16's subnormal range and past its largest
+    value, and exact f16 rounding ties (normal and subnormal) and the overflow tie."""
+    rng = np.random.default_rng(seed)
+    a, b, c = _triples(n, seed)
+    parts = [(a, b, c)]
+    h = lambda k: rng.integers(0, 2**16, k, dtype=np.uint32).astype(np.uint16).view(  # noqa: E731
+        np.float16).astype(np.float32)
+    parts.append((h(n), h(n), h(n)))
+    with np.errstate(all="ignore"):
+        small = (rng.standard_normal(n) * 2.0 ** rng.integers(-14, 1, n)).astype(np.float32)
+        wide = (rng.standard_normal(n) * 2.0 ** rng.integers(-27, 18, n)).astype(np.float32)
+        parts.append((h(n), small, wide))
+    one, zero = np.ones(n, np.float32), np.zeros(n, np.float32)
+    # halfway between two normal f16s: 13 dropped bits of 0x1000, exponents of f16's range
+    mant = rng.integers(0, 1 << 10, n, dtype=np.uint32) << np.uint32(13) | np.uint32(0x1000)
+    exp = rng.integers(113, 143, n, dtype=np.uint32) << np.uint32(23)
+    sign = rng.integers(0, 2, n, dtype=np.uint32) << np.uint32(31)
+    ties = (sign | exp | mant).view(np.float32)
+    # halfway between two f16 subnormals (k + 1/2) * 2^-24, and 65520 (rounds to inf)
+    sub = ((rng.integers(0, 1024, n) + 0.5) * 2.0**-24).astype(np.float32)
+    edge = np.float32([65504, 65519.996, 65520, 65536, 2.0**-25, 2.0**-25 * 1.0000001,
+                       2.0**-24, 6.1035156e-05, 6.097555e-05])
+    parts += [(ties, one, zero), (sub, one, -zero), (edge, np.ones_like(edge), zero[:9])]
+    with np.errstate(invalid="ignore"):  # widening a signalling NaN quiets it
+        return tuple(np.concatenate([p[k] for p in parts]).astype(np.float64)  # type: ignore[return-value]
+                     for k in range(3))
+
+
+@needs_cc
+def test_mix_f16_is_bit_identical_to_the_numpy_oracle(fresh: object) -> None:
+    """v_fma_mix{lo,hi}_f16's two roundings in one compiled loop against the numpy steps
+    (fma_odd, the f32 cast, f32_to_f16), on the values the emulator passes it."""
+    assert fastfma.load() is not None
+    a, b, c = _mix_operands(200_000, 5)
+    with np.errstate(all="ignore"):
+        want = fparith.mix_f16_numpy(a, b, c)
+        got = fparith.mix_f16(a, b, c)
+        ref = fparith.f32_to_f16(fparith.fma_odd_numpy(a, b, c).astype(np.float32))
+    assert got.dtype == want.dtype == np.uint16 and type(got) is np.ndarray
+    assert np.array_equal(want, ref.view(np.uint16))  # the oracle is the old steps
+    bad = np.flatnonzero(want != got)
+    assert bad.size == 0, (f"{bad.size} of {want.size} differ; first {a[bad[0]]!r} "
+                           f"{b[bad[0]]!r} {c[bad[0]]!r}: {got[bad[0]]:#x} vs {want[bad[0]]:#x}")
+    # the set reaches every branch: NaNs with payloads, infinities, overflow, subnormal
+    # and zero results, both signs
+    h = got.view(np.float16)
+    assert np.unique(got[np.isnan(h)]).size > 100
+    assert (got == 0x7C00).sum() > 100 and (got == 0xFC00).sum() > 100
+    sub = (got & 0x7C00 == 0) & (got & 0x03FF != 0)
+    assert sub.sum() > 10_000 and ((got & 0x7FFF) == 0).sum() > 1000
+    # broadcasting as the emulator's operands do: a wave's scalar against its lanes
+    x = np.arange(64, dtype=np.float64).reshape(2, 32) / 7.0
+    s = np.array([[0.5], [-3.0]])
+    assert np.array_equal(fparith.mix_f16(x, s, 1.0), fparith.mix_f16_numpy(x, s, 1.0))
+
+
 @needs_cc
 def test_broadcasting_scalars_and_dtypes_match(fresh: object) -> None:
     assert fastfma.load() is not None
@@ -151,14 +210,14 @@ def test_a_compiled_fma_that_differs_is_never_used(fresh: object,
     preferred over the product's) is refused."""
     real = fastfma._ufuncs
 
-    def wrong(path: Path) -> tuple[object, object, list[object]]:
-        odd, f32, keep = real(path)
+    def wrong(path: Path) -> tuple[object, object, object, list[object]]:
+        odd, f32, mix, keep = real(path)
 
         def bad_f32(a: object, b: object, c: object, **kw: object) -> np.ndarray:
             r = np.asarray(f32(a, b, c, **kw))
             cc = np.broadcast_to(np.asarray(c, np.float32), r.shape)
             return np.where(np.isnan(cc), cc, r)
-        return odd, bad_f32, keep
+        return odd, bad_f32, mix, keep
 
     monkeypatch.setattr(fastfma, "_ufuncs", wrong)
     monkeypatch.setenv(fastfma.ENV, "compiled")
