@@ -247,3 +247,28 @@ def test_the_build_is_cached_by_content(fresh: object, tmp_path: Path,
     # nothing left but the library and its cache-key tag
     assert sorted(p.name for p in first.parent.iterdir()) == ["hqval_fma.so",
                                                                 "hqval_fma.so.mac"]
+
+
+@needs_cc
+def test_a_mix_loop_rounding_ties_up_is_never_used(fresh: object,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check before first use holds f16's rounding edges: a mix loop that rounds a
+    normal f16 tie up instead of to even is refused."""
+    real = fastfma._ufuncs
+
+    def ties_up(path: Path) -> tuple[object, object, object, list[object]]:
+        odd, f32, mix, keep = real(path)
+
+        def bad_mix(a: object, b: object, c: object, **kw: object) -> np.ndarray:
+            r = np.asarray(mix(a, b, c, **kw))
+            with np.errstate(all="ignore"):
+                f = fparith.fma_odd_numpy(a, b, c).astype(np.float32).view(np.uint32)
+            mag = f & np.uint32(0x7FFFFFFF)
+            tie = ((f & np.uint32(0x1FFF)) == 0x1000) & (mag >= 0x38800000) & (mag < 0x477FF000)
+            return np.where(tie & ((r & 1) == 0), r + 1, r).astype(np.uint16)
+        return odd, f32, bad_mix, keep
+
+    monkeypatch.setattr(fastfma, "_ufuncs", ties_up)
+    monkeypatch.setenv(fastfma.ENV, "compiled")
+    with pytest.raises(EmuError, match="v_fma_mix f16 fma of"):
+        fastfma.load()
