@@ -31,13 +31,13 @@ def max_waves_per_simd(arch: Any) -> int:
 
 
 def lds_per_cu(arch: Any) -> int:
-    """LDS bytes of one CU: the arch's ``lds_bytes`` (matrices/arches.yaml)."""
+    """LDS bytes of one CU: the arch's ``lds_bytes`` (matrices/arches.yaml).  The arch's
+    facts are in the audit cache's key; a bare name carries none, so it is refused."""
     value = getattr(arch, "lds_bytes", None)
-    if value:
-        return int(value)
-    from hqval.matrix import load_arches
-
-    return int(load_arches()[str(getattr(arch, "name", arch))].lds_bytes)
+    if not value:
+        raise ValueError(f"{getattr(arch, 'name', arch)}: no lds_bytes to state an LDS "
+                         "kernel's occupancy with (pass the arch of matrices/arches.yaml)")
+    return int(value)
 
 
 def occupancy(arch: Any, vgprs: int, lds_bytes: int = 0, block: int = 32) -> int:
