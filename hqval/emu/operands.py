@@ -39,6 +39,7 @@ class Operand:
     neg: bool = False
     abs: bool = False
     high: bool = False  # true16 ``.h``
+    low: bool = False  # true16 ``.l``: the low half named as such (a 16-bit register)
     sext: bool = False  # SDWA ``sext(v1)``: the selected field is sign-extended
 
     def bits(self, width: int, is_float: bool = False) -> int:
@@ -80,7 +81,7 @@ def parse_operand(tok: str) -> Operand:
         base = TTMP0 if m.group(1) == "ttmp" else 0
         kind = "v" if m.group(1) == "v" else "s"
         return Operand(kind, base + int(m.group(2)), 1, neg=neg, abs=absf,
-                       high=m.group(3) == ".h")
+                       high=m.group(3) == ".h", low=m.group(3) == ".l")
     m = _RANGE.match(t)
     if m:
         base = TTMP0 if m.group(1) == "ttmp" else 0

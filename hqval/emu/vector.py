@@ -690,7 +690,10 @@ def _result_writer(dst: Operand, t: str) -> Callable[[WaveState, Sel, Any, Any],
         return lambda st, w, val, lanes: vwrite(st, w, r, np.asarray(val, np.int64) & M32
                                                 if t == "b32" else val, lanes)
     if t in ("f16", "f16z", "b16"):
-        zero_hi = t == "f16z"
+        # a 16-bit result written to a whole VGPR (``v1``: gfx10, gfx11 fake16) clears
+        # the high half for these ops; one written to a named half (true16 ``v1.l`` or
+        # ``v1.h``, as LLVM 20+ emits for gfx11/gfx12) leaves the other half as it was
+        zero_hi = t == "f16z" and not dst.low
         high = dst.high
 
         def w16(st: WaveState, w: Sel, val: Any, lanes: Any) -> None:
@@ -1037,9 +1040,9 @@ def _fast_b32(name: str, mnemonic: str, ops: list[Operand], mods: dict[str, str]
     if fn is None or mods or mnemonic not in (name, name + "_e32", name + "_e64"):
         return None
     dst, srcs = ops[0], ops[1:]
-    if dst.kind != "v" or dst.high or len(srcs) != fn.__code__.co_argcount:
+    if dst.kind != "v" or dst.high or dst.low or len(srcs) != fn.__code__.co_argcount:
         return None
-    if any(o.neg or o.abs or o.high or o.kind not in ("v", "s", "int", "float", "lit")
+    if any(o.neg or o.abs or o.high or o.low or o.kind not in ("v", "s", "int", "float", "lit")
            for o in srcs):
         return None
     getters = [_vsrc32(o) for o in srcs]

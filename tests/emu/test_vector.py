@@ -648,3 +648,32 @@ def test_fast_integer_ops_equal_the_generic_path(name: str, sources: str) -> Non
             fast(a, w)
             write(b, w, compute(b, w), None)
             np.testing.assert_array_equal(a.V, b.V, err_msg=f"{name} {text_ops}")
+
+
+def test_true16_half_writes_keep_the_other_half() -> None:
+    """A 16-bit result written to a named half (true16 ``v3.l`` / ``v3.h``, as clang-22
+    emits for gfx11 and gfx12: ``v_cvt_f16_f32 v42.h, v42`` then ``v_cvt_f16_f32 v42.l,
+    v43`` packs two halves into one VGPR) leaves the other half as it was; written to the
+    whole VGPR (``v3``: gfx10, fake16) it still clears the high half.  Once the ``.l``
+    write cleared the ``.h`` half just written: the engine's gfx11 MoE grouped GEMM built
+    with clang-22 missed its oracle by 1.45 (prefill_parity)."""
+    from tests.emu.instr import execute, f32bits, state
+
+    def f16bits(x: float) -> int:
+        return int(np.array(x, np.float16).view(np.uint16))
+
+    st = state()
+    st.V[1] = f32bits(1.5)[0]
+    st.V[2] = f32bits(-2.25)[0]
+    st.V[3] = 0xDEADBEEF
+    execute("v_cvt_f16_f32_e32 v3.h, v1", st)
+    assert (st.V[3] == (f16bits(1.5) << 16 | 0xBEEF)).all()
+    execute("v_cvt_f16_f32_e32 v3.l, v2", st)
+    assert (st.V[3] == (f16bits(1.5) << 16 | f16bits(-2.25))).all()
+    # the whole-register (fake16) form still zeroes the high half: no half is kept there
+    execute("v_cvt_f16_f32_e32 v3, v2", st)
+    assert (st.V[3] == f16bits(-2.25)).all()
+    # and a true16 .l write does not keep a stale low half
+    st.V[3] = 0x12345678
+    execute("v_cvt_f16_f32_e32 v3.l, v1", st)
+    assert (st.V[3] == (0x1234 << 16 | f16bits(1.5))).all()
