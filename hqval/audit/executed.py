@@ -13,7 +13,8 @@ facts:
   payload_offset  every (row, group) has its header and its payload bytes [8, 136) read and
                   nothing else; a shifted payload or another stride leaves bytes unread,
                   and the finding names the bytes read and those left unread;
-  v2_valu_delta   (VALU of v2 - VALU of v1) per executed group-row and column tile, WMMA
+  v2_valu_delta   (VALU of v2 - VALU of v1) per executed group-row and column tile (of a
+                  routed GEMV: per group-row and (token, rank) slot routed to it), WMMA
                   excluded, against the budget: the marginal count, each kernel run again on
                   a K four groups longer (``marginal_problem``) and the difference of its
                   VALU divided by the difference of its group-rows, so what a block spends
@@ -74,8 +75,9 @@ class Facts:
     # not recorded
     counts_only: bool = False
     # per recorded row: how many times the kernel may legitimately read it (column tiles
-    # of a dense GEMM, slot tiles of its expert in a grouped GEMM, else 1); grid.y of a
-    # routed GEMV is the rank, not a column tile
+    # of a dense GEMM, slot tiles of its expert in a grouped GEMM, the (token, rank) slots
+    # routed to its expert in a routed GEMV, else 1); grid.y of a routed GEMV is the rank,
+    # not a column tile
     row_tiles: np.ndarray = field(default_factory=lambda: np.ones(1, np.int64))
 
     @property
@@ -332,13 +334,22 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
     module = machine.load(code_object)
     groups = K // 256
     # how often each expert's rows are legitimately read: once per slot tile of that expert
-    # (a grouped GEMM), once per column tile (a dense GEMM), once (a GEMV, a routed rank)
+    # (a grouped GEMM), once per column tile (a dense GEMM), once (a GEMV)
     tiles_of: dict[int, int] = {}
     for out in sig.outputs:
         if out.op is not None and out.op.kind == "grouped_matmul" and out.op.tiles:
             ids = np.asarray(case.host[out.op.tiles]).reshape(-1)
             tiles_of = {int(e): int((ids == e).sum()) for e in np.unique(ids) if e >= 0}
     dense_tiles = plan.grid[1] if sig.is_prefill and not tiles_of else 1
+    # a routed GEMV reads each selected expert once per (token, rank) slot routed to it:
+    # a batched one (N tokens) as often as its index table names it, a decode one once
+    slots_of: dict[str, dict[int, int]] = {}
+    for out in sig.outputs:
+        op = out.op
+        if op is not None and op.kind == "matvec" and op.experts and op.weight not in slots_of:
+            ids = np.asarray(case.host[op.experts]).reshape(-1)
+            slots_of[op.weight] = {int(e): int((ids == e).sum()) for e in np.unique(ids)
+                                   if e >= 0}
     mats: list[tuple[int, int, int]] = []
     row_tiles: list[int] = []
 
@@ -360,7 +371,9 @@ def run_facts(spec: KernelSpec, arch: str, code_object: bytes,
                 if blobs[e] is not None:
                     rows = int(np.asarray(entry).shape[0])
                     mats.append((addr, rows, groups * gb))
-                    row_tiles += [tiles_of.get(e, 1) if tiles_of else 1] * rows
+                    reads = tiles_of.get(e, 1) if tiles_of else \
+                        slots_of.get(arg.name, {}).get(e, 1)
+                    row_tiles += [reads] * rows
             args.append(put(np.array(ptrs, np.uint64)))
         elif isinstance(v, Output):
             args.append(put(np.asarray(v.init)))
@@ -657,8 +670,8 @@ class Executed:
             mine, theirs = f.classes["valu"] / units, b.classes["valu"] / bunits
             how = f"at the one K={f.problem[1]} the manifest allows (per-block costs included)"
         per = mine - theirs
-        text = (f"{per:+.3f} VALU per group-row and column tile over {self.spec.baseline}, "
-                f"{how} (budget {self.budget:g}; WMMA excluded)")
+        text = (f"{per:+.3f} VALU per group-row and column tile (or routed slot) over "
+                f"{self.spec.baseline}, {how} (budget {self.budget:g}; WMMA excluded)")
         if per > self.budget:
             return self._row("v2_valu_delta", Status.FAIL, text, measured=per,
                              tolerance=self.budget, details=ev)
