@@ -124,17 +124,25 @@ class KernelSpec:
     def is_gemm(self) -> bool:
         return self.kind == "gemm"
 
-    def applies_to(self, arch: Arch) -> bool:
-        """Whether this kernel is built for ``arch`` (``hqval.matrix.Arch``): its WMMA
-        generation, its ``arches`` list, and a source named for one chip or family
-        (``x.gfx12.hip``) applies only there."""
+    def not_for(self, arch: Arch) -> str:
+        """Why this kernel is not built for ``arch`` (``hqval.matrix.Arch``), '' when it
+        is: its WMMA generation, its ``arches`` list, and a source named for one chip or
+        family (``x.gfx12.hip``) applies only there.  The one reason every 'not built'
+        and 'does not apply' message gives."""
         needed = _REQUIRED_WMMA[self.requires]
         if needed is not None and arch.wmma != needed:
-            return False
+            has = "no WMMA" if arch.wmma == "none" else f"{arch.wmma} WMMA"
+            return f"requires {self.requires}; {getattr(arch, 'name', 'the arch')} has {has}"
         if self.arches and arch.name not in self.arches:
-            return False
+            return f"its arches are {', '.join(self.arches)}"
         m = VARIANT.fullmatch(self.source.name)
-        return m is None or arch.name.startswith(m["tag"])
+        if m is not None and not arch.name.startswith(m["tag"]):
+            return f"its source {self.source.name} is for {m['tag']} only"
+        return ""
+
+    def applies_to(self, arch: Arch) -> bool:
+        """Whether this kernel is built for ``arch``: ``not_for`` gives no reason."""
+        return not self.not_for(arch)
 
     def source_for(self, arch: str) -> Path:
         """The source the engine's build compiles for ``arch``: ``name.<arch>.hip``, else

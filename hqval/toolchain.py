@@ -1032,12 +1032,14 @@ class CompileCell:
     spec: KernelSpec
     arch: str
     result: CompileResult | None  # None: the kernel does not apply to the arch
+    reason: str = ""  # why not (KernelSpec.not_for), where result is None
 
     def row(self) -> Row:
         if self.result is None:
             return Row(kind="compile", check="compile", kernel=self.spec.name, arch=self.arch,
                        backend="toolchain", status=Status.UNSUPPORTED,
-                       message=f"requires {self.spec.requires}")
+                       message=f"not built for {self.arch}: "
+                               f"{self.reason or f'requires {self.spec.requires}'}")
         r = self.result
         status, message = Status.PASS if r.ok else Status.FAIL, r.message
         if not r.ok and r.details.get("infrastructure"):
@@ -1116,10 +1118,11 @@ def compile_matrix(specs: Iterable[KernelSpec], arches: Iterable[Arch],
     skipped: list[CompileCell] = []
     for arch in arches:
         for spec in specs:
-            if spec.applies_to(arch):
+            why = spec.not_for(arch)
+            if not why:
                 cells.append((spec, arch.name))
             elif include_unsupported:
-                skipped.append(CompileCell(spec, arch.name, None))
+                skipped.append(CompileCell(spec, arch.name, None, why))
     # One representative per key compiles first; the rest then hit the cache.
     def key_of(cell: tuple[KernelSpec, str]) -> str:
         try:

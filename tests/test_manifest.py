@@ -328,3 +328,38 @@ def test_schema2_errors_name_file_line_key_and_fix(tmp_path: Path, extra: str,
     text = str(info.value)
     assert message in text, text
     assert f"{path}:" in text and "fix:" in text
+
+
+def test_not_for_gives_the_one_reason_a_kernel_is_not_built(tmp_path: Path) -> None:
+    """``KernelSpec.not_for``: the WMMA generation, the ``arches`` list or the source's
+    variant tag, whichever keeps the kernel off the arch, and '' where it is built; every
+    'not built' / 'does not apply' message uses it (a kernel limited by ``arches:`` was
+    said to be 'requires any' where it was not built)."""
+    arches = load_arches()
+    m = load_manifest()
+    gfx12 = m.by_name("gemm_mq4c_wmma_gfx12")
+    assert gfx12.not_for(arches["gfx1100"]) == "requires wmma_gfx12; gfx1100 has gfx11 WMMA"
+    assert gfx12.not_for(arches["gfx1030"]) == "requires wmma_gfx12; gfx1030 has no WMMA"
+    assert gfx12.not_for(arches["gfx1201"]) == ""
+    listed = load_manifest(write_tree(tmp_path, GOOD_ENTRY + "    arches: [gfx1030]\n",
+                                      header="schema: 2\nkernels:\n")).kernels[0]
+    assert listed.not_for(arches["gfx1100"]) == "its arches are gfx1030"
+    assert listed.not_for(arches["gfx1030"]) == ""
+    (tmp_path / "k.gfx12.hip").write_text("// gfx12 only\n")
+    tagged = load_manifest(write_tree(tmp_path, GOOD_ENTRY.replace("k.hip", "k.gfx12.hip"),
+                                      header="schema: 2\nkernels:\n")).kernels[0]
+    assert tagged.not_for(arches["gfx1100"]) == "its source k.gfx12.hip is for gfx12 only"
+    for spec in (gfx12, listed, tagged):
+        for a in arches.values():
+            assert spec.applies_to(a) == (not spec.not_for(a))
+
+
+def test_a_compile_row_not_built_names_the_reason(tmp_path: Path) -> None:
+    from hqval.toolchain import CompileCell
+
+    arches = load_arches()
+    listed = load_manifest(write_tree(tmp_path, GOOD_ENTRY + "    arches: [gfx1030]\n",
+                                      header="schema: 2\nkernels:\n")).kernels[0]
+    row = CompileCell(listed, "gfx1100", None, listed.not_for(arches["gfx1100"])).row()
+    assert row.message == "not built for gfx1100: its arches are gfx1030"
+    assert str(row.status) == "unsupported"

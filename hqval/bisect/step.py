@@ -150,9 +150,10 @@ def _judge(job: Job, commit: Commit, index: int, manifest_path: Path) -> Outcome
         return Outcome(commit, "skip", f"kernel {target.kernel} is not in the manifest at "
                                        "this commit")
     arch = resolve_arch(target.arch)
-    if not spec.applies_to(arch):
+    why = spec.not_for(arch)
+    if why:
         return Outcome(commit, "skip", f"{spec.name} does not apply to {arch.name} at this "
-                                       f"commit (requires {spec.requires})")
+                                       f"commit ({why})")
     needs = _needed(manifest, spec, arch, target)
     run_dir = job.out / f"{index:02d}-{commit.short}"
     writer = _open_run(job, commit, manifest, needs, arch, run_dir)

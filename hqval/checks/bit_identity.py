@@ -72,13 +72,13 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
         return (f"bit identity is defined for qt=44/45 against v1; "
                 f"{spec.name} is qt={spec.qt}")
     if not spec.applies_to(arch):
-        return f"{spec.name} does not apply to {arch.name} (requires {spec.requires})"
+        return f"{spec.name} does not apply to {arch.name} ({spec.not_for(arch)})"
     base = next((k for k in manifest.kernels if k.name == spec.baseline), None)
     if base is None or base.qt not in V1_QTS or base.kind != spec.kind \
             or base.residual != spec.residual:
         return ""
     if not base.applies_to(arch):
-        return f"{base.name} does not apply to {arch.name} (requires {base.requires})"
+        return f"{base.name} does not apply to {arch.name} ({base.not_for(arch)})"
     return ""
 
 

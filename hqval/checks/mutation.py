@@ -154,7 +154,7 @@ def build(mutants: Manifest, arches: Sequence[Arch], cache_dir: str | None = Non
                 built[(m.name, arch.name)] = Built(ok, "" if ok else "AMD-only source")
                 continue
             if not m.applies_to(arch):
-                built[(m.name, arch.name)] = Built(False, f"requires {m.requires}")
+                built[(m.name, arch.name)] = Built(False, m.not_for(arch))
                 continue
             res = compile_kernel(m, arch.name, cache_dir)
             built[(m.name, arch.name)] = Built(res.ok, "" if res.ok else res.message)

@@ -62,7 +62,7 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
     if spec.qt != 45:
         return f"the padded layout is qt=45's; {spec.name} is qt={spec.qt}"
     if not spec.applies_to(arch):
-        return f"{spec.name} does not apply to {arch.name} (requires {spec.requires})"
+        return f"{spec.name} does not apply to {arch.name} ({spec.not_for(arch)})"
     return ""
 
 

@@ -75,11 +75,11 @@ def not_applicable(check: str, spec: KernelSpec, arch: Arch, manifest: Manifest)
             return f"{arch.name} has {arch.wmma} WMMA for qt={spec.qt}: no fallback needed"
         return ""
     if not spec.applies_to(arch):
-        return f"{spec.name} does not apply to {arch.name} (requires {spec.requires})"
+        return f"{spec.name} does not apply to {arch.name} ({spec.not_for(arch)})"
     if check == "bit_identity":
         base = next((k for k in manifest.kernels if k.name == spec.baseline), None)
         if base is not None and base.kind == spec.kind and not base.applies_to(arch):
-            return f"{base.name} does not apply to {arch.name} (requires {base.requires})"
+            return f"{base.name} does not apply to {arch.name} ({base.not_for(arch)})"
     return ""
 
 
@@ -92,7 +92,8 @@ def _run(ctx: CheckContext, spec: KernelSpec, case: oracle.Case) -> dict[str, An
 def _not_here(ctx: CheckContext, name: str, spec: KernelSpec) -> Row | None:
     if not spec.applies_to(ctx.arch):
         return ctx.row(name, spec, Status.UNSUPPORTED,
-                       f"{spec.name} does not apply to {ctx.arch.name} (requires {spec.requires})")
+                       f"{spec.name} does not apply to {ctx.arch.name} "
+                       f"({spec.not_for(ctx.arch)})")
     return None
 
 
@@ -266,7 +267,8 @@ def bit_identity(ctx: CheckContext, spec: KernelSpec, bi: ModuleType) -> Row:
     for s in (spec, base):
         if not s.applies_to(ctx.arch):
             return ctx.row(name, spec, Status.UNSUPPORTED,
-                           f"{s.name} does not apply to {ctx.arch.name} (requires {s.requires})")
+                           f"{s.name} does not apply to {ctx.arch.name} "
+                           f"({s.not_for(ctx.arch)})")
     sig = spec.signature
     fmt = by_qt(spec.qt)
     try:

@@ -62,7 +62,7 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
     if spec.kind != "gemm":
         return f"{spec.name} is a {spec.kind} kernel"
     if not spec.applies_to(arch):
-        return (f"{spec.name} does not apply to {arch.name} (requires {spec.requires}); "
+        return (f"{spec.name} does not apply to {arch.name} ({spec.not_for(arch)}); "
                 "fallback covers this arch")
     return ""
 

@@ -46,7 +46,7 @@ def not_applicable(spec: KernelSpec, arch: Arch, manifest: Manifest) -> str:
     if spec.kind not in GEMV_KINDS:
         return f"{spec.kind} kernels are judged by prefill_parity, not the GEMV oracle"
     if not spec.applies_to(arch):
-        return f"{spec.name} does not apply to {arch.name} (requires {spec.requires})"
+        return f"{spec.name} does not apply to {arch.name} ({spec.not_for(arch)})"
     return ""
 
 

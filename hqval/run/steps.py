@@ -360,7 +360,7 @@ def mutants(ctx: RunContext) -> StepResult:
             if not a.is_amd:
                 built[(m.name, a.name)] = mutation.Built(not m.amd_only, "AMD-only source")
             elif not m.applies_to(a):
-                built[(m.name, a.name)] = mutation.Built(False, f"requires {m.requires}")
+                built[(m.name, a.name)] = mutation.Built(False, m.not_for(a))
             else:
                 ok = (m.name, a.name) in ctx.compiled
                 built[(m.name, a.name)] = mutation.Built(ok, "" if ok else "did not compile")
