@@ -157,12 +157,14 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
 def baseline_failed(ctx: CheckContext, spec: KernelSpec, base: KernelSpec,
                     exc: BaseException) -> Row | None:
     """The row of ``spec``'s bit identity when its baseline's own launch failed (it
-    trapped or faulted: the baseline's behaviour, never ``spec``'s), or None for any
-    other exception.  No verdict about ``spec``: an error naming the baseline, its own
-    rows carry its failure, and a mutant is never counted killed by it."""
+    trapped or faulted, or broke a guard: read or wrote outside its buffers, the
+    baseline's behaviour, never ``spec``'s), or None for any other exception.  No verdict
+    about ``spec``: an error naming the baseline, its own rows carry its failure, and a
+    mutant is never counted killed by it."""
     from hqval.checks.cell import kernel_fault
+    from hqval.checks.launch import GuardViolation
 
-    fault = kernel_fault(exc)
+    fault = "guard" if isinstance(exc, GuardViolation) else kernel_fault(exc)
     if not fault:
         return None
     return ctx.row(NAME, spec, Status.ERROR,

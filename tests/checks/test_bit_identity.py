@@ -108,3 +108,47 @@ def test_a_failure_against_a_baseline_that_fails_its_own_checks_says_so(
                                          "EW_LOAD_PK(gp + 4 + boff)"))
     bad_v2 = cell("ew_gemv_mq4g256v2")
     assert bad_v2.status is Status.FAIL and "itself fails" not in bad_v2.message
+
+
+def test_a_baseline_whose_launch_breaks_a_guard_is_no_verdict(tmp_path: Path) -> None:
+    """The v1 baseline reads below its matrix (the engine's gfx12 v1 grouped GEMM read
+    expert_weight_ptrs[-1]): its launch breaks a guard, which is the baseline's behaviour,
+    so the v2 kernel's bit_identity is an error reaching no verdict, naming the baseline,
+    where it was the v2 kernel's FAIL ('guard: memory fault ...').  A v2 kernel whose own
+    launch breaks the guard still fails."""
+    import shutil
+
+    from hqval.backends.emu import EmuBackend
+    from hqval.manifest import load_manifest
+    from hqval.matrix import load_arches
+
+    tree = Path(__file__).resolve().parents[1] / "data" / "engine_tree"
+    shutil.copytree(tree, tmp_path / "tree")
+    arch = load_arches()["gfx1030"]
+
+    def cell(kernel: str) -> Row:
+        m = load_manifest(tmp_path / "tree" / "kernels.yaml")
+        ctx = CheckContext(backend=EmuBackend(arch.name), arch=arch, manifest=m)
+        return run_cell(ctx, "bit_identity", m.by_name(kernel))
+
+    below = "const float sc = __uint_as_float(EW_LOAD_HDR(gp - 64));"
+    v1 = tmp_path / "tree" / "src" / "ew_gemv_hfq4g256.hip"
+    good = v1.read_text()
+    old = "const float sc = __uint_as_float(EW_LOAD_HDR(gp));"
+    assert old in good
+    v1.write_text(good.replace(old, below, 1))
+    row = cell("ew_gemv_mq4g256v2")
+    assert row.status is Status.ERROR, row.message
+    assert row.message.startswith("no verdict: the baseline ew_gemv_hfq4g256 failed on its "
+                                  "own launch (guard: memory fault"), row.message
+    assert row.details["baseline_fails"]["status"] == "fail"
+    # the v2 kernel reading below its own matrix is its failure
+    v1.write_text(good)
+    v2 = tmp_path / "tree" / "src" / "ew_gemv_mq4g256v2.hip"
+    text = v2.read_text()
+    old2 = "EW_LOAD_PK(gp + 8 + boff)"
+    assert old2 in text
+    v2.write_text(text.replace(old2, "EW_LOAD_PK(gp - 64 + boff)"))
+    own = cell("ew_gemv_mq4g256v2")
+    assert own.status is Status.FAIL and own.message.startswith("guard: memory fault"), \
+        own.message
