@@ -95,6 +95,11 @@ def test_a_batch_tiled_gemm_is_charged_the_marginal_cost_of_a_group_row(cache: P
     bad = audit("ew_mut_gemm_bt8_extra_dequant", "gfx1100", cache)["v2_valu_delta"]
     assert bad.status is Status.FAIL and bad.details["decided_by"] == "executed", bad.message
     assert bad.measured is not None and bad.measured > 3.0
+    # against a v1 of another batch tile the failure says why it is not divided by it
+    assert bad.details["batch_tiles"] == [8, 1]
+    assert "the baseline ew_gemm_hfq4g256_residual_wmma_gfx11 has batch tile 1" in \
+        bad.message, bad.message
+    assert "dequantising each group twice pass" in bad.message
 
 
 def test_one_k_fixed_by_the_manifest_is_counted_at_that_k() -> None:
