@@ -91,9 +91,17 @@ def kernel_statuses(kernels: Sequence[str], checks: Sequence[str],
 
 
 def _baseline_failed(row: Row) -> bool:
-    """An error row of a comparison whose baseline failed its own launch (bit identity
-    against a v1 kernel that trapped): no verdict about the row's kernel."""
+    """An error row of a comparison whose baseline failed its own launch or its own parity
+    check (bit identity against a v1 kernel that trapped, or missed the oracle): no
+    verdict about the row's kernel."""
     return row.status is Status.ERROR and isinstance(row.details.get("baseline_fails"), dict)
+
+
+def _baseline_failure(row: Row) -> str:
+    """How the baseline of a no-verdict row failed: 'on its own launch' (the row's own
+    check name is recorded) or 'its own prefill_parity'."""
+    check = row.details["baseline_fails"].get("check")
+    return "on its own launch" if check in (None, row.check) else f"its own {check}"
 
 
 def _unmet(need: Need, arch: Arch) -> str:
@@ -230,7 +238,8 @@ def admit_cell(
         reasons.append(f"{len(failing)} failing cell(s): " + ", ".join(sorted(failing)[:8])
                        + (" ..." if len(failing) > 8 else ""))
         reasons += sorted({f"{r.identity} reached no verdict: its baseline "
-                           f"{r.details.get('baseline')} failed on its own launch"
+                           f"{r.details.get('baseline')} failed "
+                           + _baseline_failure(r)
                            for r in gates if _failed(r) and _baseline_failed(r)})
         return cell(AdmissionStatus.REJECTED, [r for r in gates if _failed(r)], failing)
     infra = _infrastructure_reason(gates)

@@ -141,13 +141,18 @@ def check(ctx: CheckContext, spec: KernelSpec) -> Row:
                f"{i}: 0x{g:08x} vs 0x{w:08x}")
         base_row = _baseline_own_check(ctx, base)
         if base_row is not None and base_row.status is Status.FAIL:
-            # the comparison is against a kernel that is itself wrong: say so, so the
-            # failure is not read as the v2 kernel's alone
-            msg += (f"; the baseline {base.name} itself fails its {base_row.check} "
-                    f"({base_row.status}: {base_row.message})")
+            # the comparison is against a kernel that does not compute the format (it
+            # misses the oracle): the difference says nothing about the v2 kernel, whose
+            # own parity rows judge it.  No verdict, as for a baseline that traps or
+            # breaks a guard; the row still never passes.
             details["baseline_fails"] = {"check": base_row.check,
                                          "status": str(base_row.status),
                                          "message": base_row.message}
+            return ctx.row(NAME, spec, Status.ERROR,
+                           f"no verdict: the baseline {base.name} itself fails its "
+                           f"{base_row.check} ({base_row.status}: {base_row.message}); "
+                           f"{msg}", measured=float(differ.size), tolerance=TOLERANCE,
+                           derivation=DERIVATION, details=details)
         return ctx.row(NAME, spec, Status.FAIL, msg, measured=float(differ.size),
                        tolerance=TOLERANCE, derivation=DERIVATION, details=details)
     return ctx.row(NAME, spec, Status.PASS, f"{got.size} output words bit-identical to {base.name}",

@@ -649,3 +649,22 @@ def test_a_prefill_path_with_no_kernel_of_its_own_has_no_fallback_evidence() -> 
     adm = admit(bad, POLICY, ARCHES, kernels=kernels)
     assert status(adm, 44, "prefill", "gfx1030") is S.REJECTED
     assert status(adm, 44, "fused_prefill", "gfx1030") is S.UNTESTED
+
+
+@pytest.mark.parametrize("failed, said", [
+    ("bit_identity", "failed on its own launch"),
+    ("prefill_parity", "failed its own prefill_parity"),
+])
+def test_a_no_verdict_row_says_how_its_baseline_failed(failed: str, said: str) -> None:
+    """A bit_identity error whose baseline failed (a trap on its own launch, or its own
+    prefill parity: the engine's gfx11 v1 residual WMMA GEMM) still rejects, and the
+    reason says which; it had said 'on its own launch' for both."""
+    rows = [x for x in full_emu("gfx1100")
+            if not (x.check == "bit_identity" and x.kernel == "gemm44")]
+    rows.append(r("check", "bit_identity", "gemm44", "gfx1100", status=Status.ERROR,
+                  baseline="gemm_v1", baseline_fails={"check": failed, "status": "fail",
+                                                      "message": "m"}))
+    adm = run(rows)
+    cell = next(c for c in adm.cells if (c.qt, c.path, c.arch) == (44, "prefill", "gfx1100"))
+    assert cell.status is S.REJECTED
+    assert any(f"its baseline gemm_v1 {said}" in x for x in cell.reasons), cell.reasons
