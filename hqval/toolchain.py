@@ -286,6 +286,18 @@ class CompilerCrash(DependencyError):
     hqval's toolchain, an infrastructure error."""
 
 
+class CompilerTimeout(CompilerCrash):
+    """The preprocessor or the compiler did not finish within its time limit: no verdict
+    on the kernel (a loaded or stalled machine, a blocked read), an infrastructure error
+    that a resumed run redoes."""
+
+
+def _timeout_message(path: str, what: str, seconds: float) -> str:
+    return (f"{what} {path} did not finish in {seconds:g} s: no verdict on the kernel "
+            "(a loaded or stalled machine, or an input that blocks it); fix: rerun with "
+            "--resume on an idle machine, and include only regular files of the kernel tree")
+
+
 @functools.lru_cache(maxsize=4096)
 def _file_sha256(path: str, mtime_ns: int, size: int, ino: int) -> str:
     data = safeio.read_bytes(path, limit=MAX_INPUT_BYTES, what="compiler input")
@@ -442,10 +454,8 @@ def dependencies(spec: KernelSpec, arch: str, compiler: Compiler,
                                  env=compiler.environment, private=private, roots=roots,
                                  timeout=DEPS_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise DependencyError(
-                f"the preprocessor did not finish in {DEPS_TIMEOUT_S} s (an #include of a "
-                "FIFO or device outside the tree blocks it); fix: include only regular "
-                "files of the kernel tree") from None
+            raise CompilerTimeout(_timeout_message(compiler.path, "the preprocessor",
+                                                   DEPS_TIMEOUT_S)) from None
         except (OSError, subprocess.SubprocessError) as exc:
             raise DependencyError(f"{compiler.path} -M failed: {exc}") from exc
         crash = compiler_crash(proc.returncode, proc.stderr)
@@ -887,9 +897,13 @@ def compile_kernel(spec: KernelSpec, arch: str, cache_dir: str | Path | None = N
                                          private=private, roots=roots,
                                          timeout=COMPILE_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
-                    return CompileResult(False, None, f"compiler timed out after "
-                                         f"{COMPILE_TIMEOUT_S} s", False,
-                                         time.perf_counter() - t0, key, cmd, details)
+                    # no verdict on the kernel: hqval's machinery did not get one in time
+                    return CompileResult(False, None, _timeout_message(
+                                             compiler.path, "the compiler", COMPILE_TIMEOUT_S),
+                                         False, time.perf_counter() - t0, key, cmd,
+                                         {**details, "infrastructure": True,
+                                          "infrastructure_cause": "compiler",
+                                          "error_type": "CompilerTimeout"})
                 crash = compiler_crash(proc.returncode, proc.stderr)
                 if crash or (proc.returncode == 0 and (not out.is_file()
                                                        or out.stat().st_size == 0)):
