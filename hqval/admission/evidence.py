@@ -703,11 +703,11 @@ def self_contradiction(row: Row) -> str:
     paired samples it rests on."""
     m, t = row.measured, row.tolerance
     if row.kind == "timing" and row.check in _SAMPLED_TIMING \
-            and row.status in (Status.PASS, Status.FAIL) and stored_samples(row) is None:
-        return "a timing verdict without its paired samples (samples_a, samples_b)"
-    if row.kind == "timing" and row.check in _SAMPLED_TIMING \
             and (why := samples_problem(row)):
         return f"a timing row whose samples are no event times ({why})"
+    if row.kind == "timing" and row.check in _SAMPLED_TIMING \
+            and row.status in (Status.PASS, Status.FAIL) and stored_samples(row) is None:
+        return "a timing verdict without its paired samples (samples_a, samples_b)"
     if t is not None and t < 0:
         return f"has a negative tolerance {t:g} (no measured value can lie within it)"
     if row.kind == "compile" and row.status is Status.SKIPPED and not _compiler_gap(row):

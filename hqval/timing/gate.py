@@ -238,13 +238,19 @@ def measure_until_settled(
 # ---------------------------------------------------------------------------- stored rows
 
 
+def _is_number(value: Any) -> bool:
+    """A sample as the bench writes one: a JSON number (never a boolean or text)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _runs(samples: Any) -> list[list[float]] | None:
-    """Per-run sample lists from a row's details (None when absent or empty)."""
+    """Per-run sample lists from a row's details (None when absent or empty, or when any
+    sample is no number: ``samples_problem`` names it)."""
     if not isinstance(samples, list) or not samples:
         return None
-    if all(isinstance(s, (int, float)) for s in samples):
+    if all(_is_number(s) for s in samples):
         return [[float(s) for s in samples]]
-    if all(isinstance(s, list) and s for s in samples):
+    if all(isinstance(s, list) and s and all(_is_number(v) for v in s) for s in samples):
         return [[float(v) for v in s] for s in samples]
     return None
 
@@ -300,9 +306,34 @@ AA_CHECKS = ("timing_aa_hot", "timing_aa_cold")
 MUTANT_CHECKS = ("timing_mutant_hot", "timing_mutant_cold")
 
 
+def _shape_problem(arm: str, samples: Any) -> str:
+    """Why a stored arm is not the bench's list of runs of numbers, or "" (absent and
+    empty arms are the caller's: a verdict without its samples)."""
+    if samples is None or (isinstance(samples, list) and not samples):
+        return ""
+    if not isinstance(samples, list):
+        return f"{arm} is {type(samples).__name__}, not a list of runs of times"
+    if all(_is_number(s) for s in samples):
+        return ""
+    for i, run in enumerate(samples):
+        if not isinstance(run, list) or not run:
+            return f"{arm} run {i} is {run!r:.40}, not a list of times"
+        bad = [v for v in run if not _is_number(v)]
+        if bad:
+            return f"{arm} run {i} holds {bad[0]!r:.40}, not a positive time (a JSON number)"
+    return ""
+
+
 def samples_problem(row: Row) -> str:
-    """Why a timing row's stored samples are no times at all, or "" (every sample a finite
-    positive number: an event clock never gives another)."""
+    """Why a timing row's stored samples are no times at all, or "": every sample a finite
+    positive number (an event clock never gives another, and the bench writes each as a
+    JSON number), and the two arms paired as the bench pairs them (ABBA: every run times
+    A and B alike, so each run of samples_a holds as many samples as the same run of
+    samples_b)."""
+    for arm in ("samples_a", "samples_b"):
+        why = _shape_problem(arm, row.details.get(arm))
+        if why:
+            return why
     for arm in ("samples_a", "samples_b"):
         runs = _runs(row.details.get(arm))
         if runs is None:
@@ -311,7 +342,17 @@ def samples_problem(row: Row) -> str:
             bad = next((v for v in run if not (math.isfinite(v) and v > 0)), None)
             if bad is not None:
                 return f"{arm} run {i} holds {bad!r}, not a positive time"
+    a, b = _runs(row.details.get("samples_a")), _runs(row.details.get("samples_b"))
+    if a is not None and b is not None:
+        if len(a) != len(b):
+            return (f"samples_a holds {len(a)} run(s), samples_b {len(b)}: the arms are "
+                    "unpaired (every run times both)")
+        for i, (ra, rb) in enumerate(zip(a, b, strict=True)):
+            if len(ra) != len(rb):
+                return (f"run {i} holds {len(ra)} sample(s) of A and {len(rb)} of B: the "
+                        "arms are unpaired (ABBA times both alike)")
     return ""
+
 
 
 def _group(row: Row, r_of: Mapping[tuple[str, str, str], Any]) -> tuple[Any, ...]:
