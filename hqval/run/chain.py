@@ -30,7 +30,13 @@ from hqval.run.context import Progress, RunConfig, RunContext, StepResult
 from hqval.run.expected import expected_cells
 from hqval.run.progress import Silent, status_table
 from hqval.run.steps import STEPS, Step
-from hqval.toolchain import ToolchainError, file_sha256, find_compiler
+from hqval.toolchain import (
+    ToolchainError,
+    compiler_env,
+    compiler_identity,
+    file_sha256,
+    find_compiler,
+)
 
 # the closing summary's lines of problems (the report and hqval admit list every one)
 MAX_PROBLEM_LINES = 20
@@ -39,7 +45,11 @@ MAX_PROBLEM_LINES = 20
 # rows made under other inputs or options to the run's own (another seed's fixtures, the
 # mutants step of a run made without it, another timing plan or policy)
 RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit", "seed",
-               "mutants_manifest", "mutants_sha256", "timing", "policy_sha256")
+               "mutants_manifest", "mutants_sha256", "timing", "policy_sha256",
+               # the compiler that builds the run's objects (its resolved binary, size, time
+               # and --version text, as the cache keys on it) and the environment it reads:
+               # a resume under another would judge objects the run did not compile
+               "compiler_identity", "compiler_env")
 
 
 def _sha256(path: Path) -> str:
@@ -138,9 +148,22 @@ def added_inputs(envelope: Mapping[str, object], specs: Sequence[KernelSpec],
     return ""
 
 
-def _resume_mismatch(old: Mapping[str, object], new: Mapping[str, object]) -> str:
-    diffs = [f"{k}: the run has {old.get(k)!r}, this invocation {new.get(k)!r}"
-             for k in RESUME_KEYS if old.get(k) != new.get(k)]
+def _resume_mismatch(old: Mapping[str, object], new: Mapping[str, object],
+                     compiler: tuple[object, object] = (None, None)) -> str:
+    """The RESUME_KEYS the run (``old``, its envelope) and this invocation (``new``)
+    differ in; ``compiler``: this invocation's compiler path and version (the identity
+    is a digest: the line names the binaries)."""
+    diffs = []
+    for k in RESUME_KEYS:
+        if old.get(k) == new.get(k):
+            continue
+        if k == "compiler_identity":
+            diffs.append(f"compiler: the run was built by {old.get('compiler')!r} "
+                         f"({old.get('compiler_version')!r}, identity "
+                         f"{str(old.get(k))[:12]}), this invocation by {compiler[0]!r} "
+                         f"({compiler[1]!r}, identity {str(new.get(k))[:12]})")
+        else:
+            diffs.append(f"{k}: the run has {old.get(k)!r}, this invocation {new.get(k)!r}")
     return "; ".join(diffs)
 
 
@@ -160,10 +183,11 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
     opened = open_for(config.backend, [a.name for a in arches], config.cache_dir)
     policy = load_policy(config.policy)  # parsed once: the run's context carries it
     specs = [*manifest.kernels, *(mutants.kernels if mutants else [])]
-    compiler = compiler_version = None
+    compiler = compiler_version = identity_of_compiler = None
     try:
         c = find_compiler()
         compiler, compiler_version = c.path, c.version
+        identity_of_compiler = compiler_identity(c)
     except ToolchainError as exc:  # the compile rows report it, one per cell
         progress.note(f"hqval run: no compiler: {exc}")
     external = config.manifest is not None
@@ -179,6 +203,8 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
                    "runs": config.timing_runs},
         "policy_sha256": _sha256(Path(policy.source)) if Path(policy.source).is_file()
         else None,
+        "compiler_identity": identity_of_compiler,
+        "compiler_env": compiler_env(),
     }
     envelope = make_envelope(
         backend=config.backend, arch=identity["arch"], compiler=compiler,  # type: ignore[arg-type]
@@ -194,12 +220,13 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
                "steps": [name for name, _ in STEPS], **identity})
     writer = RunWriter.create(config.out, envelope, resume=config.resume)
     if config.resume:
-        why = _resume_mismatch(writer.envelope, identity)
+        why = _resume_mismatch(writer.envelope, identity, (compiler, compiler_version))
         if why:
             writer.close()
             raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
-                              "the same --manifest, --arch, --backend, --seed, --policy and "
-                              "mutant and timing options, or start a new --out")
+                              "the same --manifest, --arch, --backend, --seed, --policy, "
+                              "compiler (HQVAL_CLANG and its environment) and mutant and "
+                              "timing options, or start a new --out")
         root = Path(manifest.path).resolve().parent
         unrecorded = unrecorded_inputs(writer.envelope, specs, root)
         if unrecorded:
