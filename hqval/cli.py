@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import sys
 import traceback
@@ -110,7 +111,18 @@ def bisect_exit(code: int) -> int:
     return BISECT_EXIT.get(code, BISECT_SKIP)
 
 
+def _printable_streams() -> None:
+    """stdout and stderr write what is no Unicode character (a path of bytes that are no
+    UTF-8, carried as lone surrogates) as its escape, never raising: under a UTF-8 locale
+    Python's stdout is strict, and a line naming such a run directory crashed the command
+    after its work was done."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _printable_streams()
     words = list(sys.argv[1:] if argv is None else argv)
     command = next((i for i, w in enumerate(words) if w in COMMANDS), len(words))
     if "--bisect-exit" in words[:command] or os.environ.get(BISECT_ENV) == "1":

@@ -426,9 +426,13 @@ def write_atomic(path: PathLike, data: str | bytes, *, what: str = "",
     refused (nothing is written); no temporary is left behind on any failure.  ``mode`` is
     masked by the umask as ``open`` masks it.  ``fsync=False`` skips both fsyncs, for
     cache entries a reader verifies anyway: after a crash the file is whole or absent or
-    fails its check, never trusted half written (the rename is still atomic)."""
+    fails its check, never trusted half written (the rename is still atomic).  Text that
+    holds what is no Unicode character (a path of bytes that are no UTF-8, which Python
+    carries as lone surrogates) is written with each such code point as its ``\\udcXX``
+    escape: the file is UTF-8 and says which byte it was, never a crash of the writer."""
     target = Path(path)
-    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    payload = data.encode("utf-8", errors="backslashreplace") if isinstance(data, str) \
+        else bytes(data)
     _refuse_target(target, what)
     parent = target.parent
     tmp = parent / f".{target.name}.{secrets.token_hex(6)}.partial"
