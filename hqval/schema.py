@@ -141,17 +141,46 @@ def _parse(name: str, text: str) -> tuple[Any, Mapping[Key, int]]:
     return data, lines
 
 
+# the tags a mapping and a list carry when the YAML names none (``!!map``, ``!!seq``); any
+# other on a collection (``!!python/object/apply:...``, ``!!set``, ``!!omap``, a local
+# ``!tag``) asks for a type the schema never reads
+_COLLECTION_TAGS = {yaml.MappingNode: "tag:yaml.org,2002:map",
+                    yaml.SequenceNode: "tag:yaml.org,2002:seq"}
+
+
 def _construct(loader: yaml.SafeLoader, node: yaml.Node, key: Key,
                lines: dict[Key, int]) -> Any:
     lines[key] = node.start_mark.line + 1
+    want = _COLLECTION_TAGS.get(type(node))
+    if want is not None and node.tag != want:
+        # (the values are built here, not by the loader, which would refuse the tag)
+        raise yaml.MarkedYAMLError(problem=f"the tag {node.tag!r} asks for a type no hqval "
+                                   "YAML holds (plain mappings and lists only)",
+                                   problem_mark=node.start_mark)
     if isinstance(node, yaml.MappingNode):
-        loader.flatten_mapping(node)  # YAML merge keys (<<)
+        # YAML merge keys (<<): flatten_mapping puts the merged pairs first, and a key the
+        # mapping states itself overrides a merged one, as a later merge's does an
+        # earlier's (YAML's own rule, PyYAML's order); a key stated twice is refused.  The
+        # keys it states are taken before the (in-place) flattening, once per node: an
+        # aliased mapping is built again from its flattened node
+        merges = [k for k, _ in node.value if k.tag == "tag:yaml.org,2002:merge"]
+        if len(merges) > 1:
+            raise yaml.MarkedYAMLError(problem="duplicate key '<<' (merge several mappings "
+                                       "with one: <<: [*a, *b])",
+                                       problem_mark=merges[1].start_mark)
+        memo: dict[int, set[int]] = loader.__dict__.setdefault("_hqval_stated", {})
+        stated = memo.setdefault(id(node), {id(k) for k, _ in node.value
+                                            if k.tag != "tag:yaml.org,2002:merge"})
+        loader.flatten_mapping(node)
         out: dict[Any, Any] = {}
+        own: set[Any] = set()
         for knode, vnode in node.value:
             k = loader.construct_object(knode, deep=True)
-            if k in out:
-                raise yaml.MarkedYAMLError(problem=f"duplicate key {k!r}",
-                                           problem_mark=knode.start_mark)
+            if id(knode) in stated:
+                if k in own:
+                    raise yaml.MarkedYAMLError(problem=f"duplicate key {k!r}",
+                                               problem_mark=knode.start_mark)
+                own.add(k)
             sub = (*key, str(k))
             out[k] = _construct(loader, vnode, sub, lines)
             lines[sub] = knode.start_mark.line + 1
