@@ -144,8 +144,8 @@ def _parse(name: str, text: str) -> tuple[Any, Mapping[Key, int]]:
 # the tags a mapping and a list carry when the YAML names none (``!!map``, ``!!seq``); any
 # other on a collection (``!!python/object/apply:...``, ``!!set``, ``!!omap``, a local
 # ``!tag``) asks for a type the schema never reads
-_COLLECTION_TAGS = {yaml.MappingNode: "tag:yaml.org,2002:map",
-                    yaml.SequenceNode: "tag:yaml.org,2002:seq"}
+_COLLECTION_TAGS: dict[type[yaml.Node], str] = {yaml.MappingNode: "tag:yaml.org,2002:map",
+                                                yaml.SequenceNode: "tag:yaml.org,2002:seq"}
 
 
 def _construct(loader: yaml.SafeLoader, node: yaml.Node, key: Key,

@@ -44,7 +44,8 @@ def test_a_manifest_collection_of_another_type_is_refused(tree: Path, tmp_path: 
     manifest = tmp_path / "t" / "kernels.yaml"
     text = manifest.read_text()
     assert "\nkernels:\n" in text
-    manifest.write_text(text.replace("\nkernels:\n", "\nkernels: !!python/object/apply:os.system\n"))
+    manifest.write_text(text.replace("\nkernels:\n",
+                                     "\nkernels: !!python/object/apply:os.system\n"))
     res = hqval("compile", "--arch", ARCH, "--manifest", str(manifest), "--cache-dir",
                 str(tmp_path / "cache"))
     assert res.code == 2, res.out + res.err  # once: compiled, exit 0
