@@ -548,11 +548,14 @@ class RunWriter:
     """
 
     def __init__(self, run_dir: Path, envelope: dict[str, Any], done: set[str],
-                 lock_fd: int | None = None) -> None:
+                 lock_fd: int | None = None, judged_objects: bool = False) -> None:
         self.path = run_dir
         self._lock_fd = lock_fd
         self.envelope = envelope
         self.done = done
+        # a resumed run: whether a row already there names a code object it judged (the
+        # run's evidence rests on objects its compiler built)
+        self.judged_objects = judged_objects
         # every row this writer appended, in order (step summaries count from it, so rows
         # appended live by a pytest session count too)
         self.written: list[Row] = []
@@ -585,7 +588,8 @@ class RunWriter:
                 # machinery, not the kernel) is not done: the resumed run redoes it
                 done = {r.identity for r in existing.rows
                         if not (r.status is Status.ERROR and r.details.get("infrastructure"))}
-                return cls(run_dir, existing.envelope, done, lock_fd)
+                judged = any(r.object_sha256 for r in existing.rows)
+                return cls(run_dir, existing.envelope, done, lock_fd, judged)
             if rows_path.exists() and rows_path.stat().st_size:
                 raise RunDirError(
                     f"{run_dir} holds {ROWS} but no {ENVELOPE}: rows of no known run (a run "

@@ -50,6 +50,7 @@ RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit", "
                # and --version text, as the cache keys on it) and the environment it reads:
                # a resume under another would judge objects the run did not compile
                "compiler_identity", "compiler_env")
+COMPILER_KEYS = ("compiler_identity", "compiler_env")
 
 
 def _sha256(path: Path) -> str:
@@ -149,13 +150,15 @@ def added_inputs(envelope: Mapping[str, object], specs: Sequence[KernelSpec],
 
 
 def _resume_mismatch(old: Mapping[str, object], new: Mapping[str, object],
-                     compiler: tuple[object, object] = (None, None)) -> str:
+                     compiler: tuple[object, object] = (None, None), *,
+                     compiler_bound: bool = True) -> str:
     """The RESUME_KEYS the run (``old``, its envelope) and this invocation (``new``)
     differ in; ``compiler``: this invocation's compiler path and version (the identity
-    is a digest: the line names the binaries)."""
+    is a digest: the line names the binaries); ``compiler_bound``: whether the run's rows
+    rest on objects its compiler built (else the compiler keys are not compared)."""
     diffs = []
     for k in RESUME_KEYS:
-        if old.get(k) == new.get(k):
+        if old.get(k) == new.get(k) or (not compiler_bound and k in COMPILER_KEYS):
             continue
         if k == "compiler_identity":
             diffs.append(f"compiler: the run was built by {old.get('compiler')!r} "
@@ -220,7 +223,12 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
                "steps": [name for name, _ in STEPS], **identity})
     writer = RunWriter.create(config.out, envelope, resume=config.resume)
     if config.resume:
-        why = _resume_mismatch(writer.envelope, identity, (compiler, compiler_version))
+        # the compiler matters once the run's evidence rests on objects it built: a run
+        # whose every compile failed in hqval's toolchain (a crashing clang) is resumed
+        # with a working one, which the envelope then records
+        built = writer.judged_objects or bool(writer.envelope.get("objects"))
+        why = _resume_mismatch(writer.envelope, identity, (compiler, compiler_version),
+                               compiler_bound=built)
         if why:
             writer.close()
             raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
@@ -239,6 +247,10 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
             writer.close()
             raise RunDirError(f"--resume {config.out}: {changed}: its rows judged the old "
                               "code; start a new --out (a resumed run never mixes objects)")
+        if not built:
+            writer.update_envelope(compiler=compiler, compiler_version=compiler_version,
+                                   compiler_identity=identity["compiler_identity"],
+                                   compiler_env=identity["compiler_env"])
     # which backend runs each arch, and why (auto chooses): said once the run directory is
     # open, so bad input above stays one line
     for arch_name, backend in opened.items():
