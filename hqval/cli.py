@@ -12,14 +12,17 @@ and ``run(args) -> int``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import io
 import os
+import signal
 import sys
+import threading
 import traceback
 import warnings
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
 import hqval
 
@@ -96,12 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 # the exit status of a command stopped by SIGINT (128 + the signal's number), as a shell's
 EXIT_INTERRUPTED = 130
+# ... and by SIGTERM (a CI job cancelled, timeout(1), a runner shutting down), which stops
+# a command the way SIGINT does (``_terminating_as_interrupt``)
+EXIT_TERMINATED = 128 + signal.SIGTERM
 
 # ``git bisect run`` mode (``hqval --bisect-exit CMD ...`` or HQVAL_BISECT_EXIT=1): every
 # command's exit code as git bisect reads it: 0 good, 1 bad; 2 (bad input, incomplete
 # evidence, infrastructure, an internal error) 125, skip this commit; an interrupt stays
 # 130, which stops git bisect run.
-BISECT_EXIT: dict[int, int] = {0: 0, 1: 1, EXIT_INTERRUPTED: EXIT_INTERRUPTED}
+BISECT_EXIT: dict[int, int] = {0: 0, 1: 1, EXIT_INTERRUPTED: EXIT_INTERRUPTED,
+                               EXIT_TERMINATED: EXIT_TERMINATED}
 BISECT_SKIP = 125
 BISECT_ENV = "HQVAL_BISECT_EXIT"
 
@@ -184,21 +191,55 @@ def _verbose(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "_traceback", False) or getattr(args, "verbose", False))
 
 
+@contextlib.contextmanager
+def _terminating_as_interrupt() -> Iterator[list[bool]]:
+    """SIGTERM inside the block stops the command as SIGINT does: it runs the SIGINT
+    handler in effect (the check session's, which stops pytest and raises the interrupt
+    once its reports are done; else Python's, a KeyboardInterrupt), so the rows are
+    flushed, the lock released and temporaries removed, and the run is resumable.  Yields
+    a list that holds True once SIGTERM arrived.  (SIGTERM's default ended the process on
+    the spot: exit -15, its scratch directories and a --fresh-cache left behind.)  A
+    SIGTERM the parent ignores stays ignored; off the main thread nothing changes."""
+    seen: list[bool] = []
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield seen
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        seen.append(True)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:  # SIGINT ignored (a background job) or at its default: stop all the same
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _guarded(args: argparse.Namespace) -> int:
     """``_main`` with every way out of a command made one line: an interrupt is exit 130
-    (a run stopped by it is resumable: its rows are flushed, its lock released), an error
-    of hqval's own machinery or any unexpected exception exit 2, with the traceback only
-    under ``-v``."""
+    and SIGTERM exit 143 (a run stopped by either is resumable: its rows are flushed, its
+    lock released), an error of hqval's own machinery or any unexpected exception exit 2,
+    with the traceback only under ``-v``."""
     from hqval.errors import InfrastructureError
 
     verbose = _verbose(args)
+    terminated: list[bool] = []
     try:
-        return _main(args)
+        with _terminating_as_interrupt() as terminated:
+            return _main(args)
     except KeyboardInterrupt:
-        print(f"hqval {args.command}: interrupted; nothing was admitted"
+        how = "terminated (SIGTERM)" if terminated else "interrupted"
+        print(f"hqval {args.command}: {how}; nothing was admitted"
               + (" (continue with --resume)" if args.command == "run" else ""),
               file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except InfrastructureError as exc:
         if verbose:
             traceback.print_exc()

@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,11 +166,13 @@ def hqval(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
 
 def hqval_process(args: Sequence[str], *, timeout: float = 900,
                   preexec: Callable[[], None] | None = None,
-                  launcher: Sequence[str] = ()) -> Result:
-    """``hqval ARGS`` as its own process (through ``launcher`` when given)."""
+                  launcher: Sequence[str] = (), env: Mapping[str, str] | None = None
+                  ) -> Result:
+    """``hqval ARGS`` as its own process (through ``launcher`` when given; ``env``: more
+    environment variables)."""
     cmd = [sys.executable, *(launcher or ["-m", "hqval"]), *args]
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout,
-                          check=False, preexec_fn=preexec)
+    proc = subprocess.run(cmd, env={**_env(), **(env or {})}, capture_output=True,
+                          text=True, timeout=timeout, check=False, preexec_fn=preexec)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

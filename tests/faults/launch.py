@@ -6,6 +6,8 @@
     python launch.py none - ARGS...             # no fault (a run to damage afterwards)
     python launch.py sigint-inside STEP ARGS... # SIGINT (a user's Ctrl-C) after STEP's
                                                 # first write
+    python launch.py sigterm-inside STEP ARGS...  # SIGTERM (a cancelled CI job) after
+                                                  # STEP's first write
 
 ``--sim-gpu`` first (``python launch.py --sim-gpu MODE STEP ARGS...``) stands the
 simulated timing device where a hip or cuda backend would be (see ``sim_gpu``);
@@ -29,6 +31,10 @@ def _die() -> None:
 
 def _interrupt() -> None:
     os.kill(os.getpid(), signal.SIGINT)
+
+
+def _terminate() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def sim_gpu(arch_rows: bool = False) -> None:
@@ -103,9 +109,10 @@ def main() -> int:
     def faulty_step(ctx: Any, name: str, fn: Any) -> Any:
         if name == step and mode == "kill-before":
             _die()
-        if name == step and mode in ("kill-inside", "sigint-inside"):
+        if name == step and mode in ("kill-inside", "sigint-inside", "sigterm-inside"):
             append = ctx.writer.append
-            fault = _die if mode == "kill-inside" else _interrupt
+            fault = {"kill-inside": _die, "sigint-inside": _interrupt,
+                     "sigterm-inside": _terminate}[mode]
             fired: list[bool] = []
 
             def append_then_die(rows: Any) -> int:
