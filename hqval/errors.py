@@ -38,3 +38,17 @@ def is_infrastructure(exc: BaseException) -> bool:
         seen.add(id(cur))
         cur = cur.__cause__
     return False
+
+
+# Python's own errors of a program's logic: raised inside a check they are a bug of hqval's
+# code (its oracle, fixtures, emulator or bookkeeping), never the kernel's behaviour, which
+# reaches a check as a fault of its own (``hqval.emu.errors.KernelFault``, a broken guard,
+# a launch that never ends, a device runtime's error)
+PROGRAM_ERRORS: tuple[type[BaseException], ...] = (
+    TypeError, AttributeError, NameError, LookupError, ArithmeticError, AssertionError,
+    NotImplementedError, RecursionError, ImportError, MemoryError)
+
+
+def is_program_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of ``PROGRAM_ERRORS`` (a bug of hqval's own code)."""
+    return isinstance(exc, PROGRAM_ERRORS)

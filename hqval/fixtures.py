@@ -33,15 +33,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hqval.errors import InfrastructureError
 from hqval.formats import GROUP_WEIGHTS, all_formats, by_qt, rotate
 from hqval.formats.base import F32Array, U8Array, check_k
 
 AFFINE_QTS = (6, 13, 44, 45)
 
 
-class FixtureError(Exception):
+class FixtureError(InfrastructureError):
     """A fixture failed its own assertions: it would not discriminate, so nothing judged
-    with it can pass."""
+    with it can pass, nor fail: hqval's machinery, not the kernel (a row made from one is
+    an infrastructure error, ``hqval.checks.cell.CheckContext.row``)."""
 
 
 @dataclass(frozen=True)

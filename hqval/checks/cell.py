@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from hqval import deadline
 from hqval.backends.base import Backend, Program
 from hqval.checks.launch import GuardViolation
-from hqval.errors import infrastructure_details, is_infrastructure
+from hqval.errors import infrastructure_details, is_infrastructure, is_program_error
 from hqval.result import Row, Status, cell_id
 
 if TYPE_CHECKING:
@@ -146,6 +147,11 @@ class CheckContext:
     ) -> Row:
         d = {"selection": self.backend.selection} if self.backend.selection else {}
         d.update(details or {})
+        handling = sys.exc_info()[1]
+        if status is Status.ERROR and handling is not None and is_infrastructure(handling):
+            # an error row made while handling hqval's own failure (a fixture that does not
+            # hold, I/O): no verdict on the kernel, whichever check site made it
+            d = {**infrastructure_details(handling), **d}
         program = self._programs.get(spec.name)
         sha = program.provenance.get("sha256") if program is not None else None
         return Row(
@@ -300,4 +306,9 @@ def _run_cell(ctx: CheckContext, check: str, spec: KernelSpec, fn: CheckFn) -> R
         if is_infrastructure(exc):  # hqval's machinery (a missed deadline), not the kernel
             return ctx.row(check, spec, Status.ERROR, f"could not reach a verdict: {tb}",
                            details=infrastructure_details(exc))
+        if is_program_error(exc):  # a bug of hqval's own code, not the kernel's behaviour
+            return ctx.row(check, spec, Status.ERROR,
+                           f"could not reach a verdict: hqval's own code failed ({tb}), not "
+                           "the kernel; rerun with -v and report it",
+                           details=infrastructure_details(exc, infrastructure_cause="hqval"))
         return ctx.row(check, spec, Status.ERROR, f"could not reach a verdict: {tb}")

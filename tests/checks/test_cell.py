@@ -54,15 +54,26 @@ def test_out_of_bounds_read_is_a_failure(emu_ctx: Ctx, monkeypatch: pytest.Monke
 
 def test_other_exceptions_are_errors_never_passes(emu_ctx: Ctx,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device runtime's error (a RuntimeError: the illegal address a GPU kernel's stray
+    store gives) is the kernel's cell error; a bug of hqval's own code (a KeyError looking
+    up a fixture: ``errors.PROGRAM_ERRORS``) is an error of hqval's, never the kernel's."""
     ctx = emu_ctx("gfx1100")
+
+    def runtime(c: CheckContext, s: KernelSpec) -> Row:
+        raise RuntimeError("hipErrorIllegalAddress: an illegal memory access")
+
+    _register(monkeypatch, runtime)
+    row = run_cell(ctx, "probe", ctx.kernel("gemv_hfq4g256_r1"))
+    assert row.status == Status.ERROR and "could not reach a verdict" in row.message
+    assert "infrastructure" not in row.details  # a kernel's cell error, not hqval's
 
     def broken(c: CheckContext, s: KernelSpec) -> Row:
         raise KeyError("no such fixture")
 
     _register(monkeypatch, broken)
     row = run_cell(ctx, "probe", ctx.kernel("gemv_hfq4g256_r1"))
-    assert row.status == Status.ERROR and "could not reach a verdict" in row.message
-    assert "infrastructure" not in row.details  # a kernel's cell error, not hqval's
+    assert row.status == Status.ERROR and "hqval's own code failed" in row.message
+    assert row.details["infrastructure"] is True
 
 
 def test_a_missed_deadline_is_an_infrastructure_error_naming_the_cell(
