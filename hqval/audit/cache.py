@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 from hqval.audit.static import analyze, audit_kernel
 from hqval.audit.waivers import apply_waivers
 from hqval.codeobject import CodeObjectError, find_objdump, tool_identity
-from hqval.errors import infrastructure_details, is_infrastructure
+from hqval.errors import (
+    PROGRAM_ERRORS,
+    infrastructure_details,
+    is_infrastructure,
+    is_program_error,
+)
 from hqval.result import Row, Status
 
 if TYPE_CHECKING:
@@ -174,10 +179,23 @@ def _store_rows(cache_dir: str | Path | None, key: str, rows: list[Row]) -> None
 EXECUTED_RULES = ("header_scalar", "payload_offset", "v2_valu_delta")
 
 
+# what auditing one kernel may raise short of a verdict: the disassembly or object cannot
+# be read (IsaError, ValueError, OSError), or hqval's own code failed (PROGRAM_ERRORS)
+_AUDIT_ERRORS: tuple[type[BaseException], ...] = (IsaError, ValueError, OSError,
+                                                  *PROGRAM_ERRORS)
+
+
 def _error_row(kernel: str, arch: str, exc: BaseException) -> Row:
     """The one row of a kernel whose code object could not be audited: an infrastructure
-    error when hqval's own machinery failed (the disassembler missing or crashing, I/O),
-    so the run exits 2 and ``--resume`` redoes it, never the kernel's error."""
+    error when hqval's own machinery failed (the disassembler missing or crashing, I/O, a
+    bug of hqval's own code: ``errors.PROGRAM_ERRORS``), so the run exits 2 and
+    ``--resume`` redoes it, never the kernel's error."""
+    if is_program_error(exc):
+        return Row(kind="audit", check="audit", kernel=kernel, arch=arch, backend="isa",
+                   status=Status.ERROR,
+                   message=(f"hqval's own code failed auditing it ({type(exc).__name__}: "
+                            f"{exc}), not the kernel; rerun with -v and report it"),
+                   details=infrastructure_details(exc, infrastructure_cause="hqval"))
     return Row(kind="audit", check="audit", kernel=kernel, arch=arch, backend="isa",
                status=Status.ERROR, message=str(exc),
                details=infrastructure_details(exc) if is_infrastructure(exc) else {})
@@ -197,7 +215,7 @@ def _audit_job(job: _Job) -> list[Row]:
             baseline = analyze(bco, arch_name)[bspec.symbol]
         rows = audit_kernel(job.spec, job.arch, code, baseline,
                             occupancy_miss=job.occupancy_miss)
-    except (IsaError, KeyError, ValueError, OSError) as exc:
+    except _AUDIT_ERRORS as exc:
         return [_error_row(job.spec.name, arch_name, exc)]
     return _with_executed(job, code, rows)
 
@@ -417,7 +435,7 @@ def audit_arches(per_arch: Iterable[tuple[Any, Iterable[tuple[KernelSpec, Any]]]
                 if tools is None:
                     tools = disassembler_identity()
                 plan.append((spec, dataclasses.replace(job, key=audit_key(job, tools))))
-            except (IsaError, KeyError, ValueError, OSError) as exc:
+            except _AUDIT_ERRORS as exc:
                 plan.append((spec, _error_row(spec.name, arch_name, exc)))
         plans.append((arch, plan))
     found: dict[str, list[Row]] = {}
