@@ -49,8 +49,24 @@ RESUME_KEYS = ("manifest_sha256", "arch", "requested_backend", "suite_commit", "
                # the compiler that builds the run's objects (its resolved binary, size, time
                # and --version text, as the cache keys on it) and the environment it reads:
                # a resume under another would judge objects the run did not compile
-               "compiler_identity", "compiler_env")
+               "compiler_identity", "compiler_env",
+               # hqval's own code and the suite's matrices (arches, shapes, signatures):
+               # the commit says neither for an installed hqval (no git) or a checkout
+               # with edits ("+dirty" is one value for every edit)
+               "suite_sha256")
 COMPILER_KEYS = ("compiler_identity", "compiler_env")
+
+
+def suite_sha256() -> str:
+    """sha256 over hqval's Python source and the suite's YAML matrices."""
+    from hqval.cacheauth import source_identity
+    from hqval.matrix import MATRICES_DIR
+
+    h = hashlib.sha256(source_identity(("hqval",), "suite").encode())
+    for f in sorted(Path(MATRICES_DIR).glob("*.yaml")):
+        h.update(f"\0{f.name}\0".encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def _sha256(path: Path) -> str:
@@ -208,6 +224,7 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         else None,
         "compiler_identity": identity_of_compiler,
         "compiler_env": compiler_env(),
+        "suite_sha256": suite_sha256(),
     }
     envelope = make_envelope(
         backend=config.backend, arch=identity["arch"], compiler=compiler,  # type: ignore[arg-type]
@@ -232,7 +249,7 @@ def open_run(config: RunConfig, progress: Progress) -> RunContext:
         if why:
             writer.close()
             raise RunDirError(f"--resume {config.out}: not the same run ({why}); resume with "
-                              "the same --manifest, --arch, --backend, --seed, --policy, "
+                              "the same hqval, --manifest, --arch, --backend, --seed, --policy, "
                               "compiler (HQVAL_CLANG and its environment) and mutant and "
                               "timing options, or start a new --out")
         root = Path(manifest.path).resolve().parent

@@ -1,5 +1,6 @@
 """Faults of class 'a run bound to its evidence', resume, third round: the compiler that
-builds a run's objects is part of what makes it one run.  ``--resume`` under another
+builds a run's objects, and hqval's own code and matrices, are part of what makes it one
+run.  ``--resume`` under another
 compiler binary (``HQVAL_CLANG``: another clang, or a wrapper of the same one) or another
 environment the compiler reads (``CPATH``, ...) would compile the cells still missing with
 it, judging objects the run never compiled (the envelope then said damaged for ever); it is
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Result, run_args
+from .conftest import Result, edit_envelope, run_args
 from .test_toolchain_faults import CLANG
 
 Hq = Callable[..., Result]
@@ -38,4 +39,18 @@ def test_resume_under_another_compiler_is_refused(
     res = hqval(*run_args(tree, run, "--resume"))
     assert res.code == 2, res.out[-2000:] + res.err[-2000:]
     assert "not the same run" in res.err and named in res.err, res.err
+    assert (run / "rows.jsonl").read_bytes() == before
+
+
+def test_resume_under_another_hqval_of_the_same_commit_is_refused(
+        copy_of: Callable[[], Path], tree: Path, hqval: Hq) -> None:
+    """The run was made by an hqval whose code or matrices differ though its commit is the
+    same (an installed hqval has none; a checkout with edits is "+dirty" whatever the
+    edit), as its envelope's suite_sha256 says (once: no such record, the resume went on)."""
+    run = copy_of()
+    edit_envelope(run, lambda e: e.__setitem__("suite_sha256", "0" * 64))
+    before = (run / "rows.jsonl").read_bytes()
+    res = hqval(*run_args(tree, run, "--resume"))
+    assert res.code == 2, res.out[-2000:] + res.err[-2000:]
+    assert "not the same run (suite_sha256: the run has '0000" in res.err, res.err
     assert (run / "rows.jsonl").read_bytes() == before
