@@ -163,7 +163,7 @@ STEP_OF_KIND = {"compile": "compile", "audit": "audit", "check": "checks",
 def recorded_as_a_run(w: store.RunWriter, arches: Sequence[str]) -> None:
     """Record what ``hqval run`` records of a run whose rows ``w`` wrote: its steps, the
     expected cells (each step's rows, or the step's own note on an arch it has none) and
-    the code objects (none: these rows name none)."""
+    the code objects (those its compile rows name: ``with_objects``)."""
     expected: dict[str, list[str]] = {s: [] for s in STEP_OF_KIND.values()}
     for r in w.written:
         if r.kind in STEP_OF_KIND:
@@ -177,9 +177,26 @@ def recorded_as_a_run(w: store.RunWriter, arches: Sequence[str]) -> None:
     w.append(notes)
     w.update_envelope(steps=["compile", "audit", "checks", "mutants", "timing", "admit",
                              "report"], expected_cells=expected,
-                      expected={k: len(v) for k, v in expected.items()}, objects={},
+                      expected={k: len(v) for k, v in expected.items()},
+                      objects={f"{r.kernel}|{r.arch}": r.object_sha256 for r in w.written
+                               if r.kind == "compile" and r.object_sha256},
                       seed=next((r.seed for r in w.written if r.kind == "check"
                                  and r.seed is not None), 0))
+
+
+def with_objects(rows: Sequence[Row]) -> list[Row]:
+    """``rows`` as ``hqval run`` writes them: a kernel that built (its compile row passes)
+    has a code object, named by its compile, audit, check and mutant rows (a made-up
+    sha256 of its name where a row names none; a row naming one keeps it)."""
+    import dataclasses
+    import hashlib
+
+    objects = {f"{r.kernel}|{r.arch}": r.object_sha256
+               or hashlib.sha256(f"{r.kernel}|{r.arch}".encode()).hexdigest()
+               for r in rows if r.kind == "compile" and r.status is Status.PASS}
+    return [dataclasses.replace(r, object_sha256=objects[f"{r.kernel}|{r.arch}"])
+            if r.kind in ("compile", "audit", "check", "mutant") and r.object_sha256 is None
+            and f"{r.kernel}|{r.arch}" in objects else r for r in rows]
 
 
 @pytest.fixture
@@ -201,7 +218,7 @@ def make_run(tmp_path: Path) -> RunFactory:
                                                      for r in rows)}, **(kernels or {})})
         env["host"] = host
         w = store.RunWriter.create(tmp_path / (name or f"run{next(counter)}"), env)
-        w.append(rows)
+        w.append(with_objects(rows))
         recorded_as_a_run(w, [arch])
         return w.path
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -353,6 +354,8 @@ BOUND_SCHEMA = 3
 # the row kinds only ``hqval run``'s steps write: a run holding them recorded its steps
 # and expected cells up front (a bench or timing-study run holds timing rows only)
 RUN_STEP_KINDS = ("compile", "audit", "check", "mutant")
+# a code object's sha256 as the run records it
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 # the backend a row of each kind names (check, mutant and timing rows: the arch's backend)
 _KIND_BACKEND = {"compile": "toolchain", "audit": "isa", "admit": "policy"}
 # timing rows whose verdict rests on stored paired samples (device ceilings do not)
@@ -541,7 +544,17 @@ def binding_damage(envelope: Mapping[str, Any], rows: Sequence[Row],
                        else f"states no seed, but every check row states the run's ({seed})")
             elif r.kind in RUN_STEP_KINDS:
                 obj = objects.get(f"{r.kernel}|{r.arch}")
-                if r.object_sha256 is not None and r.object_sha256 != obj:
+                if r.kind == "compile" and r.status is Status.PASS \
+                        and not (isinstance(obj, str) and _SHA256.fullmatch(obj)):
+                    # the kernel built: the run recorded its object (the compile step
+                    # writes every built object's sha256), which binds every row of it;
+                    # without the record no row of the kernel is bound to anything
+                    why = ("passes (the kernel built), but the envelope's objects record no "
+                           f"code object of it ({obj!r}): its rows are bound to none")
+                elif r.kind == "compile" and r.status is Status.PASS \
+                        and r.object_sha256 is None:
+                    why = "passes without naming the code object it built"
+                elif r.object_sha256 is not None and r.object_sha256 != obj:
                     why = (f"judged code object {r.object_sha256[:12]}, not the one the run "
                            f"compiled ({str(obj)[:12] if obj else 'none'})")
                 elif obj is not None and r.object_sha256 is None and r.status is Status.PASS:

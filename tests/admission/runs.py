@@ -6,6 +6,7 @@ every row stamped with the run's id."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,14 @@ def bound_run(rows: Sequence[Row], kernels: Mapping[str, Mapping[str, Any]],
     stamped = [dataclasses.replace(r, run_id=RUN_ID,
                                    seed=0 if r.kind == "check" and r.seed is None else r.seed)
                for r in rows]
+    # the object of every kernel that built (its compile row passes), named by the rows
+    # that judged it, as the compile step records them (a row naming another keeps it)
+    objects = {f"{r.kernel}|{r.arch}": r.object_sha256 or hashlib.sha256(
+                   f"{r.kernel}|{r.arch}".encode()).hexdigest()
+               for r in stamped if r.kind == "compile" and r.status is Status.PASS}
+    stamped = [dataclasses.replace(r, object_sha256=objects[f"{r.kernel}|{r.arch}"])
+               if r.kind in ("compile", "audit", "check", "mutant") and r.object_sha256 is None
+               and f"{r.kernel}|{r.arch}" in objects else r for r in stamped]
     expected: dict[str, list[str]] = {s: [] for s in EVIDENCE_STEPS}
     for r in stamped:
         if r.kind in STEP_OF_KIND:
@@ -44,5 +53,5 @@ def bound_run(rows: Sequence[Row], kernels: Mapping[str, Mapping[str, Any]],
            "kernels": {k: dict(v) for k, v in kernels.items()},
            "steps": ["compile", "audit", "checks", "mutants", "timing", "admit", "report"],
            "expected_cells": expected, "expected": {k: len(v) for k, v in expected.items()},
-           "objects": {}, "seed": 0, **envelope}
+           "objects": objects, "seed": 0, **envelope}
     return Run(Path(path), env, stamped, hqval.SCHEMA_VERSION)

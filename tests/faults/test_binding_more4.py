@@ -2,7 +2,9 @@
 mechanisms already hold (each held on main; kept so they stay held).  A row naming the
 code object of another kernel the run compiled, a duplicate key inside a row's details or
 inside the envelope, integers beyond what a row or envelope holds, and the control: a run
-directory with files of its user's beside the run's, or its rows with CRLF line ends."""
+directory with files of its user's beside the run's, or its rows with CRLF line ends.
+And one that got through: a kernel unbound from its object (its entry in the envelope's
+``objects`` removed or null, and ``object_sha256`` dropped from its rows) was admitted."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from .conftest import (
     PARITY,
     Result,
     assert_damaged,
+    edit_envelope,
     rewrite_each,
     set_fields,
 )
@@ -103,3 +106,25 @@ def test_files_beside_the_run_and_crlf_rows_change_nothing(copy_of: Callable[[],
     assert hqval("admit", str(run)).code == 0
 
 
+
+
+@pytest.mark.parametrize("how", ["entry-removed", "entry-null", "compile-row-only"])
+def test_a_kernel_unbound_from_its_object_is_damage(copy_of: Callable[[], Path], hqval: Hq,
+                                                    how: str) -> None:
+    """Once: with the entry removed or null and every row of the kernel naming no object,
+    no row of it was bound to anything and the run was admitted (exit 0); a compile pass
+    naming no object where the entry is there held."""
+    run = copy_of()
+    kernel = "gemv_mq4g256v2_r1"
+    key = f"{kernel}|{ARCH}"
+    if how == "entry-removed":
+        edit_envelope(run, lambda e: e["objects"].pop(key))
+    elif how == "entry-null":
+        edit_envelope(run, lambda e: e["objects"].__setitem__(key, None))
+
+    def unbind(r: dict[str, object]) -> None:
+        if r["kernel"] == kernel and (how != "compile-row-only" or r["kind"] == "compile"):
+            r.pop("object_sha256", None)
+    rewrite_each(run, unbind)
+    compile_row = f"compile[{kernel}|{ARCH}|toolchain]"
+    assert_damaged(hqval("admit", str(run)), f"{compile_row}: passes ")
