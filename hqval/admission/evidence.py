@@ -752,6 +752,8 @@ def self_contradiction(row: Row) -> str:
         return f"passes with tolerance {t!r}"
     if row.kind in ("check", "audit") and m is not None and t is not None and m > t:
         return f"passes with measured {m:g} beyond its tolerance {t:g}"
+    if row.kind == "audit" and (why := audit_detail_contradiction(row)):
+        return why
     if row.kind == "check" and m is not None and m < 0:
         # a check measures an error or a count of differing outputs (an audit rule may
         # measure a signed delta against its baseline)
@@ -759,3 +761,52 @@ def self_contradiction(row: Row) -> str:
     return ""
 
 
+
+
+def _count(value: Any) -> float | None:
+    """A number a rule wrote into its details (never a boolean), or None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+# per audit rule, the details each of its passes states as zero (``hqval.audit.static``
+# and ``executed``: a pass is made only when every one of them is)
+_ZERO_WHEN_PASSING = {
+    "audit_no_spill": (".vgpr_spill_count", ".sgpr_spill_count", ".private_segment_fixed_size",
+                       "scratch_instructions"),
+    "audit_payload_offset": ("cells_missing", "cells_extra", "bytes_beyond_matrix"),
+    "audit_vgpr_budget": ("vgpr_spill_count", "sgpr_spill_count"),
+}
+
+
+def audit_detail_contradiction(row: Row) -> str:
+    """Why an audit pass's own details say the rule did not pass, or "": a count the rule
+    passes only at zero (spills, scratch, unread or foreign payload bytes) above it; a
+    header load the rule found per lane; W traffic above the baseline's; a VGPR count
+    above the measured one, or launch bounds of another wave size (the rule fails
+    those).  A detail the row does not hold is not read."""
+    d = row.details
+    for key in _ZERO_WHEN_PASSING.get(row.check, ()):
+        v = _count(d.get(key))
+        if v is not None and v != 0:
+            return f"passes, but its details say {key} {v:g} (the rule passes only at 0)"
+    if row.check == "audit_header_scalar":
+        if d.get("evidence"):
+            return ("passes, but its details hold evidence of header bytes read per lane "
+                    "(the rule fails on it)")
+        mine, theirs = _count(d.get("traffic_per_cell_tile")), \
+            _count(d.get("baseline_traffic_per_cell_tile"))
+        if mine is not None and theirs is not None and mine > theirs * (1 + 1e-9) + 1e-9:
+            return (f"passes, but its details say W traffic {mine:g} per cell tile against "
+                    f"the baseline's {theirs:g} (the rule fails on more)")
+    if row.check == "audit_vgpr_budget":
+        vgprs = _count(d.get("vgpr_count"))
+        if vgprs is not None and row.measured is not None and vgprs > row.measured:
+            # (the count the rule compares is the object's: a measured value below it is
+            # one the rule never wrote)
+            return (f"passes with measured {row.measured:g} VGPRs, but its details say "
+                    f"vgpr_count {vgprs:g}")
+        wave = _count(d.get("wavefront_size"))
+        if wave is not None and wave != 32:
+            return f"passes, but its details say wavefront_size {wave:g} (the ABI is wave32)"
+    return ""

@@ -2,7 +2,9 @@
 samples are the bench's, or no verdict is recomputed from them.  Every sample is a JSON
 number (never text or a boolean, which a lenient reader took as one), and the arms are
 paired as ABBA pairs them: each run of samples_a holds as many samples as the same run of
-samples_b.  A row whose samples are otherwise is damage (exit 2, naming it)."""
+samples_b.  A row whose samples are otherwise is damage (exit 2, naming it).  And an
+audit pass whose own details say the rule did not pass (a count it passes only at zero,
+per-lane header evidence, W traffic above the baseline's, another VGPR count) is damage."""
 
 from __future__ import annotations
 
@@ -90,3 +92,34 @@ def test_samples_as_the_bench_writes_them_still_read(timed: Path, tmp_path: Path
     _change(run, TIMED, _slower)
     assert hqval("admit", str(run)).code == 1
     assert json.loads((run / "envelope.json").read_text())["run_id"]
+
+
+def _audit(rule: str) -> str:
+    return f"audit_{rule}[gemv_mq4g256v2_r1|{ARCH}|isa]"
+
+
+AUDIT_DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], None], str]] = {
+    "header-traffic": ("header_scalar", lambda d: d.update(
+        traffic_per_cell_tile=2 * d["baseline_traffic_per_cell_tile"]), "W traffic"),
+    "header-per-lane": ("header_scalar", lambda d: d.update(
+        evidence=["flat_load_b32 at 0x1400 reads header bytes per lane"]), "per lane"),
+    "payload-unread": ("payload_offset", lambda d: d.update(cells_missing=5),
+                       "cells_missing 5"),
+    "payload-beyond": ("payload_offset", lambda d: d.update(bytes_beyond_matrix=64),
+                       "bytes_beyond_matrix 64"),
+    "spills": ("no_spill", lambda d: d.update({".vgpr_spill_count": 12}),
+               ".vgpr_spill_count 12"),
+    "vgpr-count": ("vgpr_budget", lambda d: d.update(vgpr_count=300), "vgpr_count 300"),
+}
+
+
+@pytest.mark.parametrize("how", list(AUDIT_DETAILS))
+def test_an_audit_pass_its_details_contradict_is_damage(copy_of: Callable[[], Path],
+                                                        hqval: Hq, how: str) -> None:
+    """The qt=44 kernel's audit pass of the rule, its details saying the rule failed (as a
+    failing row rewritten to pass keeps them; once: admitted, exit 0)."""
+    rule, change, named = AUDIT_DETAILS[how]
+    run = copy_of()
+    _change(run, _audit(rule), change)
+    res = hqval("admit", str(run))
+    assert_damaged(res, f"damaged: {run}: {_audit(rule)}: passes", named)
