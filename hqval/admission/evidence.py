@@ -754,6 +754,8 @@ def self_contradiction(row: Row) -> str:
         return f"passes with measured {m:g} beyond its tolerance {t:g}"
     if row.kind == "audit" and (why := audit_detail_contradiction(row)):
         return why
+    if row.kind == "check" and (why := check_detail_contradiction(row)):
+        return why
     if row.kind == "check" and m is not None and m < 0:
         # a check measures an error or a count of differing outputs (an audit rule may
         # measure a signed delta against its baseline)
@@ -809,4 +811,26 @@ def audit_detail_contradiction(row: Row) -> str:
         wave = _count(d.get("wavefront_size"))
         if wave is not None and wave != 32:
             return f"passes, but its details say wavefront_size {wave:g} (the ABI is wave32)"
+    return ""
+
+
+def check_detail_contradiction(row: Row) -> str:
+    """Why a check pass's own details say it did not pass, or "": output words differing
+    from the baseline (bit identity passes only at 0), or an error of a fixture (or of the
+    per-token reference) beyond the row's tolerance or no number (a pass is made only when
+    the worst of them is within it)."""
+    d = row.details
+    differ = _count(d.get("differing_words"))
+    if differ is not None and differ != 0:
+        return f"passes, but its details say {differ:g} output words differ (it passes at 0)"
+    t = row.tolerance
+    for key in ("errors", "per_token_errors"):
+        errs = d.get(key)
+        if t is None or not isinstance(errs, Mapping):
+            continue
+        for name, e in errs.items():
+            v = _count(e)
+            if v is None or not math.isfinite(v) or v > t:
+                return (f"passes with tolerance {t:g}, but its details say {key} {name} "
+                        f"{e!r}")
     return ""

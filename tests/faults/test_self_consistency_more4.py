@@ -4,7 +4,9 @@ number (never text or a boolean, which a lenient reader took as one), and the ar
 paired as ABBA pairs them: each run of samples_a holds as many samples as the same run of
 samples_b.  A row whose samples are otherwise is damage (exit 2, naming it).  And an
 audit pass whose own details say the rule did not pass (a count it passes only at zero,
-per-lane header evidence, W traffic above the baseline's, another VGPR count) is damage."""
+per-lane header evidence, W traffic above the baseline's, another VGPR count) is damage,
+and so is a check pass whose details count differing words or hold a fixture's error
+beyond its tolerance."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ARCH, Result, assert_damaged, rewrite_each
+from .conftest import ARCH, BIT_IDENTITY, PARITY, Result, assert_damaged, rewrite_each
 from .test_timing import timed  # noqa: F401  (the timed run, a fixture)
 
 Hq = Callable[..., Result]
@@ -123,3 +125,25 @@ def test_an_audit_pass_its_details_contradict_is_damage(copy_of: Callable[[], Pa
     _change(run, _audit(rule), change)
     res = hqval("admit", str(run))
     assert_damaged(res, f"damaged: {run}: {_audit(rule)}: passes", named)
+
+
+CHECK_DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], None], str]] = {
+    "differing-words": (BIT_IDENTITY, lambda d: d.update(differing_words=12),
+                        "12 output words differ"),
+    "error-beyond": (PARITY, lambda d: d["errors"].update(gaussian=0.3),
+                     "errors gaussian 0.3"),
+    "error-nan": (PARITY, lambda d: d["errors"].update(gaussian=float("nan")),
+                  "errors gaussian nan"),
+}
+
+
+@pytest.mark.parametrize("how", list(CHECK_DETAILS))
+def test_a_check_pass_its_details_contradict_is_damage(copy_of: Callable[[], Path],
+                                                       hqval: Hq, how: str) -> None:
+    """The qt=44 kernel's bit_identity pass counting 12 differing words, its
+    reference_parity pass holding a gaussian error of 0.3 or NaN against 1e-4, its measured
+    value still within (once: admitted, exit 0)."""
+    cell, change, named = CHECK_DETAILS[how]
+    run = copy_of()
+    _change(run, cell, change)
+    assert_damaged(hqval("admit", str(run)), f"damaged: {run}: {cell}: passes", named)
