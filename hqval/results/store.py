@@ -496,12 +496,24 @@ def load_run(run_dir: str | os.PathLike[str], policy: Any = None) -> pd.DataFram
     verdicts ``hqval admit`` and the report give.  One row per result, the envelope's
     device/host/date as columns, the timing verdict as ``verdict``, ``ratio``,
     ``ci_low``, ``ci_high`` and ``unit`` (empty where a row has none), ``details``
-    flattened to ``details.*``."""
+    flattened to ``details.*``.  What the judge found the run cannot vouch for
+    (``JudgedRun.damage``, for which ``hqval admit`` exits 2) is the frame's
+    ``attrs["damage"]`` (every line) and each row's ``damage`` column (why that row is
+    damage, else ""): a damaged row is never a bare verdict here either."""
     from hqval.admission import judge_run, load_policy
 
     run = load(run_dir)
     judged = judge_run(run, policy if policy is not None else load_policy())
-    return frame(Run(run.path, run.envelope, list(judged.rows), run.written_schema))
+    df = frame(Run(run.path, run.envelope, list(judged.rows), run.written_schema))
+    why: dict[str, list[str]] = {}
+    for line in judged.damage:
+        ident, sep, reason = line.partition(": ")
+        if sep:
+            why.setdefault(ident, []).append(reason)
+    df["damage"] = ["; ".join(why.get(str(i), [])) for i in df["identity"]] \
+        if "identity" in df else []
+    df.attrs["damage"] = list(judged.damage)
+    return df
 
 
 def frame(*runs: Run) -> pd.DataFrame:
