@@ -147,3 +147,17 @@ def test_a_check_pass_its_details_contradict_is_damage(copy_of: Callable[[], Pat
     run = copy_of()
     _change(run, cell, change)
     assert_damaged(hqval("admit", str(run)), f"damaged: {run}: {cell}: passes", named)
+
+
+def test_a_vgpr_budget_pass_of_a_spilling_kernel_is_no_damage(copy_of: Callable[[], Path],
+                                                              hqval: Hq) -> None:
+    """The control: vgpr_budget judges the VGPR count against the launch bounds' budget
+    and lists the spill counts as evidence (no_spill judges them), so its pass of a kernel
+    that spills within its budget is the rule's own (the engine's gemv_mq4g256v2_residual
+    on gfx1030: 10 spilled VGPRs, a vgpr_budget pass); the no_spill pass stating spills
+    is the damage."""
+    run = copy_of()
+    _change(run, _audit("vgpr_budget"), lambda d: d.update(vgpr_spill_count=10,
+                                                           sgpr_spill_count=3))
+    res = hqval("admit", str(run))
+    assert res.code == 0, res.err
