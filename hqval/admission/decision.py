@@ -349,6 +349,10 @@ class Admission:
     # runs whose kernel table nothing confirms (their manifest gone or changed): one line
     # each, saying so (``hqval.admission.table``)
     unconfirmed: tuple[str, ...] = ()
+    # runs and baselines that do not pair by (arch, backend) (``judge.pair_baselines``):
+    # what of tonight no baseline ran, what of the baseline no run ran, two baselines of
+    # one arch and backend; the comparison is incomplete, exit 2
+    unpaired: tuple[str, ...] = ()
 
     @property
     def incomplete(self) -> bool:
@@ -365,12 +369,13 @@ class Admission:
 
     @property
     def exit_code(self) -> int:
-        """2: damaged evidence, an infrastructure problem or incomplete evidence (or none);
+        """2: damaged evidence, an infrastructure problem or incomplete evidence (or none,
+        or a baseline that does not pair with the runs by arch and backend);
         1: a row failed (a rejected cell, a kernel-level finding, a failure outside the
         policy) or regressed; 2: a cell untested or only compiled; 0: every cell at what
         the run can prove (emulated, measured, fallback or unsupported as the policy
         says) and no failure."""
-        if self.damage or self.infrastructure or self.incomplete:
+        if self.damage or self.infrastructure or self.incomplete or self.unpaired:
             return 2
         rejected = any(c.status is AdmissionStatus.REJECTED for c in self.cells)
         if rejected or self.regressions or self.outside or self.findings:
@@ -397,6 +402,7 @@ class Admission:
             "not_gating": list(self.not_gating),
             "damage": list(self.damage),
             "unconfirmed": list(self.unconfirmed),
+            "unpaired": list(self.unpaired),
             "incomplete": self.incomplete,
             "exit_code": self.exit_code,
         }
@@ -517,6 +523,7 @@ def problem_lines(adm: Admission) -> list[str]:
     infrastructure errors, missing evidence, kernel-level findings, failures outside the
     policy, skipped gates (``hqval admit`` and ``hqval run`` print them)."""
     lines = [f"damaged: {d}" for d in adm.damage]
+    lines += [f"baseline: {u}" for u in adm.unpaired]
     lines += [f"infrastructure: {m}" for m in adm.infrastructure]
     if adm.empty:
         lines.append("empty: the runs hold no evidence (no rows, or no kernel of any admission "
@@ -595,4 +602,4 @@ def combine(admissions: Sequence[Admission], sources: Sequence[str]) -> Admissio
         findings=every("findings"), missing=every("missing"), self_test=every("self_test"),
         skipped_gates=every("skipped_gates"), empty=all(a.empty for a in admissions),
         not_gating=every("not_gating"), damage=every("damage"),
-        unconfirmed=every("unconfirmed"))
+        unconfirmed=every("unconfirmed"), unpaired=every("unpaired"))

@@ -155,27 +155,121 @@ def judge(
         arches = arch_caps_from_matrix()
     judged = tuple(judge_run(r, policy, arches) for r in runs)
     base = tuple(judge_run(r, policy, arches) for r in baseline)
+    _distinct_runs(judged, base)
     cmp = None
     regressed: list[str] = []
+    mine: dict[int, list[str]] = {}  # each run's own regressions (by id of its JudgedRun)
+    unpaired: tuple[str, ...] = ()
     if base:
-        cmp = compare_rows([r for b in base for r in b.rows],
-                           [r for j in judged for r in j.rows],
-                           ", ".join(str(b.path) for b in base),
-                           ", ".join(str(j.path) for j in judged),
-                           gate_for=applied_gate,
-                           same_device=same_device(*(r.envelope for r in [*base, *judged])))
-        regressed = [c.identity for c in cmp.regressions]
+        # each run against the baseline of its own (arch, backend), one pair at a time:
+        # never the rows of every run merged by identity, where the last run's row of a
+        # cell wins (a second run of one arch, or a second baseline, masked a regression)
+        pairs, unpaired = pair_baselines(judged, base)
+        parts = [compare_rows([r for r in b.rows if r.arch in arches_of],
+                              [r for r in j.rows if r.arch in arches_of],
+                              str(b.path), str(j.path), gate_for=applied_gate,
+                              same_device=same_device(b.envelope, j.envelope))
+                 for j, b, arches_of in pairs]
+        cmp = _joined(parts, base, judged)
+        regressed = list(dict.fromkeys(c.identity for c in cmp.regressions))
+        for (j, _, _), part in zip(pairs, parts, strict=True):
+            mine.setdefault(id(j), []).extend(c.identity for c in part.regressions)
     wanted = list(only_arches) if only_arches is not None else None
-    each = [_admit_one(j, policy, arches, regressed, wanted) for j in judged]
+    each = [_admit_one(j, policy, arches, mine.get(id(j), []), wanted) for j in judged]
     adm = combine(each, [str(j.path) for j in judged])
     if regressed:
         adm = dataclasses.replace(adm, regressions=tuple(regressed))
+    if unpaired:
+        adm = dataclasses.replace(adm, unpaired=unpaired)
     # a baseline the judge cannot vouch for is damaged evidence of this admission (its
     # rows decide what counts as a regression): exit 2, naming it
     base_damage = tuple(f"--baseline {b.path}: {d}" for b in base for d in b.damage)
     if base_damage:
         adm = dataclasses.replace(adm, damage=adm.damage + base_damage)
     return Judged(judged, adm, policy, base, cmp)
+
+
+def run_slots(envelope: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """The (arch, backend) pairs a run ran: its envelope's ``backends`` table (each arch
+    and the backend it opened), else its ``arch`` list with its ``backend``."""
+    table = envelope.get("backends")
+    if isinstance(table, Mapping) and table:
+        return {(str(a), str(v.get("backend") if isinstance(v, Mapping) else v))
+                for a, v in table.items()}
+    named = envelope.get("arch") or []
+    arches = [named] if isinstance(named, str) else [str(a) for a in named]
+    backends = [b.strip() for b in str(envelope.get("backend") or "").split(",") if b.strip()]
+    return {(a, b) for a in arches for b in backends or ["?"]}
+
+
+def _slot(slot: tuple[str, str]) -> str:
+    return f"{slot[0]} ({slot[1]})"
+
+
+def pair_baselines(runs: Sequence[JudgedRun], base: Sequence[JudgedRun]
+                   ) -> tuple[list[tuple[JudgedRun, JudgedRun, set[str]]], tuple[str, ...]]:
+    """Each run with the baseline run of each (arch, backend) it ran, and what does not
+    pair: a run's (arch, backend) no baseline ran (its regressions cannot be seen), a
+    baseline's that no run ran (nothing tonight to compare it with: not a kernel's
+    regression), an (arch, backend) two baselines ran (which one is the baseline?).
+    Returns ([(run, baseline, the arches they share)], the lines of what does not pair)."""
+    owners: dict[tuple[str, str], list[JudgedRun]] = {}
+    for b in base:
+        for s in run_slots(b.envelope):
+            owners.setdefault(s, []).append(b)
+    lines: list[str] = []
+    for s, bs in sorted(owners.items()):
+        if len(bs) > 1:
+            lines.append(f"--baseline: {len(bs)} baseline runs of {_slot(s)} "
+                         f"({', '.join(str(b.path) for b in bs)}): which one is the "
+                         "baseline is ambiguous; give one run per arch and backend")
+    ran: set[tuple[str, str]] = set()
+    pairs: dict[tuple[int, int], tuple[JudgedRun, JudgedRun, set[str]]] = {}
+    for ji, j in enumerate(runs):
+        for s in sorted(run_slots(j.envelope)):
+            ran.add(s)
+            bs = owners.get(s, [])
+            if not bs:
+                lines.append(f"{j.path}: no --baseline run of {_slot(s)}: its cells are "
+                             "compared with nothing, so a regression there cannot be seen")
+            for b in bs:
+                bi = next(i for i, x in enumerate(base) if x is b)
+                pairs.setdefault((ji, bi), (j, b, set()))[2].add(s[0])
+    for s in sorted(set(owners) - ran):
+        lines.append(f"--baseline {', '.join(str(b.path) for b in owners[s])}: "
+                     f"{_slot(s)} has no run to compare with (no run of that arch, or "
+                     "not on that backend): not a kernel's regression, a night that does "
+                     "not match its baseline")
+    return list(pairs.values()), tuple(lines)
+
+
+def _joined(parts: Sequence[Any], base: Sequence[JudgedRun], runs: Sequence[JudgedRun]
+            ) -> Any:
+    """The comparisons of every (run, baseline) pair as one."""
+    from hqval.results.compare import Comparison
+
+    devices = {p.same_device for p in parts}
+    return Comparison(", ".join(str(b.path) for b in base), ", ".join(str(j.path) for j in runs),
+                      tuple(c for p in parts for c in p.changes),
+                      tuple(sorted({g for p in parts for g in p.gates})),
+                      devices.pop() if len(devices) == 1 else None)
+
+
+def _distinct_runs(runs: Sequence[JudgedRun], base: Sequence[JudgedRun]) -> None:
+    """A run given twice (the same ``run_id`` among the runs, or as a run and a baseline)
+    is bad input (``ValueError``): its evidence would count twice, or a night be compared
+    with itself, where no regression can ever show."""
+    seen: dict[str, str] = {}
+    for what, r in [*(("RUN", j) for j in runs), *(("--baseline", b) for b in base)]:
+        rid = r.envelope.get("run_id")
+        if not isinstance(rid, str) or not rid:
+            continue
+        here = f"{what} {r.path}"
+        if rid in seen:
+            raise ValueError(f"{here} is run {rid}, as {seen[rid]} is: the same run twice "
+                             "(a copy of it, or a night given as its own baseline); give "
+                             "each run once")
+        seen[rid] = here
 
 
 def _admit_one(run: JudgedRun, policy: Policy, arches: Mapping[str, Arch],

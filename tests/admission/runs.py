@@ -23,8 +23,11 @@ STEP_OF_KIND = {"compile": "compile", "audit": "audit", "check": "checks",
 
 def bound_run(rows: Sequence[Row], kernels: Mapping[str, Mapping[str, Any]],
               arches: Sequence[str], path: str = "run", **envelope: Any) -> Run:
+    # a run's id is its own (hqval run makes one per run directory): RUN_ID for the default
+    # path, else one made from the path, so two runs of a test are two runs
+    rid = RUN_ID if path == "run" else hashlib.sha256(path.encode()).hexdigest()[:32]
     # every check row states the run's seed (0), as hqval.checks.cell writes it
-    stamped = [dataclasses.replace(r, run_id=RUN_ID,
+    stamped = [dataclasses.replace(r, run_id=rid,
                                    seed=0 if r.kind == "check" and r.seed is None else r.seed)
                for r in rows]
     # the object of every kernel that built (its compile row passes), named by the rows
@@ -42,10 +45,10 @@ def bound_run(rows: Sequence[Row], kernels: Mapping[str, Mapping[str, Any]],
     for step in EVIDENCE_STEPS:
         for a in arches:
             if not any(i.rsplit("|", 2)[-2] == a for i in expected[step]):
-                note = Row("step", step, "-", a, "step", Status.SKIPPED, run_id=RUN_ID)
+                note = Row("step", step, "-", a, "step", Status.SKIPPED, run_id=rid)
                 stamped.append(note)
                 expected[step].append(note.identity)
-    env = {"schema_version": hqval.SCHEMA_VERSION, "run_id": RUN_ID, "arch": list(arches),
+    env = {"schema_version": hqval.SCHEMA_VERSION, "run_id": rid, "arch": list(arches),
            # the backend hqval run records (its arches' one backend; a row of another is
            # damage)
            "backend": ",".join(sorted({r.backend for r in stamped
