@@ -353,6 +353,9 @@ class Admission:
     # what of tonight no baseline ran, what of the baseline no run ran, two baselines of
     # one arch and backend; the comparison is incomplete, exit 2
     unpaired: tuple[str, ...] = ()
+    # runs admitted together that validated different things (``judge.disagreement``:
+    # another suite commit, hqval version, manifest, mutants or policy), exit 2
+    disagree: tuple[str, ...] = ()
 
     @property
     def incomplete(self) -> bool:
@@ -370,12 +373,14 @@ class Admission:
     @property
     def exit_code(self) -> int:
         """2: damaged evidence, an infrastructure problem or incomplete evidence (or none,
-        or a baseline that does not pair with the runs by arch and backend);
+        or a baseline that does not pair with the runs by arch and backend, or runs that
+        validated different things);
         1: a row failed (a rejected cell, a kernel-level finding, a failure outside the
         policy) or regressed; 2: a cell untested or only compiled; 0: every cell at what
         the run can prove (emulated, measured, fallback or unsupported as the policy
         says) and no failure."""
-        if self.damage or self.infrastructure or self.incomplete or self.unpaired:
+        if self.damage or self.infrastructure or self.incomplete or self.unpaired \
+                or self.disagree:
             return 2
         rejected = any(c.status is AdmissionStatus.REJECTED for c in self.cells)
         if rejected or self.regressions or self.outside or self.findings:
@@ -403,6 +408,7 @@ class Admission:
             "damage": list(self.damage),
             "unconfirmed": list(self.unconfirmed),
             "unpaired": list(self.unpaired),
+            "disagree": list(self.disagree),
             "incomplete": self.incomplete,
             "exit_code": self.exit_code,
         }
@@ -524,6 +530,7 @@ def problem_lines(adm: Admission) -> list[str]:
     policy, skipped gates (``hqval admit`` and ``hqval run`` print them)."""
     lines = [f"damaged: {d}" for d in adm.damage]
     lines += [f"baseline: {u}" for u in adm.unpaired]
+    lines += [f"mixed: {d}" for d in adm.disagree]
     lines += [f"infrastructure: {m}" for m in adm.infrastructure]
     if adm.empty:
         lines.append("empty: the runs hold no evidence (no rows, or no kernel of any admission "
@@ -602,4 +609,4 @@ def combine(admissions: Sequence[Admission], sources: Sequence[str]) -> Admissio
         findings=every("findings"), missing=every("missing"), self_test=every("self_test"),
         skipped_gates=every("skipped_gates"), empty=all(a.empty for a in admissions),
         not_gating=every("not_gating"), damage=every("damage"),
-        unconfirmed=every("unconfirmed"), unpaired=every("unpaired"))
+        unconfirmed=every("unconfirmed"), unpaired=every("unpaired"), disagree=every("disagree"))

@@ -181,6 +181,9 @@ def judge(
         adm = dataclasses.replace(adm, regressions=tuple(regressed))
     if unpaired:
         adm = dataclasses.replace(adm, unpaired=unpaired)
+    apart = disagreement(judged)
+    if apart:
+        adm = dataclasses.replace(adm, disagree=apart)
     # a baseline the judge cannot vouch for is damaged evidence of this admission (its
     # rows decide what counts as a regression): exit 2, naming it
     base_damage = tuple(f"--baseline {b.path}: {d}" for b in base for d in b.damage)
@@ -253,6 +256,32 @@ def _joined(parts: Sequence[Any], base: Sequence[JudgedRun], runs: Sequence[Judg
                       tuple(c for p in parts for c in p.changes),
                       tuple(sorted({g for p in parts for g in p.gates})),
                       devices.pop() if len(devices) == 1 else None)
+
+
+# what a run validated: runs admitted together as one verdict (a night's) must agree on
+# every one, or the verdict mixes evidence about different trees, suites or gates
+VALIDATED = ("hqval_version", "suite_commit", "kernel_tree_commit", "manifest_sha256",
+             "mutants_sha256", "policy_sha256")
+
+
+def disagreement(runs: Sequence[JudgedRun]) -> tuple[str, ...]:
+    """One line per envelope key of ``VALIDATED`` on which the runs differ (a runner that
+    checked out another commit, ran an older hqval, another manifest or policy), naming
+    each value and its runs; empty when they agree (a key no run records agrees)."""
+    if len(runs) < 2:
+        return ()
+    lines = []
+    for key in VALIDATED:
+        values: dict[str, list[str]] = {}
+        for j in runs:
+            v = j.envelope.get(key)
+            values.setdefault("none" if v is None else str(v)[:16], []).append(str(j.path))
+        if len(values) > 1:
+            shown = "; ".join(f"{v} ({', '.join(p)})" for v, p in sorted(values.items()))
+            lines.append(f"the runs differ in {key}: {shown}: one admission of runs that "
+                         "validated different things; re-run them from one checkout, or "
+                         "admit each on its own")
+    return tuple(lines)
 
 
 def _distinct_runs(runs: Sequence[JudgedRun], base: Sequence[JudgedRun]) -> None:

@@ -10,6 +10,7 @@ baseline it regressed).
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -122,3 +123,28 @@ def test_admit_with_no_run_is_a_usage_error(hqval: Hqval) -> None:
     with pytest.raises(SystemExit) as exc:
         hqval("admit", "--expect-arch", "all")
     assert exc.value.code == 2
+
+
+def _edit(run: str, **fields: object) -> None:
+    env = Path(run) / "envelope.json"
+    data = json.loads(env.read_text())
+    data.update(fields)
+    env.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("key,value", [("suite_commit", "0" * 40),
+                                       ("hqval_version", "0.1.0"),
+                                       ("manifest_sha256", "f" * 64),
+                                       ("policy_sha256", "e" * 64)])
+def test_a_run_of_another_checkout_manifest_or_policy_in_the_night_is_exit_2(
+        make_run: RunFactory, hqval: Hqval, key: str, value: str) -> None:
+    # one runner checked out another commit (an older hqval, another kernels.yaml or
+    # policy.yaml): its cells were admitted beside the others' as one night (once: exit 0)
+    a = _hip(make_run, "a", seed=2)
+    b = _hip(make_run, "b", arch="gfx1201", seed=3)
+    _verdict(hqval("admit", a, b), 0)
+    _edit(b, **{key: value})
+    res = hqval("admit", a, b)
+    _verdict(res, 2)
+    assert f"hqval admit: mixed: the runs differ in {key}: " in res.err
+    assert f"{value[:16]} ({b})" in res.err
