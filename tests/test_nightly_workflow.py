@@ -355,8 +355,9 @@ def test_the_nightly_workflow_fails_closed_over_nights(tmp_path: Path,
         return runner
 
     def merge_job(store: Path, **inputs: str) -> LocalRunner:
+        # the lab's variable is the repository's: the merge job sees it too
         runner = LocalRunner(tmp_path / f"merge-{store.name}", store,
-                             ctx(store.name, inputs=inputs),
+                             ctx(store.name, inputs=inputs, vars={"HQVAL_BACKEND": "emu"}),
                              env={**lab, "GITHUB_RUN_ID": store.name}, nights=nights)
         runner.ok = runner.run_job(wf["jobs"]["merge"])  # type: ignore[attr-defined]
         return runner
@@ -399,11 +400,14 @@ def test_the_nightly_workflow_fails_closed_over_nights(tmp_path: Path,
     assert "admitted without one" in accepted.output
     github_api.succeeded.append("101")
 
-    # night 102, clean (the same runs again): green, against night 101's artifacts, and
-    # the report has the section since the baseline
+    # night 102, clean (the runners run again: every cell's inputs unchanged, so the cell
+    # cache answers them; a copy of night 101's runs would be the baseline itself, which
+    # admit refuses): green, against night 101's artifacts, and the report has the section
+    # since the baseline
     second = night("102")
-    for arch in ARCHES:
-        shutil.copytree(first / f"run-{arch}", second / f"run-{arch}")
+    with ThreadPoolExecutor(len(ARCHES)) as pool:
+        again = list(pool.map(lambda a: arch_job(a, second, "emu"), ARCHES))
+    assert all(job.ok for job in again), [j.results[1].output[-2000:] for j in again]
     merge = merge_job(second)
     outputs = {r.name: r.code for r in merge.results}
     assert merge.ok, {r.name: (r.code, r.output[-1500:]) for r in merge.results}  # type: ignore[attr-defined]
@@ -412,6 +416,14 @@ def test_the_nightly_workflow_fails_closed_over_nights(tmp_path: Path,
     assert "no baseline" not in merge.step("hqval admit").output, outputs
     html = (second / "report" / "report.html").read_text()
     assert 'id="baseline"' in html and "Since the baseline" in html
+    # the same night where the lab's variable is unset, so the fleet expects hip: the
+    # emulated runs fail it, each arch named
+    merge.context["vars"] = {}
+    on_emu = merge.run_step(_admit_step(wf))
+    assert on_emu.code == 2, on_emu.output[-3000:]
+    for arch in ARCHES:
+        assert f"hqval admit: {arch}: ran on emu, not hip (--expect-backend)" in on_emu.output
+    merge.context["vars"] = {"HQVAL_BACKEND": "emu"}
 
     # night 103: gfx1010's ROCm does not load (the workflow's own backend, hip, on this
     # machine): its job fails with hqval's reason, and the night names the arch
@@ -420,7 +432,7 @@ def test_the_nightly_workflow_fails_closed_over_nights(tmp_path: Path,
     nox = broken.results[1]
     assert not broken.ok and nox.code == 1  # type: ignore[attr-defined]
     assert "backend 'hip'" in nox.output and f"::error::{ARCHES[0]}: no run" in nox.output
-    shutil.copytree(first / f"run-{ARCHES[1]}", third / f"run-{ARCHES[1]}")
+    shutil.copytree(second / f"run-{ARCHES[1]}", third / f"run-{ARCHES[1]}")
 
     def admit_again(store: Path) -> StepResult:
         """The merge job's admit step over ``store``'s runs (in night 102's workspace,
@@ -436,7 +448,7 @@ def test_the_nightly_workflow_fails_closed_over_nights(tmp_path: Path,
 
     # night 104: gfx1030's runner is offline (no job, no artifact): the night names it
     fourth = night("104")
-    shutil.copytree(first / f"run-{ARCHES[0]}", fourth / f"run-{ARCHES[0]}")
+    shutil.copytree(second / f"run-{ARCHES[0]}", fourth / f"run-{ARCHES[0]}")
     offline = admit_again(fourth)
     assert offline.code == 2, offline.output[-3000:]
     assert f"hqval admit: {ARCHES[1]}: no run (--expect-arch)" in offline.output

@@ -8,7 +8,9 @@ bad input (a damaged run directory), an infrastructure problem or incomplete evi
 (admission fails closed).  ``--expect-arch`` names the arches that must each have a run
 (bare or ``all``: every arch of ``matrices/arches.yaml``, the nightly's matrix): an arch
 with none, a runner that was offline or whose job left no run, is incomplete evidence,
-exit 2, with one line naming it.
+exit 2, with one line naming it.  ``--expect-backend`` names the backend every run must have run
+on: an arch that ran on another (the emulator where the fleet expects hip) is exit 2, with
+one line naming it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--expect-arch", action="append", nargs="?", const="all", metavar="ARCH",
         help="an arch that must have a run (repeatable, comma lists; bare or 'all': every "
              "arch of arches.yaml); one with none is incomplete evidence, exit 2")
+    parser.add_argument(
+        "--expect-backend", choices=("emu", "hip", "cuda"), metavar="BACKEND",
+        help="the backend every run must have run on (the nightly's hip); an arch that ran "
+             "on another (the emulator where the fleet expects hardware) is exit 2")
 
 
 def run_arches(envelopes: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -52,6 +58,16 @@ def missing_arches(expected: Sequence[str], envelopes: Iterable[Mapping[str, Any
     """The expected arches no run ran, in the order expected."""
     ran = run_arches(envelopes)
     return [a for a in expected if a not in ran]
+
+
+def other_backends(expected: str | None, envelopes: Iterable[Mapping[str, Any]]
+                   ) -> list[tuple[str, str]]:
+    """The (arch, backend) pairs the runs ran on a backend other than ``expected``."""
+    from hqval.admission.judge import run_slots
+
+    if not expected:
+        return []
+    return sorted({s for env in envelopes for s in run_slots(env) if s[1] != expected})
 
 
 def bisect_step(envelope: Mapping[str, Any]) -> str:
@@ -95,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     missing = missing_arches(expected, (run.envelope for run in judged.runs))
+    elsewhere = other_backends(args.expect_backend, (run.envelope for run in judged.runs))
     adm, cmp = judged.admission, judged.comparison
     print(to_markdown(adm))
     if cmp is not None:
@@ -108,13 +125,18 @@ def run(args: argparse.Namespace) -> int:
     for arch in missing:
         print(f"hqval admit: {arch}: no run (--expect-arch): its runner was offline or its "
               f"job left no run directory; no cell of {arch} is admitted", file=sys.stderr)
+    for arch, backend in elsewhere:
+        print(f"hqval admit: {arch}: ran on {backend}, not {args.expect_backend} "
+              f"(--expect-backend): no cell of {arch} is admitted as {args.expect_backend} "
+              "evidence", file=sys.stderr)
     if args.json:
         doc = json.loads(dumps(adm))
         doc["missing_arches"] = missing
+        doc["other_backends"] = [f"{a} ({b})" for a, b in elsewhere]
         # through the one writer (hqval.safeio.write_atomic): never through a link, over a
         # directory or over a run's own files
         options.write_json(doc, args.json)
-    code = max(adm.exit_code, 2) if missing else adm.exit_code
+    code = max(adm.exit_code, 2) if missing or elsewhere else adm.exit_code
     verdict = {0: "complete evidence, no failure", 1: "a row failed or regressed",
                2: "damaged, incomplete or unproven evidence or an infrastructure problem: "
                   "admission fails closed"}[code]

@@ -148,3 +148,19 @@ def test_a_run_of_another_checkout_manifest_or_policy_in_the_night_is_exit_2(
     _verdict(res, 2)
     assert f"hqval admit: mixed: the runs differ in {key}: " in res.err
     assert f"{value[:16]} ({b})" in res.err
+
+
+def test_an_emulated_arch_in_a_hardware_night_is_exit_2(make_run: RunFactory,
+                                                        hqval: Hqval) -> None:
+    # the fleet expects hip; one arch's run is the emulator's (a runner whose job ran
+    # --backend emu or auto): it was admitted as emulated beside the measured ones (once:
+    # exit 0, nothing said which backend the night expected)
+    hw = _hip(make_run, "hw", seed=2)
+    emu = _hip(make_run, "emu", arch="gfx1201", backend="emu", seed=3)
+    _verdict(hqval("admit", hw, "--expect-backend", "hip"), 0)
+    _verdict(hqval("admit", hw, emu), 0)
+    res = hqval("admit", hw, emu, "--expect-backend", "hip")
+    _verdict(res, 2)
+    assert ("hqval admit: gfx1201: ran on emu, not hip (--expect-backend): no cell of "
+            "gfx1201 is admitted as hip evidence") in res.err
+    assert "gfx1100: ran on" not in res.err
