@@ -190,6 +190,23 @@ def run_id(run: Path) -> str:
     return str(json.loads((run / "envelope.json").read_text())["run_id"])
 
 
+def as_another_run(run: Path) -> Path:
+    """``run`` (a copy of another run) renamed to a run of its own: a new run id in its
+    envelope and in every row it wrote, as a second ``hqval run`` of the same inputs
+    would give (admit refuses one run given twice, a copy of it included)."""
+    import uuid
+
+    old, new = run_id(run), uuid.uuid4().hex
+    env = json.loads((run / "envelope.json").read_text())
+    env["run_id"] = new
+    (run / "envelope.json").write_text(json.dumps(env, indent=1))
+    lines = [json.loads(x) for x in (run / "rows.jsonl").read_text().splitlines() if x.strip()]
+    (run / "rows.jsonl").write_text("".join(
+        json.dumps({**r, "run_id": new} if r.get("run_id") == old else r) + "\n"
+        for r in lines))
+    return run
+
+
 def append_rows(run: Path, *new: dict[str, object], stamp: bool = True) -> None:
     """Append rows to the run, stamped with its run id (as its own writer would) unless
     ``stamp`` is false."""

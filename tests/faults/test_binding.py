@@ -19,6 +19,7 @@ from .conftest import (
     BIT_IDENTITY,
     Result,
     append_rows,
+    as_another_run,
     edit_envelope,
     fail_bit_identity,
     hqval_process,
@@ -98,7 +99,7 @@ def test_a_second_run_never_excuses_the_first(copy_of: Callable[[], Path],
     Each run is judged with its own kernel table, so ``admit A B`` still fails (once: B's
     table excused A's failure, exit 0).  (B's manifest is moved away first, as if B were
     made from another one: a table its own manifest contradicts is damage.)"""
-    a, b = copy_of(), copy_of()
+    a, b = copy_of(), as_another_run(copy_of())
     fail_bit_identity(a)
     edit_envelope(b, lambda e: [e.update(manifest=str(b / "moved-away.yaml")),
                             *(k.update(production=False) for k in e["kernels"].values())])

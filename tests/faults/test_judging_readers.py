@@ -14,6 +14,7 @@ import pytest
 from .conftest import (
     PARITY,
     Result,
+    as_another_run,
     assert_damaged,
     fail_bit_identity,
     rewrite_each,
@@ -53,7 +54,7 @@ def test_history_of_a_damaged_run_is_exit_2(golden: Path, copy_of: Callable[[], 
 
 def test_a_damaged_baseline_row_is_exit_2(golden: Path, copy_of: Callable[[], Path],
                                           hqval: Hq) -> None:
-    run = copy_of()
+    run = as_another_run(copy_of())  # last night's run, not tonight's copy
     _foreign(run)
     assert_damaged(hqval("admit", str(golden), "--baseline", str(run)),
              f"--baseline {run}", "written by run 000")

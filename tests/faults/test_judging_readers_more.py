@@ -15,7 +15,7 @@ import pytest
 
 from hqval.results.store import load_run
 
-from .conftest import ARCH, Result, assert_damaged, rewrite_each
+from .conftest import ARCH, Result, as_another_run, assert_damaged, rewrite_each
 
 Hq = Callable[..., Result]
 PAYLOAD = f"audit_payload_offset[gemv_mq4g256v2_r1|{ARCH}|isa]"
@@ -32,7 +32,7 @@ def _contradicted(run: Path) -> None:
 @pytest.mark.parametrize("reader", ["compare", "history", "admit-baseline"])
 def test_every_reader_refuses_a_row_its_own_details_contradict(
         golden: Path, copy_of: Callable[[], Path], hqval: Hq, reader: str) -> None:
-    run = copy_of()
+    run = as_another_run(copy_of())  # another night's run of the same inputs
     _contradicted(run)
     args = {"compare": ["compare", str(golden), str(run)],
             "history": ["history", str(golden), str(run)],
