@@ -11,6 +11,7 @@ round-to-nearest-even at p bits equals one rounding at p bits (Boldo & Melquiond
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,28 +65,30 @@ def _fast() -> Any:
     return f
 
 
+def _compiled(which: int, dtype: Any, oracle: Callable[..., np.ndarray], a: Any, b: Any,
+              c: Any) -> np.ndarray:
+    """Loop ``which`` of ``_fast()`` (0 fma_odd, 1 fma_f32, 2 mix_f16) on a, b, c with
+    output ``dtype``, or ``oracle``, the numpy code, where the compiled loops are not used."""
+    f = _fast()
+    if not f:
+        return oracle(a, b, c)
+    with fp_quiet(invalid="ignore", over="ignore"):
+        r = f[which](a, b, c, dtype=dtype, casting="unsafe")
+    return r if type(r) is np.ndarray else np.asarray(r)
+
+
 def fma_f32(a: Any, b: Any, c: Any) -> np.ndarray:
     """Correctly rounded a*b + c for float32 inputs (broadcasting): the compiled loop of
     ``hqval.emu.fastfma`` where it is available, else ``fma_f32_numpy``; the two are
     bit-identical (``tests/emu/test_fastfma.py``)."""
-    f = _fast()
-    if not f:
-        return fma_f32_numpy(a, b, c)
-    with fp_quiet(invalid="ignore", over="ignore"):
-        r = f[1](a, b, c, dtype=np.float32, casting="unsafe")
-    return r if type(r) is np.ndarray else np.asarray(r)
+    return _compiled(1, np.float32, fma_f32_numpy, a, b, c)
 
 
 def fma_odd(a: Any, b: Any, c: Any) -> np.ndarray:
     """a*b + c in f64 rounded to odd, for operands whose product is exact in f64 (f32 or
     narrower values): a following rounding to f32 or f16 is then the single rounding of
     the exact result.  Compiled where available, else ``fma_odd_numpy``."""
-    f = _fast()
-    if not f:
-        return fma_odd_numpy(a, b, c)
-    with fp_quiet(invalid="ignore", over="ignore"):
-        r = f[0](a, b, c, dtype=np.float64, casting="unsafe")
-    return r if type(r) is np.ndarray else np.asarray(r)
+    return _compiled(0, np.float64, fma_odd_numpy, a, b, c)
 
 
 def fma_odd_numpy(a: Any, b: Any, c: Any) -> np.ndarray:
@@ -306,12 +309,7 @@ def mix_f16(a: Any, b: Any, c: Any) -> np.ndarray:
     f32 values (broadcasting): a*b + c rounded once to f32, then ``f32_to_f16``.  The
     compiled loop of ``hqval.emu.fastfma`` where it is available, else ``mix_f16_numpy``;
     the two are bit-identical (``tests/emu/test_fastfma.py``)."""
-    f = _fast()
-    if not f:
-        return mix_f16_numpy(a, b, c)
-    with fp_quiet(invalid="ignore", over="ignore"):
-        r = f[2](a, b, c, dtype=np.uint16, casting="unsafe")
-    return r if type(r) is np.ndarray else np.asarray(r)
+    return _compiled(2, np.uint16, mix_f16_numpy, a, b, c)
 
 
 def mix_f16_numpy(a: Any, b: Any, c: Any) -> np.ndarray:

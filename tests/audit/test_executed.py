@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from hqval.audit.cache import _audit_job, _Job
-from hqval.manifest import KernelSpec, load_manifest, load_mutants
+from hqval.manifest import KernelSpec, Manifest, load_manifest, load_mutants
 from hqval.matrix import load_arches
 from hqval.result import Row, Status
 from hqval.toolchain import compile_kernel
@@ -173,12 +173,13 @@ def test_code_the_problem_does_not_run_is_unsupported_never_a_pass(cache: Path) 
 ROUTED = load_manifest(TREE / "moe_fused.yaml")
 
 
-def _audit_in(_tree: object, name: str, arch: str, cache: Path) -> dict[str, Row]:
-    spec = ROUTED.by_name(name)
+def _audit_in(tree: Manifest, name: str, arch: str, cache: Path) -> dict[str, Row]:
+    """The audit rows of ``tree``'s kernel ``name`` on ``arch`` against its baseline, by rule."""
+    spec = tree.by_name(name)
     res = compile_kernel(spec, arch, cache)
     assert res.ok and res.code_object is not None, res.message
     assert spec.baseline is not None
-    base = ROUTED.by_name(spec.baseline)
+    base = tree.by_name(spec.baseline)
     bres = compile_kernel(base, arch, cache)
     assert bres.code_object is not None
     rows = _audit_job(_Job(spec, ARCHES[arch], Path(res.code_object),
@@ -580,33 +581,20 @@ def test_the_marginal_launches_run_only_where_the_rule_reads_them(cache: Path) -
 BATCHED = load_manifest(TREE / "moe_batched.yaml")
 
 
-def _audit_batched(name: str, arch: str, cache: Path) -> dict[str, Row]:
-    spec = BATCHED.by_name(name)
-    res = compile_kernel(spec, arch, cache)
-    assert res.ok and res.code_object is not None, res.message
-    assert spec.baseline is not None
-    base = BATCHED.by_name(spec.baseline)
-    bres = compile_kernel(base, arch, cache)
-    assert bres.code_object is not None
-    rows = _audit_job(_Job(spec, ARCHES[arch], Path(res.code_object),
-                           (base, Path(bres.code_object))))
-    return {r.check.removeprefix("audit_"): r for r in rows}
-
-
 def test_a_batched_routed_gemv_is_counted_per_routed_slot(cache: Path) -> None:
     """A batched MoE GEMV (grid (M, k_top, N)) reads each selected expert once per (token,
     rank) slot routed to it: the VALU and the W traffic are per (group-row, slot), not per
     group-row of the expert, else an expert routed to ten slots multiplies the true
     per-slot delta tenfold (the engine's batched gate/up GEMV: +10.67 for +1.0).  A copy
     spending ten VALU more per group still fails."""
-    real = _audit_batched("ew_moe_batched_mq4g256v2", "gfx1100", cache)
+    real = _audit_in(BATCHED, "ew_moe_batched_mq4g256v2", "gfx1100", cache)
     for rule in RULES:
         assert real[rule].status is Status.PASS, (rule, real[rule].message)
         assert real[rule].details["decided_by"] == "executed"
     d = real["v2_valu_delta"].details
     assert d["column_tiles"] > 1  # some expert is routed to several slots
     assert abs(real["v2_valu_delta"].measured or 0.0) <= 3.0
-    extra = _audit_batched("ew_mut_moe_batched_extra_valu", "gfx1100", cache)
+    extra = _audit_in(BATCHED, "ew_mut_moe_batched_extra_valu", "gfx1100", cache)
     r = extra["v2_valu_delta"]
     assert r.status is Status.FAIL and r.details["decided_by"] == "executed", r.message
     assert 9.0 <= (r.measured or 0.0) - (real["v2_valu_delta"].measured or 0.0) <= 11.0

@@ -73,13 +73,9 @@ def test_fixture_whose_misreads_do_not_move_the_output_is_an_error(
     assert row.status == Status.ERROR and "does not discriminate" in row.message
 
 
-def test_a_baseline_that_fails_its_own_parity_is_no_verdict(tmp_path: Path) -> None:
-    """The engine-style tree with its v1 baseline broken (the zero read as the scale, as
-    the engine's gfx11 v1 residual WMMA GEMM writes its tile in the wrong C layout): the
-    difference says nothing about the v2 kernel, so its bit_identity is an error reaching
-    no verdict, naming the baseline's failing reference parity, where it was the v2
-    kernel's FAIL; against the intact baseline a broken v2 still fails, without that
-    note."""
+def _tree_cell(tmp_path: Path) -> Callable[[str], Row]:
+    """A copy of the engine-style tree under ``tmp_path`` (``tmp_path / "tree"``, to edit)
+    and its bit_identity cell of a kernel on gfx1030, the manifest read anew each time."""
     import shutil
 
     from hqval.backends.emu import EmuBackend
@@ -94,6 +90,17 @@ def test_a_baseline_that_fails_its_own_parity_is_no_verdict(tmp_path: Path) -> N
         m = load_manifest(tmp_path / "tree" / "kernels.yaml")
         ctx = CheckContext(backend=EmuBackend(arch.name), arch=arch, manifest=m)
         return run_cell(ctx, "bit_identity", m.by_name(kernel))
+    return cell
+
+
+def test_a_baseline_that_fails_its_own_parity_is_no_verdict(tmp_path: Path) -> None:
+    """The engine-style tree with its v1 baseline broken (the zero read as the scale, as
+    the engine's gfx11 v1 residual WMMA GEMM writes its tile in the wrong C layout): the
+    difference says nothing about the v2 kernel, so its bit_identity is an error reaching
+    no verdict, naming the baseline's failing reference parity, where it was the v2
+    kernel's FAIL; against the intact baseline a broken v2 still fails, without that
+    note."""
+    cell = _tree_cell(tmp_path)
 
     v1 = tmp_path / "tree" / "src" / "ew_gemv_hfq4g256.hip"
     good = v1.read_text()
@@ -119,20 +126,7 @@ def test_a_baseline_whose_launch_breaks_a_guard_is_no_verdict(tmp_path: Path) ->
     so the v2 kernel's bit_identity is an error reaching no verdict, naming the baseline,
     where it was the v2 kernel's FAIL ('guard: memory fault ...').  A v2 kernel whose own
     launch breaks the guard still fails."""
-    import shutil
-
-    from hqval.backends.emu import EmuBackend
-    from hqval.manifest import load_manifest
-    from hqval.matrix import load_arches
-
-    tree = Path(__file__).resolve().parents[1] / "data" / "engine_tree"
-    shutil.copytree(tree, tmp_path / "tree")
-    arch = load_arches()["gfx1030"]
-
-    def cell(kernel: str) -> Row:
-        m = load_manifest(tmp_path / "tree" / "kernels.yaml")
-        ctx = CheckContext(backend=EmuBackend(arch.name), arch=arch, manifest=m)
-        return run_cell(ctx, "bit_identity", m.by_name(kernel))
+    cell = _tree_cell(tmp_path)
 
     below = "const float sc = __uint_as_float(EW_LOAD_HDR(gp - 64));"
     v1 = tmp_path / "tree" / "src" / "ew_gemv_hfq4g256.hip"
